@@ -1,0 +1,169 @@
+"""The library API: pure functions over source text. Nothing here prints, exits or touches files
+unless asked to (``migrate_paths`` reads files; writing is the caller's choice)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import libcst as cst
+
+from .context import FileContext
+from .fixes import (
+    Diagnostic,
+    Edit,
+    Fix,
+    MissingDependencyError,
+    Result,
+    SourceParseError,
+    UnknownFixError,
+    apply_edits_checked,
+    drop_nested,
+    parses,
+    select_consistent,
+    splice,
+    uniquify,
+)
+from .registry import import_rule_id, rules_for
+from .rules import FileState
+
+
+@dataclass
+class _Analysis:
+    ctx: FileContext
+    fixes: list[Fix]
+    diagnostics: list[Diagnostic]
+    imports_enabled: bool
+    structural: list[str] = field(default_factory=list)
+
+
+def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
+    try:
+        ctx = FileContext(code, path)
+    except cst.ParserSyntaxError as e:
+        raise SourceParseError(f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: cannot parse: {e.message}") from None
+    state = FileState(ctx)
+    active = rules_for(select, ignore)
+    for rule in active:
+        if rule.structural:
+            rule().run(state)
+    local = [r for r in active if not r.structural and r.id != import_rule_id()]
+    if state.refused_pipeline:
+        if local:
+            state.diagnostics.append(
+                Diagnostic(
+                    "DM100",
+                    "a pipeline of this file could not be migrated: local rewrites are withheld so the "
+                    "file is not left half pipeline mode, half dynamic mode",
+                    1,
+                    0,
+                    "info",
+                )
+            )
+    else:
+        for rule in local:
+            rule().run(state)
+    fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.span.start_line)]
+    diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
+    fixes = drop_nested(fixes)
+    imports_enabled = any(r.id == import_rule_id() for r in active)
+    return _Analysis(ctx, fixes, diagnostics, imports_enabled, state.structural)
+
+
+def _assemble(a: _Analysis, chosen: Sequence[Fix]) -> Result:
+    """Apply ``chosen`` (and the TODO markers), then the derived import fix."""
+    ctx = a.ctx
+    chosen, conflicting = select_consistent(list(chosen))
+    diagnostics = list(a.diagnostics)
+    for f in conflicting:
+        diagnostics.append(Diagnostic(f.rule, f"internal error: fix {f.id} overlaps another fix and was not applied", f.span.start_line, 0, "error"))
+    code, applied, broken = apply_edits_checked(ctx.source, chosen)
+    for f in broken:
+        diagnostics.append(
+            Diagnostic(f.rule, f"internal error: fix {f.id} would not parse and was not applied", f.span.start_line, 0, "error")
+        )
+    taken_edits = [e for f in applied for e in f.edits]
+    markers = [
+        d.marker
+        for d in diagnostics
+        if d.marker is not None and not any(e.start <= d.marker.start < e.end for e in taken_edits)
+    ]
+    marker_fixes = []
+    for m in dict.fromkeys(markers):
+        marker_fixes.append(m)
+    code = splice(ctx.source, taken_edits + marker_fixes)
+    fixes = list(a.fixes)
+    if a.imports_enabled and applied:
+        edits = _import_edits(ctx, code)
+        if edits:
+            imp = ctx.make_fix(
+                import_rule_id(),
+                ctx.module,
+                edits,
+                "update imports: add ndd, drop pipeline-mode names left unused",
+                depends_on=[f.id for f in applied],
+            )
+            trial = splice(ctx.source, taken_edits + marker_fixes + list(imp.edits))
+            if parses(trial) and not _overlap(imp.edits, taken_edits + marker_fixes):
+                code = trial
+                fixes.append(imp)
+                applied = applied + [imp]
+            else:
+                diagnostics.append(Diagnostic(imp.rule, "internal error: the import fix was not applied", 1, 0, "error"))
+    return Result(source=ctx.source, code=code, fixes=fixes, diagnostics=diagnostics, applied=[f.id for f in applied])
+
+
+def _import_edits(ctx: FileContext, code: str) -> list[Edit]:
+    from dali_migrate.transforms.imports import import_edits
+
+    return import_edits(ctx, code)
+
+
+def _overlap(a: Iterable[Edit], b: Iterable[Edit]) -> bool:
+    b = list(b)
+    return any(x.start < y.end and y.start < x.end for x in a for y in b)
+
+
+def migrate_source(
+    code: str,
+    *,
+    path: str | None = None,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    unsafe: bool = False,
+) -> Result:
+    """Migrate one module's source text.
+
+    Returns a :class:`Result`: ``.fixes`` lists every fix found (safe and unsafe), ``.code`` is
+    the source with every safe fix applied (and unsafe ones too when ``unsafe=True``), TODO
+    markers included, ``.diagnostics`` what was left unmigrated and why, ``.changed`` whether
+    ``.code`` differs. ``select``/``ignore`` take rule ids or prefixes (``"DM1"``).
+    Raises :class:`SourceParseError` when ``code`` is not valid Python.
+    """
+    a = _analyse(code, path, select, ignore)
+    chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]
+    return _assemble(a, chosen)
+
+
+def apply_fixes(code: str, fixes: Iterable[Fix | str], *, path: str | None = None) -> str:
+    """Apply a chosen subset of the fixes of ``code`` (Fix objects or their ids).
+
+    Dependencies must be chosen too (:class:`MissingDependencyError`); an id that names no fix
+    of this source raises :class:`UnknownFixError`. The import fix is recomputed for the subset.
+    """
+    a = _analyse(code, path, None, None)
+    by_id = {f.id: f for f in a.fixes}
+    chosen: list[Fix] = []
+    for f in fixes:
+        fid = f if isinstance(f, str) else f.id
+        if fid.startswith(import_rule_id() + ":"):
+            continue  # derived: recomputed below
+        if fid not in by_id:
+            raise UnknownFixError(fid)
+        chosen.append(by_id[fid])
+    ids = {f.id for f in chosen}
+    for f in chosen:
+        missing = [d for d in f.depends_on if d not in ids and not d.startswith(import_rule_id() + ":")]
+        if missing:
+            raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
+    return _assemble(a, chosen).code

@@ -1,0 +1,206 @@
+"""Running the migration over files: discovery, the cheap prefilter, worker processes, per-file
+isolation and atomic writes. The CLI is a thin view over :func:`run`."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Literal, Sequence
+
+from .api import migrate_source
+from .fixes import Diagnostic, Result, SourceParseError
+from .sourcefile import SourceError, iter_python_files, mentions_dali, read_source, write_source
+
+Mode = Literal["diff", "write", "check"]
+#: below this many candidate files, worker processes cost more than they save
+PARALLEL_THRESHOLD = 8
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: Mode = "diff"
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe: bool = False
+    exclude: tuple[str, ...] = ()
+    jobs: int = 0  # 0: one per core
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file. ``status``: unchanged, changed (fixes pending or written),
+    skipped (never mentions DALI) or error (``error`` says why, in one line)."""
+
+    path: str
+    status: Literal["unchanged", "changed", "skipped", "error"]
+    result: Result | None = None
+    error: str | None = None
+    diff: str = ""
+    written: bool = False
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.result.diagnostics if self.result else []
+
+    def to_dict(self) -> dict:
+        d = {"path": self.path, "status": self.status, "written": self.written}
+        if self.error:
+            d["error"] = self.error
+        if self.result is not None:
+            d.update(self.result.to_dict())
+        return d
+
+
+@dataclass
+class Summary:
+    scanned: int = 0
+    parsed: int = 0
+    changed: int = 0
+    written: int = 0
+    errors: int = 0
+    fixes_by_rule: Counter = field(default_factory=Counter)
+    diagnostics_by_severity: Counter = field(default_factory=Counter)
+
+    def add(self, fr: FileResult) -> None:
+        self.scanned += 1
+        if fr.status == "error":
+            self.errors += 1
+        if fr.result is not None:
+            self.parsed += 1
+            applied = set(fr.result.applied)
+            for f in fr.result.fixes:
+                if f.id in applied:
+                    self.fixes_by_rule[f.rule] += 1
+            for d in fr.result.diagnostics:
+                self.diagnostics_by_severity[d.severity] += 1
+        if fr.status == "changed":
+            self.changed += 1
+        if fr.written:
+            self.written += 1
+
+    def to_dict(self) -> dict:
+        return {
+            "files_scanned": self.scanned,
+            "files_parsed": self.parsed,
+            "files_changed": self.changed,
+            "files_written": self.written,
+            "errors": self.errors,
+            "fixes_by_rule": dict(sorted(self.fixes_by_rule.items())),
+            "diagnostics": dict(sorted(self.diagnostics_by_severity.items())),
+        }
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"
+        )
+    )
+
+
+def process_file(path: str, options: Options) -> FileResult:
+    """Migrate one file; never raises for a bad file (the result says what went wrong)."""
+    try:
+        sf = read_source(Path(path))
+    except SourceError as e:
+        return FileResult(path, "error", error=str(e))
+    if not mentions_dali(sf.raw):
+        return FileResult(path, "skipped")
+    try:
+        result = migrate_source(
+            sf.text, path=path, select=options.select or None, ignore=options.ignore or None, unsafe=options.unsafe
+        )
+    except SourceParseError as e:
+        return FileResult(path, "error", error=f"{path}: not valid Python: {str(e).split(': ', 1)[-1]}")
+    except RecursionError:
+        return FileResult(path, "error", error=f"{path}: too deeply nested to analyse")
+    except Exception as e:  # a bug in a rule must not stop the run over the other files
+        return FileResult(path, "error", error=f"{path}: internal error: {type(e).__name__}: {e}")
+    if not result.changed:
+        return FileResult(path, "unchanged", result=result)
+    fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code))
+    if options.mode == "write":
+        try:
+            write_source(sf, result.code)
+            fr.written = True
+        except SourceError as e:
+            fr.status, fr.error = "error", str(e)
+    return fr
+
+
+def _candidates(files: Sequence[Path]) -> Iterator[tuple[str, bool]]:
+    """(path, worth parsing) for each file: a raw read and a substring test, nothing more."""
+    for p in files:
+        try:
+            with open(p, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            yield str(p), True  # process_file reports it properly
+            continue
+        yield str(p), mentions_dali(raw)
+
+
+def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[Path]:
+    """Files under ``paths``; raises FileNotFoundError for a path that does not exist."""
+    return list(iter_python_files(paths, exclude))
+
+
+def run(
+    paths: Sequence[str | Path],
+    options: Options,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[FileResult]:
+    """Process every Python file under ``paths``, in a stable order.
+
+    Files that never mention DALI are skipped without being parsed. The others are migrated in
+    worker processes when there are enough of them to pay for the pool (``options.jobs``).
+    """
+    files = discover(paths, options.exclude)
+    total = len(files)
+    done = 0
+    todo: list[str] = []
+    for path, wanted in _candidates(files):
+        if wanted:
+            todo.append(path)
+        else:
+            done += 1
+            if progress:
+                progress(done, total)
+            yield FileResult(path, "skipped")
+    jobs = options.jobs or os.cpu_count() or 1
+    if jobs > 1 and len(todo) >= PARALLEL_THRESHOLD:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
+            chunk = max(1, len(todo) // (jobs * 4))
+            for fr in pool.map(process_file, todo, [options] * len(todo), chunksize=chunk):
+                done += 1
+                if progress:
+                    progress(done, total)
+                yield fr
+    else:
+        for path in todo:
+            fr = process_file(path, options)
+            done += 1
+            if progress:
+                progress(done, total)
+            yield fr
+
+
+def load_config(start: Path | None = None) -> dict:
+    """``[tool.dali-migrate]`` of the nearest pyproject.toml at or above ``start`` (cwd)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    here = (start or Path.cwd()).resolve()
+    for d in [here, *here.parents]:
+        candidate = d / "pyproject.toml"
+        if candidate.is_file():
+            with open(candidate, "rb") as fh:
+                data = tomllib.load(fh)
+            return dict(data.get("tool", {}).get("dali-migrate", {}))
+    return {}

@@ -1,0 +1,260 @@
+"""Fixes, diagnostics and results: the list every view of dali-migrate is built on.
+
+A :class:`Fix` is one semantic unit a reviewer can accept or reject on its own. It is made of
+text edits on the *original* source (character offsets), so any subset of the fixes of a file can
+be applied, serialised to JSON or SARIF, and replayed later. A :class:`Diagnostic` is something
+the tool could not migrate safely: the code stays as it is and a ``# TODO(dali-migrate): ...``
+marker line is proposed above it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Literal, Sequence
+
+import libcst as cst
+
+Safety = Literal["safe", "unsafe"]
+TODO_PREFIX = "# TODO(dali-migrate):"
+
+
+class MigrateError(Exception):
+    """Base class of every error the library API raises."""
+
+
+class UnknownFixError(MigrateError, KeyError):
+    """An id given to :func:`apply_fixes` names no fix of this source."""
+
+
+class MissingDependencyError(MigrateError):
+    """A chosen fix depends on a fix that was not chosen."""
+
+
+class SourceParseError(MigrateError):
+    """The input is not valid Python: nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``source[start:end]`` with ``text`` (character offsets into the original)."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of the original source: 1-based lines, 0-based columns, end exclusive."""
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+    def to_dict(self) -> dict:
+        return {
+            "start": {"line": self.start_line, "column": self.start_col},
+            "end": {"line": self.end_line, "column": self.end_col},
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One reviewable change. ``id`` is stable across unrelated edits of the file."""
+
+    id: str
+    rule: str
+    message: str
+    safety: Safety
+    edits: tuple[Edit, ...]
+    span: Span
+    depends_on: tuple[str, ...] = ()
+    original: str = ""
+    replacement: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "rule": self.rule,
+            "message": self.message,
+            "safety": self.safety,
+            "span": self.span.to_dict(),
+            "original": self.original,
+            "replacement": self.replacement,
+            "depends_on": list(self.depends_on),
+        }
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """Code left unmigrated (``todo``), a note on behaviour (``info``) or a rule failure (``error``)."""
+
+    rule: str
+    message: str
+    line: int
+    col: int = 0
+    severity: Literal["todo", "info", "error"] = "todo"
+    marker: Edit | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "line": self.line,
+            "column": self.col,
+            "severity": self.severity,
+        }
+
+
+@dataclass
+class Result:
+    """What :func:`dali_migrate.migrate_source` returns."""
+
+    source: str
+    code: str
+    fixes: list[Fix] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.code != self.source
+
+    def to_dict(self) -> dict:
+        return {
+            "changed": self.changed,
+            "fixes": [f.to_dict() for f in self.fixes],
+            "applied": list(self.applied),
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+class LineIndex:
+    """Converts between libcst (line, column) positions and character offsets."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.starts = [0]
+        for m in re.finditer(r"\r\n|\r|\n", source):
+            self.starts.append(m.end())
+
+    def offset(self, line: int, col: int) -> int:
+        if line - 1 >= len(self.starts):
+            return len(self.source)
+        return self.starts[line - 1] + col
+
+    def position(self, offset: int) -> tuple[int, int]:
+        lo, hi = 0, len(self.starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, offset - self.starts[lo]
+
+    def span(self, start: int, end: int) -> Span:
+        return Span(*self.position(start), *self.position(end))
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def fix_id(rule: str, anchor: str, original: str) -> str:
+    """rule + anchor (qualified name of the enclosing code) + hash of the normalised original."""
+    digest = hashlib.sha1(normalized(original).encode("utf-8")).hexdigest()[:10]
+    return f"{rule}:{anchor}:{digest}" if anchor else f"{rule}:{digest}"
+
+
+def uniquify(fixes: Iterable[Fix]) -> list[Fix]:
+    """Identical replacements in one scope get ``#2``, ``#3``... in source order."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in sorted(fixes, key=lambda f: f.edits[0].start):
+        n = seen.get(f.id, 0) + 1
+        seen[f.id] = n
+        if n > 1:
+            f = Fix(**{**f.__dict__, "id": f"{f.id}#{n}"})
+        out.append(f)
+    return out
+
+
+def overlaps(a: Edit, b: Edit) -> bool:
+    if a.start == a.end or b.start == b.end:  # insertions collide only at the same point
+        return a.start == b.start and a.start == a.end and b.start == b.end and a is not b
+    return a.start < b.end and b.start < a.end
+
+
+def _contains(outer: Edit, inner: Edit) -> bool:
+    return outer.start <= inner.start and inner.end <= outer.end and outer != inner
+
+
+def splice(source: str, edits: Sequence[Edit]) -> str:
+    """Apply non-overlapping edits to ``source``."""
+    parts = []
+    pos = 0
+    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+        parts.append(source[pos : e.start])
+        parts.append(e.text)
+        pos = e.end
+    parts.append(source[pos:])
+    return "".join(parts)
+
+
+def parses(code: str) -> bool:
+    try:
+        cst.parse_module(code)
+    except (cst.ParserSyntaxError, Exception):  # libcst may raise other errors on odd input
+        return False
+    return True
+
+
+def drop_nested(fixes: list[Fix]) -> list[Fix]:
+    """A fix whose edits all lie inside another fix's edit was absorbed by it (e.g. a local
+    rewrite inside a pipeline that a structural fix rewrites whole)."""
+    keep = []
+    for f in fixes:
+        absorbed = any(
+            g is not f and all(any(_contains(ge, fe) for ge in g.edits) for fe in f.edits)
+            for g in fixes
+        )
+        if not absorbed:
+            keep.append(f)
+    return keep
+
+
+def select_consistent(fixes: Sequence[Fix]) -> tuple[list[Fix], list[Fix]]:
+    """Take fixes in order, skipping any that overlaps one already taken; returns (taken, skipped)."""
+    taken: list[Fix] = []
+    skipped: list[Fix] = []
+    for f in fixes:
+        if any(overlaps(a, b) for g in taken for a in g.edits for b in f.edits):
+            skipped.append(f)
+        else:
+            taken.append(f)
+    return taken, skipped
+
+
+def apply_edits_checked(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix], list[Fix]]:
+    """Apply ``fixes`` to ``source``; a fix whose result would not parse is dropped.
+
+    Returns (code, applied, dropped). Fast path: all at once; on a parse failure, fixes are
+    added one at a time and each one that breaks the parse is dropped.
+    """
+    fixes = list(fixes)
+    code = splice(source, [e for f in fixes for e in f.edits])
+    if parses(code):
+        return code, fixes, []
+    applied: list[Fix] = []
+    dropped: list[Fix] = []
+    for f in fixes:
+        trial = applied + [f]
+        if parses(splice(source, [e for g in trial for e in g.edits])):
+            applied = trial
+        else:
+            dropped.append(f)
+    return splice(source, [e for f in applied for e in f.edits]), applied, dropped

@@ -1,0 +1,54 @@
+"""The rule interface every transform implements, and the per-file state rules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import libcst as cst
+
+from .context import FileContext
+from .fixes import Diagnostic, Fix, Safety
+
+
+@dataclass
+class FileState:
+    """What the rules found in one file so far. Structural rules run first and *claim* the
+    subtrees they own (migrated or refused), so local rules never touch them on their own."""
+
+    ctx: FileContext
+    fixes: list[Fix] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    claimed: list[cst.CSTNode] = field(default_factory=list)
+    #: True when a pipeline of this file was left unmigrated: then local rewrites outside
+    #: migrated pipelines are withheld, so no file ends up half pipeline mode, half dynamic mode.
+    refused_pipeline: bool = False
+    #: ids of the structural fixes; the import fix depends on them
+    structural: list[str] = field(default_factory=list)
+
+    def is_claimed(self, node: cst.CSTNode) -> bool:
+        cur: cst.CSTNode | None = node
+        claimed = {id(c) for c in self.claimed}
+        while cur is not None:
+            if id(cur) in claimed:
+                return True
+            cur = self.ctx.parents.get(cur)
+        return False
+
+
+class Rule:
+    """A transform. Subclasses set the class attributes and implement :meth:`run`.
+
+    The class docstring is the rule's documentation: what it rewrites, a before/after, and
+    when its fix is unsafe. ``dali-migrate --explain DMxxx`` prints it.
+    """
+
+    id: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    safety: ClassVar[Safety] = "safe"
+    #: structural rules run before local ones and claim what they own
+    structural: ClassVar[bool] = False
+
+    def run(self, state: FileState) -> None:  # pragma: no cover - interface
+        raise NotImplementedError

@@ -1,0 +1,15 @@
+"""The rules of dali-migrate, one module each. ``RULES`` is the registry the engine reads."""
+
+from __future__ import annotations
+
+from .fn_to_ndd import FnToNdd
+from .imports import Imports
+from .mixed_device import MixedDevice
+from .node_indexing import NodeIndexing
+from .pipeline_def import PipelineDef
+from .random_ops import RandomOps
+
+#: every rule, structural ones first (they claim the code they own before local rules run)
+RULES = [PipelineDef, Imports, FnToNdd, MixedDevice, NodeIndexing, RandomOps]
+
+__all__ = ["RULES", "FnToNdd", "Imports", "MixedDevice", "NodeIndexing", "PipelineDef", "RandomOps"]

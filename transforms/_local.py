@@ -1,0 +1,194 @@
+"""Shared machinery of the local rewrites (DM1xx).
+
+Each local rule rewrites one kind of node (a call, an argument, a subscript). Structural rules
+compose all of them over the code they generate (:func:`lower`); on their own, outside any
+pipeline a structural rule migrated, each local rule proposes small fixes (:class:`LocalRule`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic, Edit
+from dali_migrate.rules import FileState, Rule
+
+
+@dataclass
+class LocalEnv:
+    """What a local rewrite may rely on where it rewrites.
+
+    ``batch_size`` and ``rng`` are the expressions random operators get (None: unknown here);
+    ``nodes`` are the local names known to hold a single DALI data node (a Batch after migration).
+    """
+
+    batch_size: cst.BaseExpression | None = None
+    rng: cst.BaseExpression | None = None
+    nodes: set[str] = field(default_factory=set)
+
+
+class LocalRule(Rule):
+    """A rule that rewrites single nodes of the types in ``node_types``.
+
+    Subclasses implement :meth:`rewrite`, returning the new node, a Diagnostic, or None (no
+    change). :meth:`edit` narrows the text edit a standalone fix makes (so fixes of different
+    local rules on the same call never overlap).
+    """
+
+    node_types: ClassVar[tuple[type[cst.CSTNode], ...]]
+
+    def rewrite(
+        self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def edit(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> Edit:
+        return ctx.expr_edit(original, new)
+
+    def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
+        return self.summary
+
+    def run(self, state: FileState) -> None:
+        ctx = state.ctx
+        rule = self
+
+        class Walker(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.envs: list[LocalEnv] = [module_env(ctx, ctx.module)]
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                if state.is_claimed(node):
+                    self.envs.append(LocalEnv())
+                    return False
+                self.envs.append(function_env(ctx, node))
+                return True
+
+            def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+                self.envs.pop()
+
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, rule.node_types) and not isinstance(node, cst.FunctionDef):
+                    rule._propose(state, node, self.envs[-1])
+                return super().on_visit(node)
+
+        ctx.module.visit(Walker())
+
+    def _propose(self, state: FileState, node: cst.CSTNode, env: LocalEnv) -> None:
+        ctx = state.ctx
+        if state.is_claimed(node):
+            return
+        result = self.rewrite(ctx, node, node, env)
+        if result is None:
+            return
+        if isinstance(result, Diagnostic):
+            state.diagnostics.append(result)
+            return
+        edit = self.edit(ctx, node, result)
+        state.fixes.append(ctx.make_fix(self.id, node, [edit], self.message(ctx, node, result), safety=self.safety))
+
+
+# -- which names hold DALI data nodes -----------------------------------------------------------
+
+
+def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -> bool:
+    """True if ``expr`` evaluates to a single DALI data node (given the known ``nodes``)."""
+    if isinstance(expr, cst.Name):
+        return expr.value in nodes
+    if isinstance(expr, cst.Call):
+        op = ctx.fn_op(expr.func)
+        if op is not None:
+            return op.target.num_outputs == 1 and not op.target.is_reader
+        q = ctx.qualname(expr.func)
+        if q and q.startswith("nvidia.dali.math."):
+            return True
+        return False
+    if isinstance(expr, cst.BinaryOperation):
+        return produces_node(ctx, expr.left, nodes) or produces_node(ctx, expr.right, nodes)
+    if isinstance(expr, cst.UnaryOperation):
+        return produces_node(ctx, expr.expression, nodes)
+    if isinstance(expr, cst.Comparison):
+        return produces_node(ctx, expr.left, nodes) or any(
+            produces_node(ctx, c.comparator, nodes) for c in expr.comparisons
+        )
+    if isinstance(expr, cst.Subscript):
+        return produces_node(ctx, expr.value, nodes)
+    return False
+
+
+def _bind(target: cst.BaseAssignTargetExpression, value: cst.BaseExpression, ctx: FileContext, nodes: set[str]) -> None:
+    if isinstance(target, cst.Name):
+        if produces_node(ctx, value, nodes):
+            nodes.add(target.value)
+        else:
+            nodes.discard(target.value)
+    elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
+        op = ctx.fn_op(value.func)
+        multi = op is not None and (op.target.num_outputs or 0) > 1
+        for el in target.elements:
+            if isinstance(el.value, cst.Name):
+                if multi:
+                    nodes.add(el.value.value)
+                else:
+                    nodes.discard(el.value.value)
+
+
+def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = None) -> set[str]:
+    """Names assigned DALI data nodes anywhere in ``body`` (flow-insensitive, in source order)."""
+    nodes = set() if nodes is None else nodes
+
+    class Collector(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is body
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                _bind(t.target, node.value, ctx, nodes)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name) and produces_node(ctx, node.value, nodes):
+                nodes.add(node.target.value)
+
+    body.visit(Collector())
+    return nodes
+
+
+def function_env(ctx: FileContext, fn: cst.FunctionDef) -> LocalEnv:
+    return LocalEnv(nodes=collect_nodes(ctx, fn))
+
+
+def module_env(ctx: FileContext, module: cst.Module) -> LocalEnv:
+    return LocalEnv(nodes=collect_nodes(ctx, module))
+
+
+# -- composing every local rule over generated code -----------------------------------------
+
+
+class _Lowering(cst.CSTTransformer):
+    def __init__(self, ctx: FileContext, env: LocalEnv, rules: list[LocalRule]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.env = env
+        self.rules = rules
+        self.diagnostics: list[Diagnostic] = []
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+        for rule in self.rules:
+            if isinstance(original, rule.node_types):
+                out = rule.rewrite(self.ctx, original, updated, self.env)
+                if isinstance(out, Diagnostic):
+                    self.diagnostics.append(out)
+                elif out is not None:
+                    updated = out
+        return updated
+
+
+def lower(ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list[LocalRule]) -> tuple[cst.CSTNode, list[Diagnostic]]:
+    """Apply every local rule to ``node`` (an original node of ``ctx.module``)."""
+    t = _Lowering(ctx, env, rules)
+    return node.visit(t), t.diagnostics

@@ -1,0 +1,105 @@
+"""DM101 fn-to-ndd: pipeline-mode operators become dynamic-mode calls.
+
+Before::
+
+    images = fn.decoders.image(jpegs)
+    images = fn.image_decoder(jpegs)          # deprecated alias
+    root = dali.math.sqrt(images)
+
+After::
+
+    images = ndd.decoders.image(jpegs)
+    images = ndd.decoders.image(jpegs)
+    root = ndd.math.sqrt(images)
+
+The operator names come from the catalog generated from DALI: deprecated aliases go to their
+modern name. Operators that dynamic mode lacks (``fn.python_function``, ``fn.shapes``,
+``fn.external_source``, ...) are left as they are with a TODO that names the replacement.
+Readers are not rewritten here: a reader becomes a stateful object, which only the structural
+rules (DM2xx) can place correctly.
+
+Safety: safe inside code the structural rules migrate, and in helper functions that build graph
+parts. A file in which a pipeline could not be migrated gets no local rewrites at all.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext, attr_chain
+from dali_migrate.fixes import Diagnostic
+
+from ._local import LocalEnv, LocalRule
+
+#: what to use instead of the operators dynamic mode does not have
+REPLACEMENTS = {
+    "external_source": "feed the data directly: ndd.as_batch(...) per batch, or ndd.ExternalSource",
+    "python_function": "call the function in plain Python on the samples, then ndd.as_batch(...)",
+    "dl_tensor_python_function": "call the function in plain Python on the samples, then ndd.as_batch(...)",
+    "constant": "use a numpy array or ndd.as_tensor(...)",
+    "shapes": "use batch.shape (a list of per-sample shapes)",
+}
+
+
+class FnToNdd(LocalRule):
+    id = "DM101"
+    name = "fn-to-ndd"
+    summary = "pipeline-mode operator fn.X becomes ndd.X"
+    node_types = (cst.Attribute, cst.Name)
+
+    def rewrite(self, ctx: FileContext, original, updated, env: LocalEnv):
+        q = ctx.qualname(original)
+        if not q:
+            return None
+        parent = ctx.parents.get(original)
+        # only the outermost name of a dotted reference (fn.decoders.image, not fn.decoders)
+        if isinstance(parent, cst.Attribute) and parent.value is original:
+            return None
+        if isinstance(parent, (cst.ImportAlias, cst.ImportFrom)) or _in_import(ctx, original):
+            return None
+        if q.startswith(MATH_PREFIX):
+            name = q[len(MATH_PREFIX) :]
+            if ctx.catalog.has_math(name):
+                return attr_chain(f"{ctx.ndd}.math.{name}")
+            return ctx.todo(self.id, original, f"dali.math.{name} has no dynamic-mode counterpart")
+        if not q.startswith(FN_PREFIX):
+            return None
+        path = q[len(FN_PREFIX) :]
+        op = ctx.catalog.fn(path)
+        if op is None:
+            if any(o.fn_path.startswith(path + ".") for o in ctx.catalog):
+                return None  # a submodule such as fn.readers, not an operator
+            return ctx.todo(self.id, original, f"fn.{path} is not a DALI {ctx.catalog.dali_version} operator")
+        target = op.target
+        if target.is_reader:
+            if isinstance(parent, cst.Call) and parent.func is original:
+                return ctx.todo(
+                    self.id,
+                    original,
+                    f"fn.{path} outside a pipeline the tool migrated: build ndd.readers."
+                    f"{(target.ndd_path or '').split('.')[-1]} once and iterate reader.next_epoch(batch_size=...)",
+                )
+            return None
+        if op is not target and (op.inputs != target.inputs or op.num_outputs != target.num_outputs):
+            return ctx.todo(
+                self.id,
+                original,
+                f"fn.{path} is deprecated for fn.{target.fn_path}, which takes different inputs or "
+                "gives different outputs: rewrite it by hand",
+            )
+        if target.ndd_path is None:
+            hint = REPLACEMENTS.get(target.fn_path, "no dynamic-mode counterpart")
+            return ctx.todo(self.id, original, f"fn.{path} does not exist in dynamic mode: {hint}")
+        return attr_chain(f"{ctx.ndd}.{target.ndd_path}")
+
+    def message(self, ctx, original, new):
+        return f"{ctx.text(original)} -> {ctx.render(new, [])}"
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.BaseStatement):
+        if isinstance(cur, (cst.Import, cst.ImportFrom)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False

@@ -1,0 +1,212 @@
+"""DM100 imports: keep the imports right after the other fixes.
+
+Before::
+
+    from nvidia.dali import fn, pipeline_def, types
+    import nvidia.dali.fn as fn
+
+After (``types`` is still used, ``fn`` and ``pipeline_def`` are not)::
+
+    from nvidia.dali import types
+    import nvidia.dali.experimental.dynamic as ndd
+
+Adds ``import nvidia.dali.experimental.dynamic as ndd`` (and ``import numpy as np`` where a
+rewrite needs it) when the migrated code uses them, and removes the pipeline-mode names that the
+migration left unused. Names that were already unused before are not touched, and comments
+around the imports are kept. This fix is derived: it is recomputed for whatever subset of the
+other fixes is applied, so it never adds or removes more than that subset needs.
+
+Safety: safe.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import libcst as cst
+
+from dali_migrate.context import NDD_MODULE, FileContext, dotted
+from dali_migrate.fixes import Edit
+from dali_migrate.rules import FileState, Rule
+
+
+class Imports(Rule):
+    id = "DM100"
+    name = "imports"
+    summary = "add the ndd import and drop pipeline-mode imports the migration left unused"
+
+    def run(self, state: FileState) -> None:
+        """Derived rule: see :func:`import_edits`, called once the other fixes are chosen."""
+
+
+def _used_names(module: cst.Module) -> Counter:
+    counts: Counter = Counter()
+
+    class V(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> bool:
+            return False
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            counts[node.value] += 1
+
+    module.visit(V())
+    return counts
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None:
+        return alias.asname.name.value
+    return dotted(alias.name).split(".")[0]
+
+
+def _is_dali(module_name: str) -> bool:
+    return (module_name == "nvidia.dali" or module_name.startswith("nvidia.dali.")) and not module_name.startswith(
+        NDD_MODULE
+    )
+
+
+def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
+    """Edits on the original source that make its imports fit ``new_code``."""
+    try:
+        new_module = cst.parse_module(new_code)
+    except cst.ParserSyntaxError:
+        return []
+    before = _used_names(ctx.module)
+    after = _used_names(new_module)
+    need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
+    need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
+
+    edits: list[Edit] = []
+    anchor: cst.SimpleStatementLine | None = None  # where new imports go
+    replaced_anchor = False
+    last_import: cst.SimpleStatementLine | None = None
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine) or not all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            if last_import is not None or not _is_prologue(stmt):
+                if last_import is not None:
+                    break
+            continue
+        last_import = stmt
+        new_smalls = []
+        touched = False
+        dali_stmt = False
+        for small in stmt.body:
+            aliases, module_name = _aliases(small)
+            if module_name is None or not _is_dali(module_name) or aliases is None:
+                new_smalls.append(small)
+                continue
+            dali_stmt = True
+            keep = [a for a in aliases if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)]
+            if len(keep) != len(aliases):
+                touched = True
+            if keep:
+                keep = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a for i, a in enumerate(keep)]
+                new_smalls.append(small.with_changes(names=keep) if isinstance(small, cst.Import) else _from_with(small, keep))
+        if dali_stmt:
+            anchor = stmt
+        if not touched:
+            continue
+        indents = ctx.indents(stmt)
+        if new_smalls:
+            last = len(new_smalls) - 1
+            new_smalls = [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s for i, s in enumerate(new_smalls)]
+            text = ctx.render(stmt.with_changes(body=new_smalls), indents)
+        else:
+            # removed whole: keep the comments above it
+            ws = ctx.ws_positions[stmt]
+            text = ctx.source[
+                ctx.lines.offset(ws.start.line, ws.start.column) : ctx.lines.offset(ctx.positions[stmt].start.line, 0)
+            ]
+            if anchor is stmt and not replaced_anchor and (need_ndd or need_np):
+                text += _new_imports(ctx, need_ndd, need_np)
+                replaced_anchor = True
+        ws = ctx.ws_positions[stmt]
+        edits.append(Edit(ctx.lines.offset(ws.start.line, ws.start.column), ctx.lines.offset(ws.end.line, ws.end.column), text))
+
+    if (need_ndd or need_np) and not replaced_anchor:
+        where = anchor or last_import
+        if where is not None:
+            ws = ctx.ws_positions[where]
+            off = ctx.lines.offset(ws.end.line, ws.end.column)
+        else:
+            off = _prologue_end(ctx)
+        text = _new_imports(ctx, need_ndd, need_np)
+        # an edit already replacing the anchor statement absorbs the insertion after it
+        for i, e in enumerate(edits):
+            if e.end == off:
+                edits[i] = Edit(e.start, e.end, e.text + text)
+                break
+        else:
+            edits.append(Edit(off, off, text))
+    return edits
+
+
+def _new_imports(ctx: FileContext, need_ndd: bool, need_np: bool) -> str:
+    nl = ctx.module.default_newline
+    text = ""
+    if need_np:
+        text += f"import numpy as {ctx.np}{nl}" if ctx.np != "numpy" else f"import numpy{nl}"
+    if need_ndd:
+        text += f"import {NDD_MODULE} as {ctx.ndd}{nl}"
+    return text
+
+
+def _aliases(small: cst.BaseSmallStatement):
+    if isinstance(small, cst.Import):
+        names = list(small.names)
+        mods = {dotted(a.name) for a in names}
+        dali = [m for m in mods if _is_dali(m)]
+        return (names, dali[0]) if dali else (None, None)
+    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+        if isinstance(small.names, cst.ImportStar):
+            return None, dotted(small.module)
+        return list(small.names), dotted(small.module)
+    return None, None
+
+
+def _from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
+    if small.lpar is None or len(keep) > 1:
+        return small.with_changes(names=keep)
+    return small.with_changes(names=keep, lpar=None, rpar=None)
+
+
+def _binds(module: cst.Module, name: str) -> bool:
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    if any(_bound_name(a) == name for a in small.names):
+                        return True
+    return False
+
+
+def _is_prologue(stmt: cst.CSTNode) -> bool:
+    """Module docstring and ``from __future__`` lines come before any import we add."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        s = stmt.body[0]
+        if isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)):
+            return True
+    return False
+
+
+def _prologue_end(ctx: FileContext) -> int:
+    off = 0
+    for stmt in ctx.module.body:
+        if _is_prologue(stmt) or (
+            isinstance(stmt, cst.SimpleStatementLine)
+            and any(isinstance(s, cst.ImportFrom) and s.module is not None and dotted(s.module) == "__future__" for s in stmt.body)
+        ):
+            ws = ctx.ws_positions[stmt]
+            off = ctx.lines.offset(ws.end.line, ws.end.column)
+        else:
+            break
+    return off
