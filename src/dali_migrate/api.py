@@ -24,7 +24,7 @@ from .fixes import (
     splice,
     uniquify,
 )
-from .registry import import_rule_id, rules_for
+from .registry import all_rules, import_rule_id, rules_for
 from .rules import FileState
 
 
@@ -44,9 +44,16 @@ def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
         raise SourceParseError(f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: cannot parse: {e.message}") from None
     state = FileState(ctx)
     active = rules_for(select, ignore)
-    for rule in active:
-        if rule.structural:
-            rule().run(state)
+    for rule in all_rules():
+        if not rule.structural:
+            continue
+        rule().run(state)
+        if rule not in active:
+            # still claimed, so local rules leave those pipelines alone; nothing of it applies
+            if any(f.rule == rule.id for f in state.fixes) or state.refused_pipeline:
+                state.refused_pipeline = True
+            state.fixes = [f for f in state.fixes if f.rule != rule.id]
+            state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
     local = [r for r in active if not r.structural and r.id != import_rule_id()]
     if state.refused_pipeline:
         if local:
