@@ -564,7 +564,20 @@ def _tensorlist_use(ctx: FileContext, expr: cst.CSTNode, base: cst.BaseExpressio
                     current, changed = call, True
                     continue
                 if method == "as_tensor" and not args:
-                    return call, cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+                    tensor = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+                    # Tensor.shape()/.layout() are properties of an ndd Tensor
+                    attr = ctx.parents.get(call)
+                    outer = ctx.parents.get(attr)
+                    if (
+                        isinstance(attr, cst.Attribute)
+                        and attr.value is call
+                        and attr.attr.value in ("shape", "layout")
+                        and isinstance(outer, cst.Call)
+                        and outer.func is attr
+                        and not outer.args
+                    ):
+                        return outer, cst.Attribute(tensor, cst.Name(attr.attr.value))
+                    return call, tensor
                 if method == "as_array" and not args:
                     inner = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
                     return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(inner)])
