@@ -176,6 +176,7 @@ class _Lowering(cst.CSTTransformer):
         self.env = env
         self.rules = rules
         self.diagnostics: list[Diagnostic] = []
+        self.fired: set[str] = set()
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
         for rule in self.rules:
@@ -185,10 +186,72 @@ class _Lowering(cst.CSTTransformer):
                     self.diagnostics.append(out)
                 elif out is not None:
                     updated = out
+                    self.fired.add(rule.id)
         return updated
 
 
-def lower(ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list[LocalRule]) -> tuple[cst.CSTNode, list[Diagnostic]]:
-    """Apply every local rule to ``node`` (an original node of ``ctx.module``)."""
+def lower(
+    ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list[LocalRule], fired: set[str] | None = None
+) -> tuple[cst.CSTNode, list[Diagnostic]]:
+    """Apply every local rule to ``node`` (an original node of ``ctx.module``); the ids of the
+    rules that changed something are added to ``fired``."""
     t = _Lowering(ctx, env, rules)
-    return node.visit(t), t.diagnostics
+    new = node.visit(t)
+    if fired is not None:
+        fired |= t.fired
+    return new, t.diagnostics
+
+
+# -- editing argument lists without breaking their layout ---------------------------------------
+
+
+def _separator(args: list[cst.Arg]) -> cst.Comma:
+    """The comma style between arguments already used by this call (one line or one per line)."""
+    for a in args[:-1]:
+        if isinstance(a.comma, cst.Comma):
+            return a.comma
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def append_arg(args: list[cst.Arg], new: cst.Arg) -> list[cst.Arg]:
+    """Add ``new`` after the last argument, keeping a trailing comma and the closing layout."""
+    if not args:
+        return [new]
+    last = args[-1]
+    sep = _separator(args)
+    if isinstance(last.comma, cst.Comma):
+        moved = new.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    else:
+        moved = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    return args[:-1] + [last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace("")), moved]
+
+
+def insert_arg(args: list[cst.Arg], index: int, new: cst.Arg) -> list[cst.Arg]:
+    """Insert ``new`` before ``args[index]`` (or append when ``index`` is past the end)."""
+    if index >= len(args):
+        return append_arg(args, new)
+    return args[:index] + [new.with_changes(comma=_separator(args))] + args[index:]
+
+
+def remove_args(args: list[cst.Arg], names: set[str]) -> list[cst.Arg]:
+    """Drop keyword arguments by name; the new last argument takes over the closing layout."""
+    out: list[cst.Arg] = []
+    for a in args:
+        if a.keyword is not None and a.keyword.value in names:
+            if a is args[-1] and out:
+                out[-1] = out[-1].with_changes(comma=a.comma, whitespace_after_arg=a.whitespace_after_arg)
+            continue
+        out.append(a)
+    if out and out[-1] is not args[-1] and isinstance(out[-1].comma, cst.Comma) and not isinstance(
+        args[-1].comma, cst.Comma
+    ):
+        out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return out
+
+
+def kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )

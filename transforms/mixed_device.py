@@ -9,8 +9,13 @@ After::
     images = ndd.decoders.image(jpegs, device="gpu")
 
 Dynamic mode rejects ``"mixed"`` (``ValueError: Invalid device type: mixed``); ``"gpu"`` selects
-the same hybrid CPU/GPU decoding. Only string literals are rewritten: a device held in a variable
-is reported, since the tool cannot see whether it may be ``"mixed"``.
+the same hybrid CPU/GPU decoding. A device held in a local variable is followed to its
+assignments: when every one is a string literal, the ``"mixed"`` literals there are rewritten::
+
+    decoder_device = "cpu" if dali_cpu else "mixed"      ->  ... else "gpu"
+    images = fn.decoders.image(jpegs, device=decoder_device)
+
+Any other device expression is reported, since the tool cannot see whether it may be ``"mixed"``.
 
 Safety: safe.
 """
@@ -28,9 +33,11 @@ class MixedDevice(LocalRule):
     id = "DM102"
     name = "mixed-device"
     summary = 'device="mixed" becomes device="gpu"'
-    node_types = (cst.Arg,)
+    node_types = (cst.Arg, cst.SimpleString)
 
-    def rewrite(self, ctx: FileContext, original: cst.Arg, updated: cst.Arg, env: LocalEnv):
+    def rewrite(self, ctx: FileContext, original, updated, env: LocalEnv):
+        if isinstance(original, cst.SimpleString):
+            return _device_literal(ctx, original, updated)
         if original.keyword is None or original.keyword.value != "device":
             return None
         call = ctx.parents.get(original)
@@ -40,8 +47,9 @@ class MixedDevice(LocalRule):
         if isinstance(value, cst.SimpleString):
             if value.evaluated_value != "mixed":
                 return None
-            quote = value.quote
-            return updated.with_changes(value=value.with_changes(value=f"{value.prefix}{quote}gpu{quote}"))
+            return updated.with_changes(value=_gpu(updated.value))
+        if isinstance(value, cst.Name) and _literal_values(ctx, value) is not None:
+            return None  # its "mixed" literals are rewritten where they are assigned
         if isinstance(value, (cst.Name, cst.Attribute, cst.IfExp)):
             return ctx.todo(
                 self.id,
@@ -50,5 +58,65 @@ class MixedDevice(LocalRule):
             )
         return None
 
-    def edit(self, ctx: FileContext, original: cst.Arg, new: cst.Arg):
+    def edit(self, ctx: FileContext, original, new):
+        if isinstance(original, cst.SimpleString):
+            return ctx.expr_edit(original, new)
         return ctx.expr_edit(original.value, new.value)
+
+
+def _gpu(string: cst.SimpleString) -> cst.SimpleString:
+    return string.with_changes(value=f"{string.prefix}{string.quote}gpu{string.quote}")
+
+
+def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] | None:
+    """The string literals a local variable is assigned (directly or through ``a if c else b``),
+    or None when any assignment is something else."""
+    scope = ctx.scopes.get(name)
+    if scope is None or name.value not in scope.assignments:
+        return None
+    literals: list[cst.SimpleString] = []
+    for a in scope.assignments[name.value]:
+        target = a.node
+        assign = ctx.parents.get(ctx.parents.get(target))
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.targets[0].target is not target:
+            return None
+        stack = [assign.value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, cst.IfExp):
+                stack += [v.body, v.orelse]
+            elif isinstance(v, cst.SimpleString):
+                literals.append(v)
+            else:
+                return None
+    return literals
+
+
+def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.SimpleString):
+    """``"mixed"`` assigned to a variable that is only ever a DALI ``device=`` argument."""
+    if original.evaluated_value != "mixed":
+        return None
+    cur = ctx.parents.get(original)
+    while isinstance(cur, cst.IfExp):
+        cur = ctx.parents.get(cur)
+    if not isinstance(cur, cst.Assign) or len(cur.targets) != 1 or not isinstance(cur.targets[0].target, cst.Name):
+        return None
+    target = cur.targets[0].target
+    scope = ctx.scopes.get(target)
+    if scope is None:
+        return None
+    uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in a.references]
+    if not uses:
+        return None
+    for use in uses:
+        arg = ctx.parents.get(use)
+        call = ctx.parents.get(arg)
+        if not (
+            isinstance(arg, cst.Arg)
+            and arg.keyword is not None
+            and arg.keyword.value == "device"
+            and isinstance(call, cst.Call)
+            and ctx.is_fn_ref(call.func)
+        ):
+            return None
+    return _gpu(updated)

@@ -60,10 +60,10 @@ import libcst as cst
 
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext, attr_chain
-from dali_migrate.fixes import Diagnostic, Edit
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._local import LocalEnv, collect_nodes, lower
+from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
 from .fn_to_ndd import FnToNdd
 from .mixed_device import MixedDevice
 from .node_indexing import NodeIndexing
@@ -118,6 +118,7 @@ class Instance:
     kwargs: dict[str, cst.Arg]
     builds: list[cst.SimpleStatementLine] = field(default_factory=list)
     runs: list[cst.Call] = field(default_factory=list)
+    device_todo: str | None = None
 
 
 @dataclass
@@ -132,6 +133,7 @@ class Plan:
     ret: cst.SimpleStatementLine
     instances: list[Instance]
     seed_source: str | None  # "decorator", "call" or None
+    params: set[str]  # the pipeline function's own parameters
 
 
 class PipelineDef(Rule):
@@ -149,7 +151,7 @@ class PipelineDef(Rule):
             state.claimed.append(fn)
             try:
                 plan = self._analyse(ctx, fn, dec)
-                edits, notes = self._rewrite(ctx, plan)
+                edits, notes, included = self._rewrite(ctx, plan)
             except Refused as why:
                 state.refused_pipeline = True
                 state.diagnostics.append(ctx.todo(self.id, fn, f"pipeline not migrated: {why}"))
@@ -157,7 +159,11 @@ class PipelineDef(Rule):
             for inst in plan.instances:
                 state.claimed.append(inst.stmt)
             fix = ctx.make_fix(
-                self.id, fn, edits, f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
+                self.id,
+                fn,
+                edits,
+                f"migrate pipeline {fn.name.value} and its use sites to dynamic mode",
+                includes=included,
             )
             state.fixes.append(fix)
             state.structural.append(fix.id)
@@ -240,19 +246,20 @@ class PipelineDef(Rule):
                 seed_source = "call"
             else:
                 reasons.append("seed= given at some call sites only")
-        uses_gpu = _uses_gpu(ctx, fn)
-        for kw in [dec_kwargs] + [i.kwargs for i in instances]:
-            dev = kw.get("device_id")
-            if dev is not None and uses_gpu and not _is_literal(dev.value, (0, None)):
-                reasons.append(
-                    f"device_id={ctx.text(dev.value)} with GPU operators: select the device with "
-                    "ndd.Device when migrating by hand"
-                )
+        if _uses_gpu(ctx, fn):
+            for inst in instances:
+                dev = inst.kwargs.get("device_id", dec_kwargs.get("device_id"))
+                if dev is not None and not _is_literal(dev.value, (0, None)):
+                    inst.device_todo = (
+                        f"device_id={ctx.text(dev.value)} was dropped: dynamic mode runs GPU operators on the "
+                        f"current CUDA device; make it {ctx.text(dev.value)} before iterating "
+                        "(torch.cuda.set_device or ndd.Device)"
+                    )
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         stmt, assign, call, op = readers[0]
         return Plan(
-            fn, dec, dec_kwargs, stmt, call, op, assign.targets[0].target, last, instances, seed_source
+            fn, dec, dec_kwargs, stmt, call, op, assign.targets[0].target, last, instances, seed_source, _param_names(fn)
         )
 
     def _instances(self, ctx: FileContext, fn: cst.FunctionDef, reasons: list[str]) -> list[Instance]:
@@ -280,7 +287,8 @@ class PipelineDef(Rule):
             if any(a.star for a in call.args):
                 reasons.append(f"*args/**kwargs at the call on line {ctx.line_of(call)}")
                 continue
-            kwargs = _kwargs(call)
+            # keyword arguments naming the function's own parameters go to the function
+            kwargs = {k: v for k, v in _kwargs(call).items() if k not in _param_names(fn)}
             reasons += _check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}")
             inst = Instance(stmt, assign, call, kwargs)
             self._uses(ctx, inst, reasons)
@@ -315,7 +323,7 @@ class PipelineDef(Rule):
             reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet")
 
     # -- rewriting ---------------------------------------------------------------------------
-    def _rewrite(self, ctx: FileContext, plan: Plan) -> tuple[list[Edit], list[Diagnostic]]:
+    def _rewrite(self, ctx: FileContext, plan: Plan) -> tuple[list[Edit], list[Diagnostic], list[str]]:
         notes: list[Diagnostic] = []
         fn = plan.fn
         taken = _names_in(fn)
@@ -346,14 +354,14 @@ class PipelineDef(Rule):
             raise Refused("batch_size is given neither at the decorator nor at every call site")
 
         # the reader, built once
-        reader_kwargs = [a for a in plan.reader_call.args if not (a.keyword and a.keyword.value == "name")]
+        reader_kwargs = remove_args(list(plan.reader_call.args), {"name"})
         shuffles = any(
             a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and _truthy(a) for a in reader_kwargs
         )
         has_seed = any(a.keyword and a.keyword.value == "seed" for a in reader_kwargs)
         if shuffles and not has_seed:
             if plan.seed_source:
-                reader_kwargs.append(cst.Arg(keyword=cst.Name("seed"), value=cst.Name("seed"), equal=_eq()))
+                reader_kwargs = append_arg(reader_kwargs, kwarg("seed", cst.Name("seed")))
             else:
                 notes.append(
                     ctx.info(
@@ -363,7 +371,6 @@ class PipelineDef(Rule):
                         "reader without seed= shuffles the same way every run",
                     )
                 )
-        reader_kwargs = _commas(reader_kwargs)
         reader_cls = attr_chain(f"{ndd}.{plan.reader_op.target.ndd_path}")
         reader_stmt = plan.reader_stmt.with_changes(
             body=[
@@ -394,19 +401,20 @@ class PipelineDef(Rule):
         setup = [s for s in prefix if not _mentions_dali(ctx, s, nodes)]
         loop_body = [s for s in prefix if _mentions_dali(ctx, s, nodes)] + loop_body
         lowered = []
+        fired: set[str] = set()
         for s in loop_body:
             if s is plan.ret:
                 values = _output_values(plan.ret.body[0].value)
                 new_values = []
                 for v in values:
-                    nv, diags = lower(ctx, v, env, local_rules)
+                    nv, diags = lower(ctx, v, env, local_rules, fired)
                     if diags:
                         raise Refused("; ".join(d.message for d in diags))
                     new_values.append(nv)
                 yielded = cst.Tuple([cst.Element(v) for v in new_values], lpar=[], rpar=[]) if len(new_values) > 1 else cst.Tuple([cst.Element(new_values[0])])
                 lowered.append(plan.ret.with_changes(body=[cst.Expr(cst.Yield(yielded))]))
                 continue
-            ns, diags = lower(ctx, s, env, local_rules)
+            ns, diags = lower(ctx, s, env, local_rules, fired)
             if diags:
                 raise Refused("; ".join(d.message for d in diags))
             lowered.append(ns)
@@ -462,27 +470,27 @@ class PipelineDef(Rule):
                 leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
             )
         edits = [ctx.stmt_edit(fn, [new_fn])]
-        edits += self._use_site_edits(ctx, plan)
-        return edits, notes
+        edits += self._use_site_edits(ctx, plan, notes)
+        return edits, notes, sorted(fired)
 
-    def _use_site_edits(self, ctx: FileContext, plan: Plan) -> list[Edit]:
+    def _use_site_edits(self, ctx: FileContext, plan: Plan, notes: list[Diagnostic]) -> list[Edit]:
         edits: list[Edit] = []
         ndd = ctx.ndd
         num_threads = plan.dec_kwargs.get("num_threads")
         for inst in plan.instances:
             threads = inst.kwargs.get("num_threads", num_threads)
-            keep = [
-                a
-                for a in inst.call.args
-                if a.keyword is None or a.keyword.value not in _PIPELINE_ARGS or a.keyword.value in ("batch_size", "seed")
-            ]
+            keep = remove_args(list(inst.call.args), _PIPELINE_ARGS - {"batch_size", "seed"} - set(plan.params))
             keep = [
                 a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
                 for a in keep
             ]
-            new_call = inst.call.with_changes(args=_commas(keep))
+            new_call = inst.call.with_changes(args=keep)
             new_stmt = inst.stmt.with_changes(body=[inst.assign.with_changes(value=new_call)])
             stmts: list[cst.BaseStatement] = []
+            todo_lines = []
+            if inst.device_todo:
+                todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {inst.device_todo}")))
+                notes.append(Diagnostic(self.id, inst.device_todo, ctx.line_of(inst.stmt), 0, "todo"))
             if threads is not None:
                 stmts.append(
                     cst.SimpleStatementLine(
@@ -490,7 +498,9 @@ class PipelineDef(Rule):
                         leading_lines=inst.stmt.leading_lines,
                     )
                 )
-                new_stmt = new_stmt.with_changes(leading_lines=[])
+                new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
+            else:
+                new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
             stmts.append(new_stmt)
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
             for b in inst.builds:
@@ -695,6 +705,11 @@ def _mentions_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool
     return False
 
 
+def _param_names(fn: cst.FunctionDef) -> set[str]:
+    p = fn.params
+    return {x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]}
+
+
 def _names_in(fn: cst.FunctionDef) -> set[str]:
     return {n.value for n in _walk(fn) if isinstance(n, cst.Name)}
 
@@ -709,18 +724,6 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 def _eq() -> cst.AssignEqual:
     return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-
-
-def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    out = []
-    for i, a in enumerate(args):
-        if i < len(args) - 1:
-            if a.comma is cst.MaybeSentinel.DEFAULT:
-                a = a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        elif isinstance(a.comma, cst.Comma) and not isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace):
-            a = a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        out.append(a)
-    return out
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:

@@ -27,7 +27,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, LocalRule
+from ._local import LocalEnv, LocalRule, append_arg, insert_arg, kwarg, remove_args
 
 
 class RandomOps(LocalRule):
@@ -48,13 +48,13 @@ class RandomOps(LocalRule):
                 "pass it batch_size= and rng= from the caller",
             )
         keywords = {a.keyword.value for a in updated.args if a.keyword is not None}
-        args = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "seed")]
+        args = remove_args(list(updated.args), {"seed"})
         has_data_input = any(a.keyword is None and a.star == "" for a in updated.args)
         if not has_data_input and "batch_size" not in keywords and env.batch_size is not None:
-            args.insert(_first_keyword(args), _kwarg("batch_size", env.batch_size))
+            args = insert_arg(args, _first_keyword(args), kwarg("batch_size", env.batch_size))
         if "rng" not in keywords:
-            args.append(_kwarg("rng", env.rng))
-        return updated.with_changes(args=_fix_commas(args))
+            args = append_arg(args, kwarg("rng", env.rng))
+        return updated.with_changes(args=args)
 
 
 def _first_keyword(args: list[cst.Arg]) -> int:
@@ -62,22 +62,3 @@ def _first_keyword(args: list[cst.Arg]) -> int:
         if a.keyword is not None or a.star:
             return i
     return len(args)
-
-
-def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(
-        keyword=cst.Name(name),
-        value=value,
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
-
-
-def _fix_commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    """Every argument but the last gets a comma; the last keeps a trailing one if it had one."""
-    out = []
-    for i, a in enumerate(args):
-        last = i == len(args) - 1
-        if not last and a.comma is cst.MaybeSentinel.DEFAULT:
-            a = a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        out.append(a)
-    return out

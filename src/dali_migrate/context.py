@@ -180,6 +180,7 @@ class FileContext:
         *,
         safety: Safety = "safe",
         depends_on: Sequence[str] = (),
+        includes: Sequence[str] = (),
     ) -> Fix:
         edits = tuple(sorted(edits, key=lambda e: e.start))
         start, end = edits[0].start, edits[-1].end
@@ -195,6 +196,7 @@ class FileContext:
             depends_on=tuple(depends_on),
             original=original,
             replacement=replacement,
+            includes=tuple(includes),
         )
 
     def todo(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:

@@ -74,6 +74,8 @@ class Fix:
     depends_on: tuple[str, ...] = ()
     original: str = ""
     replacement: str = ""
+    #: local rules whose rewrites this (structural) fix carries out inside the code it replaces
+    includes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -85,6 +87,7 @@ class Fix:
             "original": self.original,
             "replacement": self.replacement,
             "depends_on": list(self.depends_on),
+            "includes": list(self.includes),
         }
 
 
