@@ -508,50 +508,75 @@ class PipelineDef(Rule):
             for run in inst.runs:
                 pipe = run.func.value
                 edits.append(ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(pipe)])))
-                edits += _output_edits(ctx, run)
+                edits += _output_edits(ctx, run, notes)
         return edits
 
 
 # -- outputs of pipe.run() --------------------------------------------------------------------
 
 
-def _output_edits(ctx: FileContext, run: cst.Call) -> list[Edit]:
-    """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` / ``out = pipe.run()``."""
+def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
+    """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` /
+    ``out = pipe.run()`` (and ``a, b = out``) in the same scope. A TensorList handed to other
+    code (``train_step(images)``) cannot be followed: it gets a TODO."""
     assign = ctx.parents.get(run)
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         return []
-    target = assign.targets[0].target
     scope = ctx.scopes.get(assign)
     if scope is None:
         return []
-    lists: list[cst.Name] = []  # names bound to one TensorList
-    tuples: list[cst.Name] = []  # names bound to the whole tuple
-    if isinstance(target, (cst.Tuple, cst.List)):
-        lists = [e.value for e in target.elements if isinstance(e.value, cst.Name)]
-    elif isinstance(target, cst.Name):
-        tuples = [target]
+    work: list[tuple[cst.Name, bool]] = []  # (name, bound to the whole output tuple?)
+
+    def bind(target: cst.BaseAssignTargetExpression, whole_tuple: bool) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)) and whole_tuple:
+            work.extend((e.value, False) for e in target.elements if isinstance(e.value, cst.Name))
+        elif isinstance(target, cst.Name):
+            work.append((target, whole_tuple))
+
+    bind(assign.targets[0].target, True)
     edits: list[Edit] = []
-    for names, is_tuple in ((lists, False), (tuples, True)):
-        for name in names:
-            for a in scope.assignments[name.value]:
-                if a.node is not name:
-                    continue
-                for ref in a.references:
-                    if any(r.node is not name for r in ref.referents if hasattr(r, "node")):
-                        continue  # the name may also hold something else here
-                    expr: cst.CSTNode = ref.node
-                    if is_tuple:
-                        sub = ctx.parents.get(expr)
-                        if not (isinstance(sub, cst.Subscript) and sub.value is expr and _int_index(sub) is not None):
-                            continue
-                        expr = sub
-                        base: cst.BaseExpression = cst.Subscript(value=cst.Name(name.value), slice=sub.slice)
-                    else:
-                        base = cst.Name(name.value)
-                    outer, new = _tensorlist_use(ctx, expr, base)
-                    if outer is not None:
-                        edits.append(ctx.expr_edit(outer, new))
+    while work:
+        name, is_tuple = work.pop(0)
+        for a in scope.assignments[name.value]:
+            if a.node is not name:
+                continue
+            for ref in a.references:
+                if any(r.node is not name for r in ref.referents if hasattr(r, "node")):
+                    continue  # the name may also hold something else here
+                expr: cst.CSTNode = ref.node
+                parent = ctx.parents.get(expr)
+                if is_tuple:
+                    if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+                        bind(parent.targets[0].target, True)
+                        continue
+                    if not (isinstance(parent, cst.Subscript) and parent.value is expr and _int_index(parent) is not None):
+                        continue
+                    expr = parent
+                    base: cst.BaseExpression = cst.Subscript(value=cst.Name(name.value), slice=parent.slice)
+                else:
+                    base = cst.Name(name.value)
+                outer, new = _tensorlist_use(ctx, expr, base)
+                if outer is not None:
+                    edits.append(ctx.expr_edit(outer, new))
+                elif _handed_over(ctx, expr):
+                    notes.append(
+                        ctx.todo(
+                            "DM200",
+                            expr,
+                            f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that "
+                            f"{ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)} uses the Batch API",
+                        )
+                    )
     return edits
+
+
+def _handed_over(ctx: FileContext, expr: cst.CSTNode) -> bool:
+    """``expr`` is passed to a call the tool cannot see into (not print/len/str/repr)."""
+    arg = ctx.parents.get(expr)
+    call = ctx.parents.get(arg)
+    if not (isinstance(arg, cst.Arg) and isinstance(call, cst.Call) and arg.value is expr):
+        return False
+    return not (isinstance(call.func, cst.Name) and call.func.value in ("print", "len", "str", "repr", "type", "id"))
 
 
 def _tensorlist_use(ctx: FileContext, expr: cst.CSTNode, base: cst.BaseExpression):
