@@ -541,20 +541,7 @@ def test_bad_input_is_reported_and_the_rest_is_written(kind, monkeypatch):
     assert temp_leftovers(Path("d")) == []
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param(
-            "syntax",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="cli._print_text prints errors with rich without soft_wrap=True: lines over "
-                "80 columns (the parse error message is ~100) are wrapped onto several lines",
-            ),
-        ),
-        *[k for k in BAD_KINDS if k != "syntax"],
-    ],
-)
+@pytest.mark.parametrize("kind", BAD_KINDS)
 def test_bad_input_text_report_is_one_line(kind, monkeypatch):
     write(Path("d") / "good.py", PIPELINE)
     bad = _make_bad(kind, Path("d"), monkeypatch)
@@ -577,11 +564,6 @@ def test_bad_input_text_report_is_one_line(kind, monkeypatch):
     assert "ndd" in (Path("d") / "good.py").read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli._print_text: rich wraps the error line at the console width (80 when stderr "
-    "is not a terminal) because soft_wrap=True is missing",
-)
 def test_error_line_with_a_long_path_is_not_wrapped():
     deep = Path("a-rather-long-directory-name") / "and-another-one-below-it" / "and-one-more"
     write(deep / "good.py", PIPELINE)
@@ -594,11 +576,6 @@ def test_error_line_with_a_long_path_is_not_wrapped():
     assert f"error: {bad}: dangling symlink" in stderr_lines(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli._print_text/_print_summary pass paths to rich with markup=True: '[x]' in a "
-    "path is taken as a style tag and dropped from the message",
-)
 def test_path_with_brackets_is_printed_verbatim():
     bad = write(Path("[x]") / "bad.py", "import nvidia.dali\ndef broken(:\n")
     result = cli(bad)
@@ -606,11 +583,6 @@ def test_path_with_brackets_is_printed_verbatim():
     assert f"error: {bad}: " in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli._print_text: a path containing '[/]' raises rich.errors.MarkupError, which "
-    "aborts the whole run as an 'internal error' before the summary",
-)
 def test_path_with_closing_markup_tag_does_not_abort_the_run():
     write(Path("d") / "[" / "]bad.py", "import nvidia.dali\ndef broken(:\n")
     good = write(Path("d") / "z_good.py", PIPELINE)
@@ -734,12 +706,6 @@ def test_write_leaves_no_temp_files():
 # -- suppression comments ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="api._analyse checks suppression at fix.span.start_line (and the line above); the "
-    "DM200 span starts at the blank line(s) before the decorated def, so a comment directly "
-    "above @pipeline_def that follows a blank line is never seen",
-)
 def test_ignore_comment_above_pipeline_def_prevents_dm200():
     source = PIPELINE.replace("\n@pipeline_def", "\n# dali-migrate: ignore\n@pipeline_def")
     path = write(Path("s.py"), source)
@@ -813,14 +779,6 @@ def test_pyproject_in_a_parent_directory_is_found():
     assert set(doc["summary"]["fixes_by_rule"]) <= {"DM102", "DM100"}
 
 
-STRING_CONFIG_BUG = (
-    "cli._split iterates a pyproject string value character by character (it only splits the "
-    "items of a sequence on commas): select = \"DM102\" becomes D,M,1,0,2 and exclude = "
-    "\"gen/*\" becomes g,e,n,/,* whose '*' silently excludes every file"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=STRING_CONFIG_BUG)
 def test_pyproject_select_as_a_string():
     Path("pyproject.toml").write_text('[tool.dali-migrate]\nselect = "DM102"\n')
     write(Path("helper.py"), HELPER)
@@ -829,7 +787,6 @@ def test_pyproject_select_as_a_string():
     assert set(as_json(result)["summary"]["fixes_by_rule"]) <= {"DM102", "DM100"}
 
 
-@pytest.mark.xfail(strict=True, reason=STRING_CONFIG_BUG)
 def test_pyproject_exclude_as_a_string_does_not_exclude_everything():
     Path("pyproject.toml").write_text('[tool.dali-migrate]\nexclude = "gen/*"\n')
     write(Path("gen") / "a.py", PIPELINE)
@@ -840,11 +797,6 @@ def test_pyproject_exclude_as_a_string_does_not_exclude_everything():
     assert "1 files scanned" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine.load_config lets tomllib.TOMLDecodeError escape: the CLI reports "
-    "'internal error: TOMLDecodeError ...' without naming pyproject.toml",
-)
 def test_broken_pyproject_is_reported_as_such():
     Path("pyproject.toml").write_text("[tool.dali-migrate\n")
     write(Path("b.py"), PIPELINE)

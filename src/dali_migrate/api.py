@@ -70,15 +70,15 @@ def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
     else:
         for rule in local:
             rule().run(state)
-    fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.span.start_line)]
+    fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)
     imports_enabled = any(r.id == import_rule_id() for r in active)
     return _Analysis(ctx, fixes, diagnostics, imports_enabled, state.structural)
 
 
-def _assemble(a: _Analysis, chosen: Sequence[Fix]) -> Result:
-    """Apply ``chosen`` (and the TODO markers), then the derived import fix."""
+def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) -> Result:
+    """Apply ``chosen`` (and the TODO markers, unless told not to), then the derived import fix."""
     ctx = a.ctx
     chosen, conflicting = select_consistent(list(chosen))
     diagnostics = list(a.diagnostics)
@@ -93,7 +93,7 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix]) -> Result:
     markers = [
         d.marker
         for d in diagnostics
-        if d.marker is not None and not any(e.start <= d.marker.start < e.end for e in taken_edits)
+        if todo_markers and d.marker is not None and not any(e.start <= d.marker.start < e.end for e in taken_edits)
     ]
     marker_fixes = []
     for m in dict.fromkeys(markers):
@@ -109,6 +109,7 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix]) -> Result:
                 edits,
                 "update imports: add ndd, drop pipeline-mode names left unused",
                 depends_on=[f.id for f in applied],
+                key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
             )
             trial = splice(ctx.source, taken_edits + marker_fixes + list(imp.edits))
             if parses(trial) and not _overlap(imp.edits, taken_edits + marker_fixes):
@@ -152,9 +153,13 @@ def migrate_source(
     return _assemble(a, chosen)
 
 
-def apply_fixes(code: str, fixes: Iterable[Fix | str], *, path: str | None = None) -> str:
+def apply_fixes(
+    code: str, fixes: Iterable[Fix | str], *, path: str | None = None, todo_markers: bool = True
+) -> str:
     """Apply a chosen subset of the fixes of ``code`` (Fix objects or their ids).
 
+    The ``# TODO(dali-migrate)`` markers of what could not be migrated are added too, as in
+    ``migrate_source(code).code``, unless ``todo_markers=False``.
     Dependencies must be chosen too (:class:`MissingDependencyError`); an id that names no fix
     of this source raises :class:`UnknownFixError`. The import fix is recomputed for the subset.
     """
@@ -173,4 +178,4 @@ def apply_fixes(code: str, fixes: Iterable[Fix | str], *, path: str | None = Non
         missing = [d for d in f.depends_on if d not in ids and not d.startswith(import_rule_id() + ":")]
         if missing:
             raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
-    return _assemble(a, chosen).code
+    return _assemble(a, chosen, todo_markers).code

@@ -9,9 +9,10 @@ import traceback
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from . import __version__
-from .engine import FileResult, Options, Summary, load_config, run
+from .engine import ConfigError, FileResult, Options, Summary, load_config, run
 from .registry import all_rules, get_rule, unknown_rules
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
@@ -19,6 +20,9 @@ PROGRESS_MIN_FILES = 50
 
 
 def _split(values) -> tuple[str, ...]:
+    """Comma-separated option values, or a pyproject list or single string, as a tuple."""
+    if isinstance(values, str):
+        values = [values]
     out: list[str] = []
     for v in values or ():
         if isinstance(v, str):
@@ -43,14 +47,14 @@ def _list_rules() -> None:
 
 def _print_text(fr: FileResult, mode: str, err) -> None:
     if fr.status == "error":
-        err.print(f"[red]error[/red]: {fr.error}", highlight=False, markup=True)
+        err.print(f"[red]error[/red]: {escape(fr.error or '')}", highlight=False, markup=True, soft_wrap=True)
         return
     if fr.diff and mode in ("diff", "check"):
         click.echo(fr.diff, nl=False)
     for d in fr.diagnostics:
         colour = {"todo": "yellow", "info": "blue", "error": "red"}[d.severity]
         err.print(
-            f"{fr.path}:{d.line}:{d.col}: [{colour}]{d.rule} {d.severity}[/{colour}]: {d.message}",
+            f"{escape(fr.path)}:{d.line}:{d.col}: [{colour}]{d.rule} {d.severity}[/{colour}]: {escape(d.message)}",
             highlight=False,
             markup=True,
             soft_wrap=True,
@@ -113,7 +117,13 @@ def main(paths, mode, select, ignore, unsafe, exclude, jobs, fmt, no_progress, e
         missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
         if missing:
             raise click.UsageError(f"path does not exist: {', '.join(missing)}")
-        config = load_config()
+        try:
+            config = load_config()
+            config_jobs = int(config.get("jobs", 0))
+        except ConfigError as e:
+            raise click.UsageError(str(e)) from None
+        except (TypeError, ValueError):
+            raise click.UsageError("pyproject.toml: [tool.dali-migrate] jobs must be an integer") from None
         select_t = _split(select) or _split(config.get("select"))
         ignore_t = _split(ignore) or _split(config.get("ignore"))
         bad = unknown_rules(select_t + ignore_t)
@@ -125,7 +135,7 @@ def main(paths, mode, select, ignore, unsafe, exclude, jobs, fmt, no_progress, e
             ignore=ignore_t,
             unsafe=bool(unsafe if unsafe is not None else config.get("unsafe", False)),
             exclude=tuple(exclude) + _split(config.get("exclude")),
-            jobs=jobs if jobs is not None else int(config.get("jobs", 0)),
+            jobs=jobs if jobs is not None else config_jobs,
         )
         sys.exit(_run(paths, options, fmt, no_progress))
     except click.UsageError as e:

@@ -154,6 +154,14 @@ class FileContext:
     def line_of(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
 
+    def first_line(self, node: cst.CSTNode) -> int:
+        """The line a reader sees first: a decorated definition starts at its first decorator."""
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.decorators:
+            return self.positions[node.decorators[0]].start.line
+        if isinstance(node, cst.Module):
+            return 1
+        return self.positions[node].start.line
+
     def enclosing_statement(self, node: cst.CSTNode) -> cst.CSTNode:
         cur = node
         while cur is not None and not isinstance(cur, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -181,13 +189,15 @@ class FileContext:
         safety: Safety = "safe",
         depends_on: Sequence[str] = (),
         includes: Sequence[str] = (),
+        key: str | None = None,
     ) -> Fix:
+        """A fix of ``node``; its id hashes ``key`` (default: the node's source text)."""
         edits = tuple(sorted(edits, key=lambda e: e.start))
         start, end = edits[0].start, edits[-1].end
         original = self.source[start:end]
         replacement = edits[0].text if len(edits) == 1 else ""
         return Fix(
-            id=fix_id(rule, self.anchor(node), self.text(node)),
+            id=fix_id(rule, self.anchor(node), self.text(node) if key is None else key),
             rule=rule,
             message=message,
             safety=safety,
@@ -197,6 +207,7 @@ class FileContext:
             original=original,
             replacement=replacement,
             includes=tuple(includes),
+            line=self.first_line(node),
         )
 
     def todo(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:
@@ -210,7 +221,7 @@ class FileContext:
         if not self._has_marker_above(line, rule):
             off = self.lines.offset(line, 0)
             marker = Edit(off, off, text + self.module.default_newline)
-        return Diagnostic(rule, message, self.line_of(node), self.positions[node].start.column, "todo", marker)
+        return Diagnostic(rule, message, self.first_line(node), self.positions[node].start.column, "todo", marker)
 
     def info(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:
         return Diagnostic(rule, message, self.line_of(node), self.positions[node].start.column, "info")

@@ -190,6 +190,10 @@ def run(
             yield fr
 
 
+class ConfigError(Exception):
+    """pyproject.toml cannot be read; the message names the file."""
+
+
 def load_config(start: Path | None = None) -> dict:
     """``[tool.dali-migrate]`` of the nearest pyproject.toml at or above ``start`` (cwd)."""
     if sys.version_info >= (3, 11):
@@ -200,7 +204,10 @@ def load_config(start: Path | None = None) -> dict:
     for d in [here, *here.parents]:
         candidate = d / "pyproject.toml"
         if candidate.is_file():
-            with open(candidate, "rb") as fh:
-                data = tomllib.load(fh)
+            try:
+                with open(candidate, "rb") as fh:
+                    data = tomllib.load(fh)
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise ConfigError(f"{candidate}: cannot read [tool.dali-migrate]: {e}") from None
             return dict(data.get("tool", {}).get("dali-migrate", {}))
     return {}

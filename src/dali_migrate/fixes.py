@@ -76,6 +76,9 @@ class Fix:
     replacement: str = ""
     #: local rules whose rewrites this (structural) fix carries out inside the code it replaces
     includes: tuple[str, ...] = ()
+    #: the first line of the code the fix is about (its decorator, for a decorated function):
+    #: suppression comments are looked for on it and on the line above
+    line: int = 0
 
     def to_dict(self) -> dict:
         return {
