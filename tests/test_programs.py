@@ -33,23 +33,7 @@ TODO_PREFIX = "# TODO(dali-migrate): "
 #: "expected_text": migrate_source(old.py) differs from the correct expected migration in new.py.
 #: "migrated_run": the code migrate_source produces does not compute what old.py computes.
 #: "order_change_reported": a by-design change of the shuffle order is not reported.
-KNOWN_BUGS: dict[str, dict[str, str]] = {
-    "c_numpy_arith": dict.fromkeys(
-        ("expected_text", "migrated_run"),
-        "DM200/DM103: indexing a node derived from a single-output reader (`scaled = data * 2 + 1; "
-        "scaled[:, :, 1]`) is left as `scaled[:, :, 1]`: Batch is not subscriptable (TypeError)",
-    ),
-    "e_callsite_aliases": dict.fromkeys(
-        ("expected_text", "migrated_run"),
-        "DM200 outputs: after `images = images.as_cpu()` (-> `images.cpu()`), `images.at(i)` and "
-        "`len(images)` are left as they are, with no TODO: Batch has no len() or at() (TypeError)",
-    ),
-    "g_pipeline_seed_shuffle": {
-        "order_change_reported": "DM200 gives the reader `seed=seed` (the pipeline seed): the shuffle "
-        "order differs from the pipeline's (which derives the reader's seed from the pipeline seed; "
-        "dali-semantics 2.4), by design, but unlike for random operators no diagnostic says so",
-    },
-}
+KNOWN_BUGS: dict[str, dict[str, str]] = {}
 
 
 def _case_params(test: str) -> list:

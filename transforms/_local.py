@@ -100,7 +100,7 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
     if isinstance(expr, cst.Call):
         op = ctx.fn_op(expr.func)
         if op is not None:
-            return op.target.num_outputs == 1 and not op.target.is_reader
+            return op.target.num_outputs == 1
         q = ctx.qualname(expr.func)
         if q and q.startswith("nvidia.dali.math."):
             return True

@@ -362,6 +362,15 @@ class PipelineDef(Rule):
         if shuffles and not has_seed:
             if plan.seed_source:
                 reader_kwargs = append_arg(reader_kwargs, kwarg("seed", cst.Name("seed")))
+                notes.append(
+                    ctx.info(
+                        self.id,
+                        plan.reader_call,
+                        "the reader now shuffles with seed=seed; pipeline mode derived its seed from the "
+                        "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch "
+                        "holds the same samples)",
+                    )
+                )
             else:
                 notes.append(
                     ctx.info(
@@ -517,57 +526,90 @@ class PipelineDef(Rule):
 
 def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
     """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` /
-    ``out = pipe.run()`` (and ``a, b = out``) in the same scope. A TensorList handed to other
-    code (``train_step(images)``) cannot be followed: it gets a TODO."""
+    ``out = pipe.run()`` in the same scope, following ``a, b = out``, ``x = a`` and
+    ``a = a.as_cpu()``. A TensorList handed to other code (``train_step(images)``) cannot be
+    followed: it gets a TODO.
+
+    Scope analysis is not flow-sensitive: a use is rewritten only when every assignment it may
+    refer to holds a TensorList, so the set of such assignments is grown to a fixed point first.
+    """
     assign = ctx.parents.get(run)
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         return []
     scope = ctx.scopes.get(assign)
     if scope is None:
         return []
-    work: list[tuple[cst.Name, bool]] = []  # (name, bound to the whole output tuple?)
+    tuples: dict[int, cst.Name] = {}  # names bound to the whole output tuple
+    lists: dict[int, cst.Name] = {}  # names bound to one TensorList
 
     def bind(target: cst.BaseAssignTargetExpression, whole_tuple: bool) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and whole_tuple:
-            work.extend((e.value, False) for e in target.elements if isinstance(e.value, cst.Name))
+            for e in target.elements:
+                bind(e.value, False)
         elif isinstance(target, cst.Name):
-            work.append((target, whole_tuple))
+            (tuples if whole_tuple else lists)[id(target)] = target
+
+    def uses():
+        """(reference node, its name, is_tuple) for references that surely hold our values."""
+        for table, is_tuple in ((tuples, True), (lists, False)):
+            for name in list(table.values()):
+                for a in scope.assignments[name.value]:
+                    if a.node is not name:
+                        continue
+                    for ref in a.references:
+                        if all(id(getattr(r, "node", None)) in table for r in ref.referents):
+                            yield ref.node, name, is_tuple
+
+    def plan():
+        """One pass: the edits, the TODOs, and new names to bind."""
+        edits, todos, binds = [], [], []
+        for expr, name, is_tuple in uses():
+            parent = ctx.parents.get(expr)
+            if is_tuple:
+                if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+                    binds.append((parent.targets[0].target, True))
+                    continue
+                if not (isinstance(parent, cst.Subscript) and parent.value is expr and _int_index(parent) is not None):
+                    continue
+                expr = parent
+                base: cst.BaseExpression = cst.Subscript(value=cst.Name(name.value), slice=parent.slice)
+            else:
+                base = cst.Name(name.value)
+            outer, new = _tensorlist_use(ctx, expr, base)
+            if outer is not None:
+                edits.append(ctx.expr_edit(outer, new))
+            result = outer if outer is not None and not _ends_conversion(new) else expr
+            holder = ctx.parents.get(result)
+            if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
+                binds.append((holder.targets[0].target, False))
+            elif outer is None and _handed_over(ctx, expr):
+                callee = ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)
+                todos.append(
+                    ctx.todo(
+                        "DM200",
+                        expr,
+                        f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that {callee} uses the Batch API",
+                    )
+                )
+        return edits, todos, binds
 
     bind(assign.targets[0].target, True)
-    edits: list[Edit] = []
-    while work:
-        name, is_tuple = work.pop(0)
-        for a in scope.assignments[name.value]:
-            if a.node is not name:
-                continue
-            for ref in a.references:
-                if any(r.node is not name for r in ref.referents if hasattr(r, "node")):
-                    continue  # the name may also hold something else here
-                expr: cst.CSTNode = ref.node
-                parent = ctx.parents.get(expr)
-                if is_tuple:
-                    if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
-                        bind(parent.targets[0].target, True)
-                        continue
-                    if not (isinstance(parent, cst.Subscript) and parent.value is expr and _int_index(parent) is not None):
-                        continue
-                    expr = parent
-                    base: cst.BaseExpression = cst.Subscript(value=cst.Name(name.value), slice=parent.slice)
-                else:
-                    base = cst.Name(name.value)
-                outer, new = _tensorlist_use(ctx, expr, base)
-                if outer is not None:
-                    edits.append(ctx.expr_edit(outer, new))
-                elif _handed_over(ctx, expr):
-                    notes.append(
-                        ctx.todo(
-                            "DM200",
-                            expr,
-                            f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that "
-                            f"{ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)} uses the Batch API",
-                        )
-                    )
-    return edits
+    while True:
+        before = len(tuples) + len(lists)
+        edits, todos, binds = plan()
+        for target, whole in binds:
+            bind(target, whole)
+        if len(tuples) + len(lists) == before:
+            break
+    # a use reachable from several tracked assignments is found once per assignment
+    notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
+    return list({(e.start, e.end): e for e in edits}.values())
+
+
+def _ends_conversion(new: cst.BaseExpression) -> bool:
+    """True when a rewritten TensorList use yields something else (an array, a tensor, a
+    property), False when it is still a Batch (``x.cpu()``)."""
+    return not (isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute) and new.func.attr.value == "cpu")
 
 
 def _handed_over(ctx: FileContext, expr: cst.CSTNode) -> bool:
