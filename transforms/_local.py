@@ -7,8 +7,7 @@ pipeline a structural rule migrated, each local rule proposes small fixes (:clas
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import libcst as cst
 
@@ -17,17 +16,29 @@ from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 
-@dataclass
 class LocalEnv:
     """What a local rewrite may rely on where it rewrites.
 
     ``batch_size`` and ``rng`` are the expressions random operators get (None: unknown here);
-    ``nodes`` are the local names known to hold a single DALI data node (a Batch after migration).
+    ``nodes`` are the local names known to hold a single DALI data node (a Batch after migration),
+    computed on first use when given as a callable.
     """
 
-    batch_size: cst.BaseExpression | None = None
-    rng: cst.BaseExpression | None = None
-    nodes: set[str] = field(default_factory=set)
+    def __init__(
+        self,
+        batch_size: cst.BaseExpression | None = None,
+        rng: cst.BaseExpression | None = None,
+        nodes: set[str] | Callable[[], set[str]] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.rng = rng
+        self._nodes = nodes if nodes is not None else set()
+
+    @property
+    def nodes(self) -> set[str]:
+        if callable(self._nodes):
+            self._nodes = self._nodes()
+        return self._nodes
 
 
 class LocalRule(Rule):
@@ -52,34 +63,14 @@ class LocalRule(Rule):
         return self.summary
 
     def run(self, state: FileState) -> None:
-        ctx = state.ctx
-        rule = self
+        run_local_rules(state, [self])
 
-        class Walker(cst.CSTVisitor):
-            def __init__(self) -> None:
-                self.envs: list[LocalEnv] = [module_env(ctx, ctx.module)]
-
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                if state.is_claimed(node):
-                    self.envs.append(LocalEnv())
-                    return False
-                self.envs.append(function_env(ctx, node))
-                return True
-
-            def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-                self.envs.pop()
-
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if isinstance(node, rule.node_types) and not isinstance(node, cst.FunctionDef):
-                    rule._propose(state, node, self.envs[-1])
-                return super().on_visit(node)
-
-        ctx.module.visit(Walker())
+    @staticmethod
+    def run_all(state: FileState, rules: list[LocalRule]) -> None:
+        run_local_rules(state, rules)
 
     def _propose(self, state: FileState, node: cst.CSTNode, env: LocalEnv) -> None:
         ctx = state.ctx
-        if state.is_claimed(node):
-            return
         result = self.rewrite(ctx, node, node, env)
         if result is None:
             return
@@ -88,6 +79,39 @@ class LocalRule(Rule):
             return
         edit = self.edit(ctx, node, result)
         state.fixes.append(ctx.make_fix(self.id, node, [edit], self.message(ctx, node, result), safety=self.safety))
+
+
+def run_local_rules(state: FileState, rules: list[LocalRule]) -> None:
+    """One walk over the module proposes the standalone fixes of all ``rules``."""
+    ctx = state.ctx
+    by_type: dict[type, list[LocalRule]] = {}
+    for rule in rules:
+        for t in rule.node_types:
+            by_type.setdefault(t, []).append(rule)
+
+    claimed = {id(c) for c in state.claimed}
+
+    class Walker(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.envs: list[LocalEnv] = [LocalEnv(nodes=lambda: collect_nodes(ctx, ctx.module))]
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            self.envs.append(LocalEnv(nodes=lambda: collect_nodes(ctx, node)))
+            return True
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.envs.pop()
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if id(node) in claimed:
+                if isinstance(node, cst.FunctionDef):
+                    self.envs.append(LocalEnv())  # leave_FunctionDef still runs and pops it
+                return False  # owned by a structural rule, migrated or refused
+            for rule in by_type.get(type(node), ()):
+                rule._propose(state, node, self.envs[-1])
+            return super().on_visit(node)
+
+    ctx.module.visit(Walker())
 
 
 # -- which names hold DALI data nodes -----------------------------------------------------------

@@ -21,6 +21,7 @@ Safety: safe.
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 
 import libcst as cst
@@ -39,24 +40,12 @@ class Imports(Rule):
         """Derived rule: see :func:`import_edits`, called once the other fixes are chosen."""
 
 
-def _used_names(module: cst.Module) -> Counter:
+def _used_names(code: str) -> Counter:
+    """How often each name is read or written outside import statements."""
     counts: Counter = Counter()
-
-    class V(cst.CSTVisitor):
-        def visit_Import(self, node: cst.Import) -> bool:
-            return False
-
-        def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-            return False
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            counts[node.value] += 1
-
-    module.visit(V())
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            counts[node.id] += 1
     return counts
 
 
@@ -75,11 +64,10 @@ def _is_dali(module_name: str) -> bool:
 def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
     """Edits on the original source that make its imports fit ``new_code``."""
     try:
-        new_module = cst.parse_module(new_code)
-    except cst.ParserSyntaxError:
+        before = _used_names(ctx.source)
+        after = _used_names(new_code)
+    except (SyntaxError, ValueError):
         return []
-    before = _used_names(ctx.module)
-    after = _used_names(new_module)
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
 

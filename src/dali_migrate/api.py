@@ -67,9 +67,14 @@ def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
                     "info",
                 )
             )
-    else:
-        for rule in local:
-            rule().run(state)
+    elif local:
+        # local rules share one walk of the module
+        batch = getattr(local[0], "run_all", None)
+        if batch is not None and all(getattr(r, "run_all", None) is batch for r in local):
+            batch(state, [r() for r in local])
+        else:
+            for rule in local:
+                rule().run(state)
     fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)

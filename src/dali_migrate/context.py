@@ -55,12 +55,39 @@ class FileContext:
         self.parents = self._meta[ParentNodeProvider]
         self.qualnames = self._meta[QualifiedNameProvider]
         self.scopes = self._meta[ScopeProvider]
+        self.dali_names = self._dali_import_names()
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
 
     # -- name resolution -------------------------------------------------------------------
+    def _dali_import_names(self) -> frozenset[str]:
+        """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
+        a cheap filter before the (costlier) qualified-name lookup."""
+        names = set()
+
+        class V(cst.CSTVisitor):
+            def visit_Import(self, node: cst.Import) -> None:
+                for a in node.names:
+                    if dotted(a.name).startswith("nvidia"):
+                        names.add(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
+
+            def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+                if node.module is not None and dotted(node.module).startswith("nvidia") and not isinstance(
+                    node.names, cst.ImportStar
+                ):
+                    for a in node.names:
+                        names.add(a.asname.name.value if a.asname else dotted(a.name))
+
+        self.module.visit(V())
+        return frozenset(names)
+
     def qualname(self, node: cst.CSTNode) -> str | None:
         """The imported dotted name an expression refers to (``nvidia.dali.fn.resize``), or None."""
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name) or root.value not in self.dali_names:
+            return None
         names = self.qualnames.get(node) or set()
         if callable(names):  # libcst hands out lazily computed values
             names = names()

@@ -242,8 +242,9 @@ def _owner(name: str) -> tuple[int, int]:
 
 
 def mentions_dali(raw: bytes) -> bool:
-    """Cheap prefilter: could these bytes contain DALI code? (a plain substring check)."""
-    return b"dali" in raw
+    """Cheap prefilter: could these bytes contain DALI code? Every way of importing DALI names
+    both ``nvidia`` and ``dali``; two substring checks keep words like "modality" out."""
+    return b"dali" in raw and b"nvidia" in raw
 
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
