@@ -38,28 +38,70 @@ class FileContext:
     catalog: Catalog = field(default_factory=get_catalog)
 
     def __post_init__(self) -> None:
-        self.wrapper = MetadataWrapper(cst.parse_module(self.source), unsafe_skip_copy=True)
-        self.module = self.wrapper.module
+        self.module = cst.parse_module(self.source)
         self.lines = LineIndex(self.source)
-        self._meta = self.wrapper.resolve_many(
-            [
-                PositionProvider,
-                WhitespaceInclusivePositionProvider,
-                ParentNodeProvider,
-                QualifiedNameProvider,
-                ScopeProvider,
-            ]
-        )
-        self.positions = self._meta[PositionProvider]
-        self.ws_positions = self._meta[WhitespaceInclusivePositionProvider]
-        self.parents = self._meta[ParentNodeProvider]
-        self.qualnames = self._meta[QualifiedNameProvider]
-        self.scopes = self._meta[ScopeProvider]
         self.dali_names = self._dali_import_names()
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
+        self._layout: dict | None = None
+        self._names: dict | None = None
 
-    # -- name resolution -------------------------------------------------------------------
+    # Metadata is computed on first use: a file that imports nothing from DALI needs none.
+    # Positions and parents cover the whole module; scopes and qualified names only the
+    # top-level statements that can involve DALI names (:meth:`_relevant_module`), which is
+    # where most of the analysis time would otherwise go in large files.
+    def _layout_meta(self) -> dict:
+        if self._layout is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._layout = wrapper.resolve_many([PositionProvider, WhitespaceInclusivePositionProvider, ParentNodeProvider])
+        return self._layout
+
+    def _name_meta(self) -> dict:
+        if self._names is None:
+            wrapper = MetadataWrapper(self._relevant_module(), unsafe_skip_copy=True)
+            self._names = wrapper.resolve_many([ScopeProvider, QualifiedNameProvider])
+        return self._names
+
+    @property
+    def positions(self):
+        return self._layout_meta()[PositionProvider]
+
+    @property
+    def ws_positions(self):
+        return self._layout_meta()[WhitespaceInclusivePositionProvider]
+
+    @property
+    def parents(self):
+        return self._layout_meta()[ParentNodeProvider]
+
+    @property
+    def scopes(self):
+        return self._name_meta()[ScopeProvider]
+
+    @property
+    def qualnames(self):
+        return self._name_meta()[QualifiedNameProvider]
+
+    def _relevant_module(self) -> cst.Module:
+        """The top-level statements that mention a DALI import name, or a name bound by such a
+        statement, transitively. The others cannot refer to anything DALI."""
+        words = set(self.dali_names)
+        body = list(self.module.body)
+        included = [False] * len(body)
+        texts = [self.module.code_for_node(stmt) for stmt in body] if words else []
+        grew = bool(words)
+        while grew:
+            grew = False
+            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")\b")
+            for i, stmt in enumerate(body):
+                if not included[i] and pattern.search(texts[i]):
+                    included[i] = True
+                    new = _bound_names(stmt) - words
+                    if new:
+                        words |= new
+                        grew = True
+        return self.module.with_changes(body=[s for s, inc in zip(body, included) if inc])
+
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
         a cheap filter before the (costlier) qualified-name lookup."""
@@ -278,6 +320,55 @@ class FileContext:
             if m and (m.group(1) is None or rule in {r.strip() for r in m.group(1).split(",")}):
                 return True
         return False
+
+
+def _bound_names(stmt: cst.CSTNode) -> set[str]:
+    """Names a top-level statement binds (not looking into function or class bodies)."""
+    names: set[str] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            names.add(node.name.value)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            names.add(node.name.value)
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            names.update(_target_names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            names.update(_target_names(node.target))
+
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+            names.add(node.asname.name.value if node.asname else dotted(node.name).split(".")[0])
+            return False
+
+    stmt.visit(V())
+    return names
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_target_names(e.value) for e in target.elements)) if target.elements else set()
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
 
 
 def dotted(node: cst.BaseExpression | cst.Name | cst.Attribute) -> str:
