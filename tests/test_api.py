@@ -16,23 +16,8 @@ from dali_migrate import (
     apply_fixes,
     migrate_source,
 )
+from samples import PIPELINE
 
-PIPELINE = '''\
-from nvidia.dali import pipeline_def, fn
-
-@pipeline_def(batch_size=4, num_threads=2, device_id=None)
-def simple(data_dir):
-    jpegs, labels = fn.readers.file(file_root=data_dir)
-    images = fn.decoders.image(jpegs)
-    images = fn.resize(images, resize_x=32, resize_y=32)
-    return images, labels
-
-pipe = simple("/data")
-pipe.build()
-for _ in range(3):
-    images, labels = pipe.run()
-    print(images.as_array().shape)
-'''
 
 HELPER = '''\
 from nvidia.dali import fn

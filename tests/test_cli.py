@@ -21,23 +21,8 @@ from click.testing import Result as CliResult
 import dali_migrate.engine as engine
 from dali_migrate import __version__
 from dali_migrate.cli import main
+from samples import PIPELINE
 
-PIPELINE = '''\
-from nvidia.dali import pipeline_def, fn
-
-@pipeline_def(batch_size=4, num_threads=2, device_id=None)
-def simple(data_dir):
-    jpegs, labels = fn.readers.file(file_root=data_dir)
-    images = fn.decoders.image(jpegs)
-    images = fn.resize(images, resize_x=32, resize_y=32)
-    return images, labels
-
-pipe = simple("/data")
-pipe.build()
-for _ in range(3):
-    images, labels = pipe.run()
-    print(images.as_array().shape)
-'''
 
 #: a helper building part of a graph: only local rules (DM101, DM102) apply
 HELPER = '''\
