@@ -815,8 +815,21 @@ def _output_values(value: cst.BaseExpression | None) -> list[cst.BaseExpression]
 
 
 def _output_names(ctx: FileContext, plan: Plan) -> list[str]:
-    values = _output_values(plan.ret.body[0].value)
-    return [v.value if isinstance(v, cst.Name) else "output" for v in values]
+    """Names for the docstring: ``labels.gpu()``, ``labels[0]`` and ``fn.flip(labels)`` are
+    still "labels"; anything else is "output"."""
+    names = []
+    for v in _output_values(plan.ret.body[0].value):
+        while True:
+            if isinstance(v, cst.Call) and ctx.is_fn_ref(v.func) and v.args and v.args[0].keyword is None:
+                v = v.args[0].value  # fn.resize(images, ...) yields resized images
+            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not ctx.is_fn_ref(v.func):
+                v = v.func.value
+            elif isinstance(v, (cst.Attribute, cst.Subscript)):
+                v = v.value
+            else:
+                break
+        names.append(v.value if isinstance(v, cst.Name) else "output")
+    return names
 
 
 def _loop_target(ctx: FileContext, plan: Plan) -> tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]:
