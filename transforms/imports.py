@@ -109,22 +109,16 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
             new_smalls = [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s for i, s in enumerate(new_smalls)]
             text = ctx.render(stmt.with_changes(body=new_smalls), indents)
         else:
-            # removed whole: keep the comments above it
-            ws = ctx.ws_positions[stmt]
-            text = ctx.source[
-                ctx.lines.offset(ws.start.line, ws.start.column) : ctx.lines.offset(ctx.positions[stmt].start.line, 0)
-            ]
+            text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
             if anchor is stmt and not replaced_anchor and (need_ndd or need_np):
                 text += _new_imports(ctx, need_ndd, need_np)
                 replaced_anchor = True
-        ws = ctx.ws_positions[stmt]
-        edits.append(Edit(ctx.lines.offset(ws.start.line, ws.start.column), ctx.lines.offset(ws.end.line, ws.end.column), text))
+        edits.append(Edit(*ctx.stmt_span(stmt), text))
 
     if (need_ndd or need_np) and not replaced_anchor:
         where = anchor or last_import
         if where is not None:
-            ws = ctx.ws_positions[where]
-            off = ctx.lines.offset(ws.end.line, ws.end.column)
+            off = ctx.stmt_span(where)[1]
         else:
             off = _prologue_end(ctx)
         text = _new_imports(ctx, need_ndd, need_np)
@@ -193,8 +187,7 @@ def _prologue_end(ctx: FileContext) -> int:
             isinstance(stmt, cst.SimpleStatementLine)
             and any(isinstance(s, cst.ImportFrom) and s.module is not None and dotted(s.module) == "__future__" for s in stmt.body)
         ):
-            ws = ctx.ws_positions[stmt]
-            off = ctx.lines.offset(ws.end.line, ws.end.column)
+            off = ctx.stmt_span(stmt)[1]
         else:
             break
     return off

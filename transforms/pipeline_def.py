@@ -431,7 +431,7 @@ class PipelineDef(Rule):
 
         next_epoch = cst.Call(
             func=cst.Attribute(cst.Name(reader_var), cst.Name("next_epoch")),
-            args=[cst.Arg(keyword=cst.Name("batch_size"), value=cst.Name("batch_size"), equal=_eq())],
+            args=[kwarg("batch_size", cst.Name("batch_size"))],
         )
         for_loop = cst.For(target=target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))
         while_loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=[for_loop]))
@@ -450,7 +450,7 @@ class PipelineDef(Rule):
         reader_stmt = reader_stmt.with_changes(leading_lines=list(reader_stmt.leading_lines) + dropped)
         new_body.append(reader_stmt)
         if random_used:
-            rng_args = [cst.Arg(keyword=cst.Name("seed"), value=cst.Name("seed"), equal=_eq())] if plan.seed_source else []
+            rng_args = [kwarg("seed", cst.Name("seed"))] if plan.seed_source else []
             new_body.append(
                 cst.SimpleStatementLine(
                     [
@@ -877,10 +877,7 @@ def _removed(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
     )
     if only_builds and isinstance(block, cst.IndentedBlock) and siblings[-1] is stmt:
         return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
-    ws = ctx.ws_positions[stmt]
-    start = ctx.lines.offset(ws.start.line, ws.start.column)
-    code_line = ctx.lines.offset(ctx.positions[stmt].start.line, 0)
-    return Edit(start, ctx.lines.offset(ws.end.line, ws.end.column), ctx.source[start:code_line])
+    return Edit(*ctx.stmt_span(stmt), ctx.leading_comments(stmt))
 
 
 def _dropped_comments(ctx: FileContext, plan: Plan) -> list[cst.EmptyLine]:

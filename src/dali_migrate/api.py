@@ -50,7 +50,7 @@ def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
         rule().run(state)
         if rule not in active:
             # still claimed, so local rules leave those pipelines alone; nothing of it applies
-            if any(f.rule == rule.id for f in state.fixes) or state.refused_pipeline:
+            if any(f.rule == rule.id for f in state.fixes):
                 state.refused_pipeline = True
             state.fixes = [f for f in state.fixes if f.rule != rule.id]
             state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
@@ -100,9 +100,7 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
         for d in diagnostics
         if todo_markers and d.marker is not None and not any(e.start <= d.marker.start < e.end for e in taken_edits)
     ]
-    marker_fixes = []
-    for m in dict.fromkeys(markers):
-        marker_fixes.append(m)
+    marker_fixes = list(dict.fromkeys(markers))
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
     if a.imports_enabled and applied:

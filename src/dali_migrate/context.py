@@ -204,15 +204,19 @@ class FileContext:
             self.render(new, self.indents(old)),
         )
 
+    def stmt_span(self, stmt: cst.CSTNode) -> tuple[int, int]:
+        """Offsets of a whole statement: its leading comment lines through its newline."""
+        r = self.ws_positions[stmt]
+        return self.lines.offset(r.start.line, r.start.column), self.lines.offset(r.end.line, r.end.column)
+
     def stmt_edit(self, old: cst.CSTNode, new: Iterable[cst.CSTNode]) -> Edit:
         """Replace a whole statement (leading comments and newline included) by ``new``."""
-        r = self.ws_positions[old]
         ind = self.indents(old)
-        return Edit(
-            self.lines.offset(r.start.line, r.start.column),
-            self.lines.offset(r.end.line, r.end.column),
-            "".join(self.render(s, ind) for s in new),
-        )
+        return Edit(*self.stmt_span(old), "".join(self.render(s, ind) for s in new))
+
+    def leading_comments(self, stmt: cst.CSTNode) -> str:
+        """The comment and blank lines above a statement, as they are in the source."""
+        return self.source[self.stmt_span(stmt)[0] : self.lines.offset(self.positions[stmt].start.line, 0)]
 
     def text(self, node: cst.CSTNode) -> str:
         r = self.positions[node]

@@ -26,15 +26,6 @@ class FileState:
     #: ids of the structural fixes; the import fix depends on them
     structural: list[str] = field(default_factory=list)
 
-    def is_claimed(self, node: cst.CSTNode) -> bool:
-        cur: cst.CSTNode | None = node
-        claimed = {id(c) for c in self.claimed}
-        while cur is not None:
-            if id(cur) in claimed:
-                return True
-            cur = self.ctx.parents.get(cur)
-        return False
-
 
 class Rule:
     """A transform. Subclasses set the class attributes and implement :meth:`run`.
