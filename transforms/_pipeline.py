@@ -1,0 +1,752 @@
+"""The back end shared by the structural rules that migrate whole pipelines (DM2xx).
+
+A front end (``@pipeline_def`` function, ``with pipe:`` block, ``Pipeline`` subclass) finds the
+statements that build a pipeline's graph and where the pipeline object is built and run. This
+module turns the graph into the body of a dynamic-mode generator (readers built once, epochs
+chained without end, random operators fed the batch size and one RNG) and rewrites the use sites
+(``pipe.build()`` gone, ``pipe.run()`` -> ``next(pipe)``, TensorList API -> Batch API).
+Anything it cannot carry over raises :class:`Refused` with the reason; nothing is half-done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from dali_migrate.catalog import OpInfo
+from dali_migrate.context import FileContext, attr_chain
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+
+from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
+from .fn_to_ndd import FnToNdd
+from .mixed_device import MixedDevice
+from .node_indexing import NodeIndexing
+from .random_ops import RandomOps
+
+#: pipeline arguments dynamic mode has no use for, and why (written as a comment where dropped)
+DROPPED_ARGS = {
+    "prefetch_queue_depth": "dynamic mode runs each operator when it is called; there is no prefetch queue",
+    "exec_async": "dynamic mode has no pipeline executor to configure",
+    "exec_pipelined": "dynamic mode has no pipeline executor to configure",
+    "exec_dynamic": "dynamic mode has no pipeline executor to configure",
+    "experimental_exec_dynamic": "dynamic mode has no pipeline executor to configure",
+    "set_affinity": "dynamic mode's thread pool has no CPU affinity setting",
+    "max_streams": "dynamic mode manages its CUDA streams itself",
+    "default_cuda_stream_priority": "dynamic mode manages its CUDA streams itself",
+    "bytes_per_sample": "a memory hint of the pipeline executor",
+    "enable_memory_stats": "a statistic of the pipeline executor",
+    "py_num_workers": "only used by parallel external_source",
+    "py_start_method": "only used by parallel external_source",
+    "py_callback_pickler": "only used by parallel external_source",
+    "output_dtype": "an output check of pipeline mode",
+    "output_ndim": "an output check of pipeline mode",
+}
+#: pipeline arguments whose behaviour this rule cannot carry over yet
+UNSUPPORTED_ARGS = {
+    "enable_checkpointing": "checkpointing (ndd.checkpoint.Checkpoint) is not migrated yet",
+    "checkpoint": "checkpointing (ndd.checkpoint.Checkpoint) is not migrated yet",
+    "debug": "debug-mode pipelines are not migrated yet",
+}
+#: what TensorList methods become on a Batch: (kind, template)
+OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape"}
+
+
+
+class Refused(Exception):
+    """The pipeline cannot be migrated safely; the message says why."""
+
+
+@dataclass
+class ReaderUse:
+    """``jpegs, labels = fn.readers.file(...)``: a reader in the graph code."""
+
+    stmt: cst.SimpleStatementLine
+    target: cst.BaseAssignTargetExpression
+    call: cst.Call
+    op: OpInfo
+
+
+@dataclass
+class Graph:
+    """The code that builds one pipeline's graph: the body of ``container`` (a function, or a
+    ``with pipe:`` block), whose ``outputs_stmt`` (``return ...`` / ``pipe.set_outputs(...)``)
+    names the ``outputs``."""
+
+    container: cst.CSTNode
+    docstring: cst.BaseStatement | None
+    body: list[cst.BaseStatement]
+    outputs_stmt: cst.SimpleStatementLine
+    outputs: list[cst.BaseExpression]
+    readers: list[ReaderUse]
+
+
+@dataclass
+class Instance:
+    """``pipe = train_pipe(...)``: one pipeline object and what is done with it."""
+
+    stmt: cst.SimpleStatementLine
+    assign: cst.Assign
+    call: cst.Call
+    kwargs: dict[str, cst.Arg]
+    builds: list[cst.SimpleStatementLine] = field(default_factory=list)
+    runs: list[cst.Call] = field(default_factory=list)
+    device_todo: str | None = None
+
+
+def analyse_graph(
+    ctx: FileContext,
+    container: cst.FunctionDef | cst.With,
+    outputs_stmt: cst.BaseStatement | None,
+    outputs: list[cst.BaseExpression],
+    reasons: list[str],
+) -> Graph | None:
+    """Check that the graph code of ``container`` can be carried over; reasons it cannot are
+    appended to ``reasons`` (all of them, so the TODO lists every one)."""
+    readers: list[ReaderUse] = []
+    for node in walk(container.body):
+        if isinstance(node, cst.Call):
+            op = ctx.fn_op(node.func)
+            if op is not None and op.target.is_reader:
+                assign = ctx.parents.get(node)
+                stmt = ctx.parents.get(assign)
+                if (
+                    isinstance(assign, cst.Assign)
+                    and isinstance(stmt, cst.SimpleStatementLine)
+                    and len(stmt.body) == 1
+                    and ctx.parents.get(ctx.parents.get(stmt)) is container
+                    and len(assign.targets) == 1
+                ):
+                    readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
+                else:
+                    reasons.append(f"reader {ctx.text(node.func)} is not a plain assignment in the pipeline body")
+            elif op is not None and op.target.ndd_path is None:
+                reasons.append(f"{ctx.text(node.func)} has no dynamic-mode counterpart")
+            elif op is None and ctx.is_fn_ref(node.func):
+                reasons.append(f"{ctx.text(node.func)} is not a known DALI operator")
+        elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt):
+            reasons.append("the pipeline returns before its last statement")
+        elif isinstance(node, (cst.Yield, cst.Await)):
+            reasons.append("the pipeline code yields or awaits")
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            reasons.append("nested function or class definitions in the pipeline body")
+    body = list(container.body.body)
+    docstring = body[0] if body and isinstance(container, cst.FunctionDef) and _is_docstring(body[0]) else None
+    if docstring is not None:
+        body = body[1:]
+    if not readers:
+        reasons.append("it has no reader (external sources are not migrated yet)")
+    if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
+        reasons.append("its outputs are not given by one statement at the end")
+        return None
+    if not outputs:
+        reasons.append("its outputs are not a node or a tuple/list of nodes")
+        return None
+    if reasons:
+        return None
+    return Graph(container, docstring, body, outputs_stmt, outputs, readers)
+
+
+def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
+    return isinstance(outputs_stmt, cst.SimpleStatementLine) and any(s is ret for s in outputs_stmt.body)
+
+
+def emit_generator_body(
+    ctx: FileContext,
+    graph: Graph,
+    *,
+    rule_id: str,
+    batch_size: cst.BaseExpression,
+    seed: cst.BaseExpression | None,
+    dropped: list[cst.EmptyLine],
+    notes: list[Diagnostic],
+) -> tuple[list[cst.BaseStatement], list[str]]:
+    """The body of the generator that replaces ``graph``: setup code, the readers built once,
+    one RNG, and an endless loop over batches that yields the outputs. ``batch_size`` and
+    ``seed`` are the expressions to use inside it. Returns the statements and the ids of the
+    local rules that rewrote something."""
+    taken = _names_in(graph.container)
+    rng_var = _fresh("rng", taken)
+    ndd = ctx.ndd
+    single = len(graph.readers) == 1
+    nodes = collect_nodes(ctx, graph.container)
+
+    # setup code before the first reader stays outside the loop unless it builds graph nodes
+    first = graph.body.index(graph.readers[0].stmt)
+    setup = [s for s in graph.body[:first] if not _mentions_dali(ctx, s, nodes)]
+    loop_body = [s for s in graph.body if s not in setup]
+    per_batch_names = set().union(*(_assigned_names(s) for s in loop_body if not _is_reader_stmt(graph, s)))
+
+    hoisted: list[cst.BaseStatement] = []
+    reader_vars: dict[int, str] = {}
+    for use in graph.readers:
+        depends = _free_names(use.call) & per_batch_names
+        if depends:
+            raise Refused(f"the arguments of {ctx.text(use.call.func)} depend on per-batch code ({', '.join(sorted(depends))})")
+        var = _fresh("reader" if single else _reader_var(use), taken)
+        reader_vars[id(use.stmt)] = var
+        args = remove_args(list(use.call.args), {"name"})
+        args = _reader_seed(ctx, use, args, seed, rule_id, notes)
+        if not single:
+            args = append_arg(args, kwarg("max_batch_size", batch_size))
+        cls = attr_chain(f"{ndd}.{use.op.target.ndd_path}")
+        hoisted.append(
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(var))], use.call.with_changes(func=cls, args=args))],
+                leading_lines=use.stmt.leading_lines,
+            )
+        )
+    if dropped:
+        hoisted[0] = hoisted[0].with_changes(leading_lines=list(hoisted[0].leading_lines) + dropped)
+
+    if single:
+        target, batch_expr = _loop_target(graph.readers[0], batch_size)
+        if isinstance(target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
+            nodes.add(target.value)
+    else:
+        target, batch_expr = None, batch_size
+    for use in graph.readers:
+        if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
+            nodes.add(use.target.value)
+    env = LocalEnv(batch_size=batch_expr, rng=cst.Name(rng_var), nodes=nodes)
+    local_rules = [FnToNdd(), MixedDevice(), NodeIndexing(), RandomOps()]
+
+    fired: set[str] = set()
+    lowered: list[cst.BaseStatement] = []
+    for s in loop_body:
+        if _is_reader_stmt(graph, s):
+            if single:
+                continue
+            var = reader_vars[id(s)]
+            call = cst.Call(cst.Name(var), args=[kwarg("batch_size", batch_size)])
+            lowered.append(s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[]))
+            continue
+        if s is graph.outputs_stmt:
+            values = []
+            for v in graph.outputs:
+                nv, diags = lower(ctx, v, env, local_rules, fired)
+                if diags:
+                    raise Refused("; ".join(d.message for d in diags))
+                values.append(nv)
+            yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[]) if len(values) > 1 else cst.Tuple([cst.Element(values[0])])
+            lowered.append(s.with_changes(body=[cst.Expr(cst.Yield(yielded))]))
+            continue
+        ns, diags = lower(ctx, s, env, local_rules, fired)
+        if diags:
+            raise Refused("; ".join(d.message for d in diags))
+        lowered.append(ns)
+
+    if single:
+        next_epoch = cst.Call(
+            func=cst.Attribute(cst.Name(reader_vars[id(graph.readers[0].stmt)]), cst.Name("next_epoch")),
+            args=[kwarg("batch_size", batch_size)],
+        )
+        loop_body_block = [cst.For(target=target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
+    else:
+        loop_body_block = lowered
+    while_loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=loop_body_block))
+
+    new_body: list[cst.BaseStatement] = []
+    if graph.docstring is not None:
+        new_body.append(graph.docstring)
+    else:
+        names = ", ".join(_output_names(ctx, graph.outputs))
+        new_body.append(
+            cst.SimpleStatementLine(
+                [cst.Expr(cst.SimpleString(f'"""Yields ({names}) batches epoch after epoch, without end, as Pipeline.run() did."""'))]
+            )
+        )
+    new_body += setup
+    new_body += hoisted
+    if _has_random(ctx, graph.container):
+        rng_args = [kwarg("seed", seed)] if seed is not None else []
+        new_body.append(
+            cst.SimpleStatementLine(
+                [cst.Assign([cst.AssignTarget(cst.Name(rng_var))], cst.Call(func=attr_chain(f"{ndd}.random.RNG"), args=rng_args))]
+            )
+        )
+        notes.append(
+            ctx.info(
+                rule_id,
+                graph.container,
+                "random operators now draw from an ndd.random.RNG: their values differ from the "
+                "old pipeline's (dali-migrate verify aligns the streams to compare the rest)",
+            )
+        )
+    new_body.append(while_loop)
+    return new_body, sorted(fired)
+
+
+def _is_reader_stmt(graph: Graph, stmt: cst.CSTNode) -> bool:
+    return any(use.stmt is stmt for use in graph.readers)
+
+
+def _reader_var(use: ReaderUse) -> str:
+    """``images_reader`` for ``images, labels = fn.readers.file(...)``; ``numpy_reader`` when
+    the outputs have no plain name."""
+    target = use.target
+    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+        target = target.elements[0].value
+    if isinstance(target, cst.Name):
+        return f"{target.value}_reader"
+    return (use.op.target.ndd_path or "reader").split(".")[-1].lower() + "_reader"
+
+def _reader_seed(
+    ctx: FileContext, use: ReaderUse, args: list[cst.Arg], seed: cst.BaseExpression | None, rule_id: str, notes: list[Diagnostic]
+) -> list[cst.Arg]:
+    """A shuffling reader without its own seed gets the pipeline's (pitfall 5)."""
+    shuffles = any(a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and truthy(a) for a in args)
+    if not shuffles or any(a.keyword and a.keyword.value == "seed" for a in args):
+        return args
+    if seed is not None:
+        notes.append(
+            ctx.info(
+                rule_id,
+                use.call,
+                f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived its seed from the "
+                "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch holds the same samples)",
+            )
+        )
+        return append_arg(args, kwarg("seed", seed))
+    notes.append(
+        ctx.info(
+            rule_id,
+            use.call,
+            "the pipeline had no seed, so its shuffle order was random each run; the ndd "
+            "reader without seed= shuffles the same way every run",
+        )
+    )
+    return args
+
+
+def _assigned_names(stmt: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+    for n in walk(stmt):
+        if isinstance(n, cst.AssignTarget):
+            names |= {x.value for x in walk(n.target) if isinstance(x, cst.Name)}
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            names |= {x.value for x in walk(n.target) if isinstance(x, cst.Name)}
+        elif isinstance(n, cst.For):
+            names |= {x.value for x in walk(n.target) if isinstance(x, cst.Name)}
+    return names
+
+
+def _free_names(expr: cst.CSTNode) -> set[str]:
+    """Plain names an expression reads (attribute names and keywords are not reads)."""
+    attrs = {id(n.attr) for n in walk(expr) if isinstance(n, cst.Attribute)}
+    keywords = {id(n.keyword) for n in walk(expr) if isinstance(n, cst.Arg) and n.keyword is not None}
+    return {n.value for n in walk(expr) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
+
+
+# -- where a pipeline object is used -----------------------------------------------------------
+
+
+def follow_pipeline(
+    ctx: FileContext, inst: Instance, reasons: list[str], ignore: tuple[cst.CSTNode, ...] = ()
+) -> None:
+    """Find ``pipe.build()`` and ``pipe.run()`` for the name ``inst`` binds; any other use of
+    the pipeline object is a reason to refuse. References in ``ignore`` are the front end's."""
+    name = inst.assign.targets[0].target
+    scope = ctx.scopes.get(inst.assign)
+    assignments = list(scope.assignments[name.value]) if scope else []
+    if len(assignments) != 1:
+        reasons.append(f"`{name.value}` is assigned more than once")
+        return
+    for ref in assignments[0].references:
+        if any(ref.node is n for n in ignore):
+            continue
+        attr = ctx.parents.get(ref.node)
+        call = ctx.parents.get(attr)
+        line = ctx.line_of(ref.node)
+        if not (isinstance(attr, cst.Attribute) and isinstance(call, cst.Call) and call.func is attr):
+            reasons.append(f"`{name.value}` is passed on or stored at line {line}")
+            continue
+        method = attr.attr.value
+        if method == "build" and not call.args:
+            stmt = ctx.parents.get(ctx.parents.get(call))
+            if isinstance(ctx.parents.get(call), cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                inst.builds.append(stmt)
+                continue
+        if method == "run" and not call.args:
+            inst.runs.append(call)
+            continue
+        reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet")
+
+
+def run_site_edits(ctx: FileContext, inst: Instance, notes: list[Diagnostic]) -> list[Edit]:
+    """``pipe.build()`` removed, ``pipe.run()`` -> ``next(pipe)`` and its outputs' API."""
+    edits = [_removed(ctx, b) for b in inst.builds]
+    for run in inst.runs:
+        edits.append(ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])))
+        edits += _output_edits(ctx, run, notes)
+    return edits
+
+
+def device_todo(ctx: FileContext, container: cst.CSTNode, device_id: cst.Arg | None) -> str | None:
+    """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU."""
+    if device_id is None or _is_literal(device_id.value, (0, None)) or not _uses_gpu(ctx, container):
+        return None
+    value = ctx.text(device_id.value)
+    return (
+        f"device_id={value} was dropped: dynamic mode runs GPU operators on the current CUDA device; "
+        f"make it {value} before iterating (torch.cuda.set_device or ndd.Device)"
+    )
+
+
+def set_threads_stmt(ctx: FileContext, threads: cst.Arg) -> cst.SimpleStatementLine:
+    return cst.SimpleStatementLine(
+        [cst.Expr(cst.Call(func=attr_chain(f"{ctx.ndd}.set_num_threads"), args=[cst.Arg(threads.value)]))]
+    )
+
+
+def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]]) -> list[cst.EmptyLine]:
+    """One comment per pipeline argument dynamic mode has no use for, saying why."""
+    lines = []
+    seen = set()
+    for kw in kwarg_sets:
+        for name, arg in kw.items():
+            if name in DROPPED_ARGS and name not in seen:
+                seen.add(name)
+                lines.append(
+                    cst.EmptyLine(comment=cst.Comment(f"# dali-migrate: dropped {name}={ctx.text(arg.value)}: {DROPPED_ARGS[name]}"))
+                )
+            elif name == "enable_conditionals" and name not in seen:
+                seen.add(name)
+                lines.append(
+                    cst.EmptyLine(comment=cst.Comment("# dali-migrate: dropped enable_conditionals: the pipeline has no data-dependent branch"))
+                )
+    return lines
+
+
+# -- outputs of pipe.run() --------------------------------------------------------------------
+
+
+def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
+    """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` /
+    ``out = pipe.run()`` in the same scope, following ``a, b = out``, ``x = a`` and
+    ``a = a.as_cpu()``. A TensorList handed to other code (``train_step(images)``) cannot be
+    followed: it gets a TODO.
+
+    Scope analysis is not flow-sensitive: a use is rewritten only when every assignment it may
+    refer to holds a TensorList, so the set of such assignments is grown to a fixed point first.
+    """
+    assign = ctx.parents.get(run)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return []
+    scope = ctx.scopes.get(assign)
+    if scope is None:
+        return []
+    tuples: dict[int, cst.Name] = {}  # names bound to the whole output tuple
+    lists: dict[int, cst.Name] = {}  # names bound to one TensorList
+
+    def bind(target: cst.BaseAssignTargetExpression, whole_tuple: bool) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)) and whole_tuple:
+            for e in target.elements:
+                bind(e.value, False)
+        elif isinstance(target, cst.Name):
+            (tuples if whole_tuple else lists)[id(target)] = target
+
+    def uses():
+        """(reference node, its name, is_tuple) for references that surely hold our values."""
+        for table, is_tuple in ((tuples, True), (lists, False)):
+            for name in list(table.values()):
+                for a in scope.assignments[name.value]:
+                    if a.node is not name:
+                        continue
+                    for ref in a.references:
+                        if all(id(getattr(r, "node", None)) in table for r in ref.referents):
+                            yield ref.node, name, is_tuple
+
+    def plan():
+        """One pass: the edits, the TODOs, and new names to bind."""
+        edits, todos, binds = [], [], []
+        for expr, name, is_tuple in uses():
+            parent = ctx.parents.get(expr)
+            if is_tuple:
+                if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+                    binds.append((parent.targets[0].target, True))
+                    continue
+                if not (isinstance(parent, cst.Subscript) and parent.value is expr and _int_index(parent) is not None):
+                    continue
+                expr = parent
+                base: cst.BaseExpression = cst.Subscript(value=cst.Name(name.value), slice=parent.slice)
+            else:
+                base = cst.Name(name.value)
+            outer, new = _tensorlist_use(ctx, expr, base)
+            if outer is not None:
+                edits.append(ctx.expr_edit(outer, new))
+            result = outer if outer is not None and not _ends_conversion(new) else expr
+            holder = ctx.parents.get(result)
+            if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
+                binds.append((holder.targets[0].target, False))
+            elif outer is None and _handed_over(ctx, expr):
+                callee = ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)
+                todos.append(
+                    ctx.todo(
+                        "DM200",
+                        expr,
+                        f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that {callee} uses the Batch API",
+                    )
+                )
+        return edits, todos, binds
+
+    bind(assign.targets[0].target, True)
+    while True:
+        before = len(tuples) + len(lists)
+        edits, todos, binds = plan()
+        for target, whole in binds:
+            bind(target, whole)
+        if len(tuples) + len(lists) == before:
+            break
+    # a use reachable from several tracked assignments is found once per assignment
+    notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
+    return list({(e.start, e.end): e for e in edits}.values())
+
+
+def _ends_conversion(new: cst.BaseExpression) -> bool:
+    """True when a rewritten TensorList use yields something else (an array, a tensor, a
+    property), False when it is still a Batch (``x.cpu()``)."""
+    return not (isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute) and new.func.attr.value == "cpu")
+
+
+def _handed_over(ctx: FileContext, expr: cst.CSTNode) -> bool:
+    """``expr`` is passed to a call the tool cannot see into (not print/len/str/repr)."""
+    arg = ctx.parents.get(expr)
+    call = ctx.parents.get(arg)
+    if not (isinstance(arg, cst.Arg) and isinstance(call, cst.Call) and arg.value is expr):
+        return False
+    return not (isinstance(call.func, cst.Name) and call.func.value in ("print", "len", "str", "repr", "type", "id"))
+
+
+def _tensorlist_use(ctx: FileContext, expr: cst.CSTNode, base: cst.BaseExpression):
+    """Climb from a TensorList expression through TensorList methods; returns the outermost
+    expression to replace and its Batch-API replacement (or (None, None): nothing to do)."""
+    np = ctx.np
+    ndd = ctx.ndd
+    current: cst.CSTNode = expr
+    new: cst.BaseExpression = base
+    changed = False
+    while True:
+        parent = ctx.parents.get(current)
+        if isinstance(parent, cst.Attribute) and parent.value is current:
+            call = ctx.parents.get(parent)
+            method = parent.attr.value
+            if isinstance(call, cst.Call) and call.func is parent and method in OUTPUT_METHODS:
+                args = call.args
+                if method == "as_cpu" and not args:
+                    new = cst.Call(func=cst.Attribute(new, cst.Name("cpu")))
+                    current, changed = call, True
+                    continue
+                if method == "as_tensor" and not args:
+                    tensor = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+                    # Tensor.shape()/.layout() are properties of an ndd Tensor
+                    attr = ctx.parents.get(call)
+                    outer = ctx.parents.get(attr)
+                    if (
+                        isinstance(attr, cst.Attribute)
+                        and attr.value is call
+                        and attr.attr.value in ("shape", "layout")
+                        and isinstance(outer, cst.Call)
+                        and outer.func is attr
+                        and not outer.args
+                    ):
+                        return outer, cst.Attribute(tensor, cst.Name(attr.attr.value))
+                    return call, tensor
+                if method == "as_array" and not args:
+                    inner = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+                    return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(inner)])
+                if method == "at" and len(args) == 1 and args[0].keyword is None:
+                    pick = cst.Subscript(
+                        value=cst.Attribute(new, cst.Name("tensors")), slice=[cst.SubscriptElement(cst.Index(args[0].value))]
+                    )
+                    return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(pick)])
+                if method in ("layout", "shape") and not args:
+                    return call, cst.Attribute(new, cst.Name(method))
+            break
+        if isinstance(parent, cst.Subscript) and parent.value is current and _int_index(parent) is not None:
+            return parent, cst.Subscript(value=cst.Attribute(new, cst.Name("tensors")), slice=parent.slice)
+        if isinstance(parent, cst.Arg):
+            call = ctx.parents.get(parent)
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len" and len(call.args) == 1:
+                return call, cst.Attribute(new, cst.Name("batch_size"))
+        break
+    return (current, new) if changed else (None, None)
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+PIPELINE_ARGS = {"batch_size", "max_batch_size", "num_threads", "device_id", "seed", "enable_conditionals"} | set(
+    DROPPED_ARGS
+) | set(UNSUPPORTED_ARGS)
+
+
+def kwargs_of(call: cst.Call) -> dict[str, cst.Arg]:
+    return {a.keyword.value: a for a in call.args if a.keyword is not None}
+
+
+def check_pipeline_args(kwargs: dict[str, cst.Arg], where: str) -> list[str]:
+    reasons = []
+    for name in kwargs:
+        if name in UNSUPPORTED_ARGS:
+            reasons.append(f"{name} ({where}): {UNSUPPORTED_ARGS[name]}")
+    return reasons
+
+
+def truthy(arg: cst.Arg | None) -> bool:
+    if arg is None:
+        return False
+    v = arg.value
+    return not (isinstance(v, cst.Name) and v.value in ("False", "None")) and not (
+        isinstance(v, cst.Integer) and v.value == "0"
+    )
+
+
+def _is_literal(expr: cst.BaseExpression, values: tuple) -> bool:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value) in values
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return None in values
+    return False
+
+
+def walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _uses_gpu(ctx: FileContext, fn: cst.FunctionDef) -> bool:
+    for n in walk(fn.body):
+        if isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "device":
+            if not (isinstance(n.value, cst.SimpleString) and n.value.evaluated_value == "cpu"):
+                return True
+        if isinstance(n, cst.Attribute) and n.attr.value == "gpu":
+            return True
+    return False
+
+
+def _has_random(ctx: FileContext, fn: cst.FunctionDef) -> bool:
+    for n in walk(fn.body):
+        if isinstance(n, cst.Call):
+            op = ctx.fn_op(n.func)
+            if op is not None and op.target.is_random:
+                return True
+    return False
+
+
+def _mentions_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool:
+    for n in walk(stmt):
+        if isinstance(n, (cst.Name, cst.Attribute)) and (ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)):
+            return True
+        q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
+        if q and q.startswith("nvidia.dali"):
+            return True
+    return False
+
+
+def param_names(fn: cst.FunctionDef) -> set[str]:
+    p = fn.params
+    return {x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]}
+
+
+def _names_in(fn: cst.FunctionDef) -> set[str]:
+    return {n.value for n in walk(fn) if isinstance(n, cst.Name)}
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def output_values(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    if value is None:
+        return []
+    if isinstance(value, (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return []
+        return [e.value for e in value.elements]
+    if isinstance(value, (cst.Dict, cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SimpleString)):
+        return []
+    return [value]
+
+
+def _output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[str]:
+    """Names for the docstring: ``labels.gpu()``, ``labels[0]`` and ``fn.flip(labels)`` are
+    still "labels"; anything else is "output"."""
+    names = []
+    for v in outputs:
+        while True:
+            if isinstance(v, cst.Call) and ctx.is_fn_ref(v.func) and v.args and v.args[0].keyword is None:
+                v = v.args[0].value  # fn.resize(images, ...) yields resized images
+            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not ctx.is_fn_ref(v.func):
+                v = v.func.value
+            elif isinstance(v, (cst.Attribute, cst.Subscript)):
+                v = v.value
+            else:
+                break
+        names.append(v.value if isinstance(v, cst.Name) else "output")
+    return names
+
+
+def _loop_target(use: ReaderUse, batch_size: cst.BaseExpression) -> tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]:
+    """How ``for ... in reader.next_epoch(...)`` unpacks a batch like the old code unpacked the
+    reader node, and an expression for the size of the current batch."""
+    target = use.target
+    op = use.op.target
+    if isinstance(target, (cst.Tuple, cst.List)):
+        elements = [e.value for e in target.elements]
+        if not all(isinstance(e, cst.Name) for e in elements):
+            raise Refused("the reader's outputs are not unpacked into plain names")
+        first = elements[0]
+        return cst.Tuple([cst.Element(e) for e in elements], lpar=[], rpar=[]), cst.Attribute(first, cst.Name("batch_size"))
+    if not isinstance(target, cst.Name):
+        raise Refused("the reader's outputs are not assigned to plain names")
+    if op.fn_path == "readers.tfrecord":
+        # ndd's TFRecord reader yields a dict keyed by feature, as the pipeline node did
+        return target, batch_size
+    if op.num_outputs == 1:
+        return cst.Tuple([cst.Element(target)]), cst.Attribute(target, cst.Name("batch_size"))
+    if op.num_outputs and op.num_outputs > 1:
+        first = cst.Subscript(value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+        return target, cst.Attribute(first, cst.Name("batch_size"))
+    raise Refused(f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names")
+
+
+def _int_index(sub: cst.Subscript) -> cst.BaseExpression | None:
+    if len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index):
+        v = sub.slice[0].slice.value
+        if isinstance(v, (cst.Integer, cst.Name, cst.UnaryOperation, cst.BinaryOperation)):
+            return v
+    return None
+
+
+def _removed(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
+    """Delete a statement but keep the comments above it; an emptied block gets ``pass``."""
+    block = ctx.parents.get(stmt)
+    siblings = getattr(block, "body", ())
+    only_builds = all(
+        isinstance(s, cst.SimpleStatementLine)
+        and len(s.body) == 1
+        and isinstance(s.body[0], cst.Expr)
+        and isinstance(s.body[0].value, cst.Call)
+        and isinstance(s.body[0].value.func, cst.Attribute)
+        and s.body[0].value.func.attr.value == "build"
+        for s in siblings
+    )
+    if only_builds and isinstance(block, cst.IndentedBlock) and siblings[-1] is stmt:
+        return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
+    return Edit(*ctx.stmt_span(stmt), ctx.leading_comments(stmt))
