@@ -41,6 +41,9 @@ DROPPED_ARGS = {
     "py_callback_pickler": "only used by parallel external_source",
     "output_dtype": "an output check of pipeline mode",
     "output_ndim": "an output check of pipeline mode",
+    "output_layout": "an output check of pipeline mode",
+    "stream_policy": "dynamic mode manages its CUDA streams itself",
+    "concurrency": "dynamic mode has no pipeline executor to configure",
 }
 #: pipeline arguments whose behaviour this rule cannot carry over yet
 UNSUPPORTED_ARGS = {
@@ -166,7 +169,7 @@ def emit_generator_body(
     ``seed`` are the expressions to use inside it. Returns the statements and the ids of the
     local rules that rewrote something."""
     taken = _names_in(graph.container)
-    rng_var = _fresh("rng", taken)
+    rng_var = fresh_name("rng", taken)
     ndd = ctx.ndd
     single = len(graph.readers) == 1
     nodes = collect_nodes(ctx, graph.container)
@@ -183,7 +186,7 @@ def emit_generator_body(
         depends = _free_names(use.call) & per_batch_names
         if depends:
             raise Refused(f"the arguments of {ctx.text(use.call.func)} depend on per-batch code ({', '.join(sorted(depends))})")
-        var = _fresh("reader" if single else _reader_var(use), taken)
+        var = fresh_name("reader" if single else _reader_var(use), taken)
         reader_vars[id(use.stmt)] = var
         args = remove_args(list(use.call.args), {"name"})
         args = _reader_seed(ctx, use, args, seed, rule_id, notes)
@@ -342,10 +345,11 @@ def _free_names(expr: cst.CSTNode) -> set[str]:
 
 
 def follow_pipeline(
-    ctx: FileContext, inst: Instance, reasons: list[str], ignore: tuple[cst.CSTNode, ...] = ()
+    ctx: FileContext, inst: Instance, reasons: list[str], ignore: tuple[cst.CSTNode, ...] = (), returns: list | None = None
 ) -> None:
     """Find ``pipe.build()`` and ``pipe.run()`` for the name ``inst`` binds; any other use of
-    the pipeline object is a reason to refuse. References in ``ignore`` are the front end's."""
+    the pipeline object is a reason to refuse. References in ``ignore`` are the front end's.
+    With ``returns`` (a list), ``return pipe`` is allowed and collected there."""
     name = inst.assign.targets[0].target
     scope = ctx.scopes.get(inst.assign)
     assignments = list(scope.assignments[name.value]) if scope else []
@@ -358,6 +362,9 @@ def follow_pipeline(
         attr = ctx.parents.get(ref.node)
         call = ctx.parents.get(attr)
         line = ctx.line_of(ref.node)
+        if returns is not None and isinstance(attr, cst.Return):
+            returns.append(attr)
+            continue
         if not (isinstance(attr, cst.Attribute) and isinstance(call, cst.Call) and call.func is attr):
             reasons.append(f"`{name.value}` is passed on or stored at line {line}")
             continue
@@ -373,12 +380,56 @@ def follow_pipeline(
         reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet")
 
 
-def run_site_edits(ctx: FileContext, inst: Instance, notes: list[Diagnostic]) -> list[Edit]:
-    """``pipe.build()`` removed, ``pipe.run()`` -> ``next(pipe)`` and its outputs' API."""
-    edits = [_removed(ctx, b) for b in inst.builds]
+def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *, pipeline_args: bool) -> list[Instance]:
+    """``pipe = fn(...)`` statements in this file, each followed to its build and run calls.
+    With ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of
+    ``fn`` are pipeline arguments."""
+    scope = ctx.scopes.get(fn)
+    instances: list[Instance] = []
+    refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    params = param_names(fn)
+    for ref in refs:
+        call = ctx.parents.get(ref.node)
+        assign = ctx.parents.get(call)
+        stmt = ctx.parents.get(assign)
+        if not (
+            isinstance(call, cst.Call)
+            and call.func is ref.node
+            and isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+        ):
+            reasons.append(
+                f"used at line {ctx.line_of(ref.node)} in a way the tool cannot follow "
+                f"(only `pipe = {fn.name.value}(...)` is migrated)"
+            )
+            continue
+        if any(a.star for a in call.args):
+            reasons.append(f"*args/**kwargs at the call on line {ctx.line_of(call)}")
+            continue
+        # keyword arguments naming the function's own parameters go to the function
+        kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
+        reasons += check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}")
+        inst = Instance(stmt, assign, call, kwargs)
+        follow_pipeline(ctx, inst, reasons)
+        instances.append(inst)
+    if not refs:
+        reasons.append("it is not instantiated in this file (cross-module use is not migrated yet)")
+    return instances
+
+
+def run_site_edits(
+    ctx: FileContext, inst: Instance, notes: list[Diagnostic], moved: cst.CSTNode | None = None
+) -> list[Edit]:
+    """``pipe.build()`` removed, ``pipe.run()`` -> ``next(pipe)`` and its outputs' API.
+    ``moved`` is graph code of the same scope that moves into the generator: names it assigns
+    are no longer the run site's."""
+    edits = [removed_stmt(ctx, b) for b in inst.builds]
     for run in inst.runs:
         edits.append(ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])))
-        edits += _output_edits(ctx, run, notes)
+        edits += _output_edits(ctx, run, notes, moved)
     return edits
 
 
@@ -421,7 +472,7 @@ def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]]) -> 
 # -- outputs of pipe.run() --------------------------------------------------------------------
 
 
-def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
+def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], moved: cst.CSTNode | None) -> list[Edit]:
     """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` /
     ``out = pipe.run()`` in the same scope, following ``a, b = out``, ``x = a`` and
     ``a = a.as_cpu()``. A TensorList handed to other code (``train_step(images)``) cannot be
@@ -454,7 +505,7 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> l
                     if a.node is not name:
                         continue
                     for ref in a.references:
-                        if all(id(getattr(r, "node", None)) in table for r in ref.referents):
+                        if all(id(getattr(r, "node", None)) in table or _within(ctx, r.node, moved) for r in ref.referents):
                             yield ref.node, name, is_tuple
 
     def plan():
@@ -501,6 +552,14 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> l
     # a use reachable from several tracked assignments is found once per assignment
     notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
     return list({(e.start, e.end): e for e in edits}.values())
+
+
+def _within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | None) -> bool:
+    while node is not None and container is not None:
+        if node is container:
+            return True
+        node = ctx.parents.get(node)
+    return False
 
 
 def _ends_conversion(new: cst.BaseExpression) -> bool:
@@ -584,12 +643,52 @@ def kwargs_of(call: cst.Call) -> dict[str, cst.Arg]:
     return {a.keyword.value: a for a in call.args if a.keyword is not None}
 
 
+#: the positional parameters of ``Pipeline.__init__`` (DALI 2.4), in order
+PIPELINE_POSITIONAL = (
+    "batch_size",
+    "num_threads",
+    "device_id",
+    "seed",
+    "exec_pipelined",
+    "prefetch_queue_depth",
+    "exec_async",
+    "bytes_per_sample",
+    "set_affinity",
+    "max_streams",
+    "default_cuda_stream_priority",
+)
+PIPELINE_CLASSES = {"nvidia.dali.Pipeline", "nvidia.dali.pipeline.Pipeline"}
+
+
+def pipeline_ctor_kwargs(call: cst.Call, reasons: list[str], where: str) -> dict[str, cst.Arg]:
+    """The arguments of ``Pipeline(...)`` (or ``super().__init__(...)``) by parameter name."""
+    out: dict[str, cst.Arg] = {}
+    for i, a in enumerate(call.args):
+        if a.star:
+            reasons.append(f"*args/**kwargs in {where}")
+        elif a.keyword is not None:
+            out[a.keyword.value] = a
+        elif i < len(PIPELINE_POSITIONAL):
+            out[PIPELINE_POSITIONAL[i]] = a
+        else:
+            reasons.append(f"too many positional arguments in {where}")
+    reasons += check_pipeline_args(out, where)
+    return out
+
+
 def check_pipeline_args(kwargs: dict[str, cst.Arg], where: str) -> list[str]:
     reasons = []
     for name in kwargs:
         if name in UNSUPPORTED_ARGS:
             reasons.append(f"{name} ({where}): {UNSUPPORTED_ARGS[name]}")
     return reasons
+
+
+def is_unset(expr: cst.BaseExpression) -> bool:
+    """``None`` or ``-1``: how pipeline arguments say "not given"."""
+    return _is_literal(expr, (None, -1)) or (
+        isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and _is_literal(expr.expression, (1,))
+    )
 
 
 def truthy(arg: cst.Arg | None) -> bool:
@@ -655,7 +754,7 @@ def _names_in(fn: cst.FunctionDef) -> set[str]:
     return {n.value for n in walk(fn) if isinstance(n, cst.Name)}
 
 
-def _fresh(base: str, taken: set[str]) -> str:
+def fresh_name(base: str, taken: set[str]) -> str:
     name = base
     while name in taken:
         name += "_"
@@ -712,7 +811,8 @@ def _loop_target(use: ReaderUse, batch_size: cst.BaseExpression) -> tuple[cst.Ba
         if not all(isinstance(e, cst.Name) for e in elements):
             raise Refused("the reader's outputs are not unpacked into plain names")
         first = elements[0]
-        return cst.Tuple([cst.Element(e) for e in elements], lpar=[], rpar=[]), cst.Attribute(first, cst.Name("batch_size"))
+        bare = {"lpar": [], "rpar": []} if len(elements) > 1 else {}
+        return cst.Tuple([cst.Element(e) for e in elements], **bare), cst.Attribute(first, cst.Name("batch_size"))
     if not isinstance(target, cst.Name):
         raise Refused("the reader's outputs are not assigned to plain names")
     if op.fn_path == "readers.tfrecord":
@@ -734,7 +834,7 @@ def _int_index(sub: cst.Subscript) -> cst.BaseExpression | None:
     return None
 
 
-def _removed(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
+def removed_stmt(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
     """Delete a statement but keep the comments above it; an emptied block gets ``pass``."""
     block = ctx.parents.get(stmt)
     siblings = getattr(block, "body", ())

@@ -71,7 +71,7 @@ from ._pipeline import (
     device_todo,
     dropped_comments,
     emit_generator_body,
-    follow_pipeline,
+    find_instances,
     kwargs_of,
     output_values,
     param_names,
@@ -145,7 +145,7 @@ class PipelineDef(Rule):
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
 
-        instances = self._instances(ctx, fn, reasons)
+        instances = find_instances(ctx, fn, reasons, pipeline_args=True)
         seed_source = "decorator" if "seed" in dec_kwargs else None
         if seed_source is None and any("seed" in i.kwargs for i in instances):
             if all("seed" in i.kwargs for i in instances):
@@ -161,42 +161,6 @@ class PipelineDef(Rule):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
         return graph, dec_kwargs, instances, seed_source
-
-    def _instances(self, ctx: FileContext, fn: cst.FunctionDef, reasons: list[str]) -> list[Instance]:
-        scope = ctx.scopes.get(fn)
-        instances: list[Instance] = []
-        refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
-        params = param_names(fn)
-        for ref in refs:
-            call = ctx.parents.get(ref.node)
-            assign = ctx.parents.get(call)
-            stmt = ctx.parents.get(assign)
-            if not (
-                isinstance(call, cst.Call)
-                and call.func is ref.node
-                and isinstance(assign, cst.Assign)
-                and len(assign.targets) == 1
-                and isinstance(assign.targets[0].target, cst.Name)
-                and isinstance(stmt, cst.SimpleStatementLine)
-                and len(stmt.body) == 1
-            ):
-                reasons.append(
-                    f"used at line {ctx.line_of(ref.node)} in a way the tool cannot follow "
-                    f"(only `pipe = {fn.name.value}(...)` is migrated)"
-                )
-                continue
-            if any(a.star for a in call.args):
-                reasons.append(f"*args/**kwargs at the call on line {ctx.line_of(call)}")
-                continue
-            # keyword arguments naming the function's own parameters go to the function
-            kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params}
-            reasons += check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}")
-            inst = Instance(stmt, assign, call, kwargs)
-            follow_pipeline(ctx, inst, reasons)
-            instances.append(inst)
-        if not refs:
-            reasons.append("it is not instantiated in this file (cross-module use is not migrated yet)")
-        return instances
 
     # -- rewriting ---------------------------------------------------------------------------
     def _rewrite(self, ctx, fn, graph: Graph, dec_kwargs, instances, seed_source, notes) -> tuple[list[Edit], list[str]]:

@@ -1,0 +1,212 @@
+"""DM201 pipeline-object: a ``Pipeline(...)`` object whose graph is defined in a ``with pipe:``
+block becomes a dynamic-mode generator defined in place of that block.
+
+Before::
+
+    pipe = Pipeline(batch_size=32, num_threads=4, device_id=0, seed=7)
+    with pipe:
+        jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)
+        images = fn.decoders.image(jpegs, device="mixed")
+        pipe.set_outputs(images, labels)
+    pipe.build()
+    images, labels = pipe.run()
+
+After::
+
+    ndd.set_num_threads(4)
+    def pipe_batches():
+        \"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
+        reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=7)
+        while True:
+            for jpegs, labels in reader.next_epoch(batch_size=32):
+                images = ndd.decoders.image(jpegs, device="gpu")
+                yield images, labels
+    pipe = pipe_batches()
+    images, labels = next(pipe)
+
+The graph code runs when the first batch is asked for, not when the block ran: names it reads
+are read then (the same values unless the code reassigns them in between). ``batch_size`` and
+``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
+Everything the shared back end of DM200 does applies (readers built once, several readers,
+random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).
+Anything else done with ``pipe`` (passed to a function, returned, an iterator) leaves the code
+as it was, with one TODO that lists the reasons.
+
+Safety: safe. Random values differ from the old pipeline's, as for DM200.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.rules import FileState, Rule
+
+from ._pipeline import (
+    PIPELINE_CLASSES,
+    Instance,
+    Refused,
+    analyse_graph,
+    device_todo,
+    dropped_comments,
+    emit_generator_body,
+    find_instances,
+    follow_pipeline,
+    is_unset,
+    pipeline_ctor_kwargs,
+    removed_stmt,
+    run_site_edits,
+    set_threads_stmt,
+    fresh_name,
+    truthy,
+    walk,
+)
+
+
+class PipelineObject(Rule):
+    id = "DM201"
+    name = "pipeline-object"
+    summary = "Pipeline(...) with a `with pipe:` graph block becomes a dynamic-mode generator"
+    structural = True
+
+    def run(self, state: FileState) -> None:
+        ctx = state.ctx
+        for ctor_stmt, assign, call in _pipeline_constructions(ctx):
+            block = _graph_block(ctx, ctor_stmt, assign.targets[0].target.value)
+            if block is None:
+                continue  # not built with a `with` block: nothing this rule knows how to migrate
+            state.claimed += [ctor_stmt, block]
+            notes: list[Diagnostic] = []
+            try:
+                edits, included, inst = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
+            except Refused as why:
+                state.refused_pipeline = True
+                state.diagnostics.append(ctx.todo(self.id, ctor_stmt, f"pipeline not migrated: {why}"))
+                continue
+            fix = ctx.make_fix(
+                self.id, block, edits, f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode", includes=included
+            )
+            state.fixes.append(fix)
+            state.structural.append(fix.id)
+            state.diagnostics.extend(notes)
+
+    def _migrate(self, ctx, ctor_stmt, assign, call, block: cst.With, notes):
+        reasons: list[str] = []
+        var = assign.targets[0].target.value
+        kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
+        last = block.body.body[-1]
+        outputs_call = _set_outputs_call(last, var)
+        outputs = [a.value for a in outputs_call.args] if outputs_call is not None and all(
+            a.keyword is None and not a.star for a in outputs_call.args
+        ) else []
+        graph = analyse_graph(ctx, block, last if outputs_call is not None else None, outputs, reasons)
+        if truthy(kwargs.get("enable_conditionals")) and any(isinstance(n, (cst.If, cst.While, cst.IfExp)) for n in walk(block.body)):
+            reasons.append("enable_conditionals with if/while on data is not migrated yet")
+        batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
+        if batch_size is None or is_unset(batch_size.value):
+            reasons.append("Pipeline(...) has no batch_size")
+        inst = Instance(ctor_stmt, assign, call, kwargs)
+        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
+        returns: list[cst.Return] = []
+        follow_pipeline(ctx, inst, reasons, ignore=tuple(own_refs), returns=returns)
+        factory_uses = _factory_instances(ctx, ctor_stmt, returns, reasons) if returns else []
+        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"))
+        if reasons:
+            raise Refused("; ".join(dict.fromkeys(reasons)))
+        assert graph is not None and batch_size is not None
+
+        seed = kwargs.get("seed")
+        body, fired = emit_generator_body(
+            ctx,
+            graph,
+            rule_id=self.id,
+            batch_size=batch_size.value,
+            seed=None if seed is None or is_unset(seed.value) else seed.value,
+            dropped=dropped_comments(ctx, [kwargs]),
+            notes=notes,
+        )
+        gen_name = fresh_name(f"{var}_batches", {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)})
+        blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
+        gen = cst.FunctionDef(
+            name=cst.Name(gen_name),
+            params=cst.Parameters(),
+            body=cst.IndentedBlock(body=body),
+            leading_lines=[*block.leading_lines, *blank],
+        )
+        todo_lines = []
+        if inst.device_todo:
+            todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {inst.device_todo}")))
+            notes.append(Diagnostic(self.id, inst.device_todo, ctx.line_of(block), 0, "todo"))
+        instantiate = cst.SimpleStatementLine(
+            [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))], leading_lines=blank + todo_lines
+        )
+        threads = kwargs.get("num_threads")
+        if threads is not None and not is_unset(threads.value):
+            ctor_edit = ctx.stmt_edit(ctor_stmt, [set_threads_stmt(ctx, threads).with_changes(leading_lines=ctor_stmt.leading_lines)])
+        else:
+            ctor_edit = removed_stmt(ctx, ctor_stmt)
+        edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate])]
+        edits += run_site_edits(ctx, inst, notes, moved=block)
+        for use in factory_uses:
+            edits += run_site_edits(ctx, use, notes)
+        return edits, fired, inst
+
+
+def _pipeline_constructions(ctx):
+    """``pipe = Pipeline(...)`` statements anywhere in the module."""
+    for node in walk(ctx.module):
+        if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
+            continue
+        assign = node.body[0]
+        if (
+            isinstance(assign.value, cst.Call)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and ctx.qualname(assign.value.func) in PIPELINE_CLASSES
+        ):
+            yield node, assign, assign.value
+
+
+def _factory_instances(ctx, ctor_stmt, returns: list[cst.Return], reasons: list[str]) -> list[Instance]:
+    """A function that builds the pipeline and ends with ``return pipe``: its callers in this
+    file are followed like the pipeline itself."""
+    fn = ctx.parents.get(ctx.parents.get(ctor_stmt))
+    last = fn.body.body[-1] if isinstance(fn, cst.FunctionDef) else None
+    if not (
+        len(returns) == 1
+        and isinstance(last, cst.SimpleStatementLine)
+        and last.body[0] is returns[0]
+    ):
+        reasons.append("the pipeline object is returned other than by a final `return` of the function that builds it")
+        return []
+    return find_instances(ctx, fn, reasons, pipeline_args=False)
+
+
+def _graph_block(ctx, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
+    """The first ``with <var>:`` statement after the constructor in the same block."""
+    block = ctx.parents.get(ctor_stmt)
+    siblings = list(getattr(block, "body", ()))
+    for stmt in siblings[siblings.index(ctor_stmt) + 1 :]:
+        if (
+            isinstance(stmt, cst.With)
+            and len(stmt.items) == 1
+            and stmt.items[0].asname is None
+            and isinstance(stmt.items[0].item, cst.Name)
+            and stmt.items[0].item.value == var
+        ):
+            return stmt
+    return None
+
+
+def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
+        call = stmt.body[0].value
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "set_outputs"
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == var
+        ):
+            return call
+    return None
