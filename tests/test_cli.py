@@ -249,13 +249,7 @@ def test_json_with_write_reports_written():
 
 
 def test_json_diagnostics_schema():
-    path = write(
-        Path("two.py"),
-        PIPELINE.replace(
-            "    images = fn.decoders.image(jpegs)\n",
-            "    more, _ = fn.readers.file(file_root=data_dir)\n    images = fn.decoders.image(jpegs)\n",
-        ),
-    )
+    path = write(Path("passed_on.py"), PIPELINE + "consume(pipe)\n")
     doc = as_json(cli("--format", "json", path))
     diags = doc["files"][0]["diagnostics"]
     assert diags
