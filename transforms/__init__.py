@@ -8,12 +8,11 @@ from .mixed_device import MixedDevice
 from .node_indexing import NodeIndexing
 from .pipeline_def import PipelineDef
 from .python_function import PythonFunction
-from .pipeline_object import PipelineObject
 from .random_ops import RandomOps
 from .shapes import Shapes
 from .constants import Constants
 
 #: every rule, structural ones first (they claim the code they own before local rules run)
-RULES = [PipelineDef, PipelineObject, Imports, FnToNdd, MixedDevice, NodeIndexing, RandomOps, PythonFunction, Shapes, Constants]
+RULES = [PipelineDef, Imports, FnToNdd, MixedDevice, NodeIndexing, RandomOps, PythonFunction, Shapes, Constants]
 
-__all__ = ["RULES", "FnToNdd", "Imports", "MixedDevice", "NodeIndexing", "PipelineDef", "PipelineObject", "RandomOps", "PythonFunction", "Shapes", "Constants"]
+__all__ = ["RULES", "FnToNdd", "Imports", "MixedDevice", "NodeIndexing", "PipelineDef", "RandomOps", "PythonFunction", "Shapes", "Constants"]

@@ -1,0 +1,306 @@
+"""DM107 constants: ``types.Constant`` and ``fn.constant`` in arithmetic become literals or ``ndd.as_tensor``.
+
+Before::
+
+    scaled = images * types.Constant(2)
+    shifted = images + types.Constant(np.array([0.5, 0.25]))
+    masked = images & types.Constant(15, dtype=types.UINT8)
+    biased = images + fn.constant(idata=[1, 2, 3])
+
+After (``images`` holds a batch)::
+
+    scaled = images * 2
+    shifted = images + ndd.as_tensor([0.5, 0.25], dtype=ndd.float32)
+    masked = images & ndd.as_tensor(15, dtype=ndd.uint8)
+    biased = images + ndd.as_tensor([1, 2, 3], dtype=ndd.int32)
+
+Dynamic mode has no constant operator: a constant combined with a batch in arithmetic is a
+plain Python scalar or a tensor, broadcast to every sample as pipeline mode broadcast its
+constant batch. The dtype is always the one pipeline mode gave (its rules differ from numpy's:
+a float64 array became float32, an int64 array int32, a list of ints int32, a list with a
+float float32), so it is spelled out. Checked against DALI 2.4 on CPU for every form rewritten.
+
+Only literal values are rewritten (numbers, flat lists, ``np.array(<literal>)``, a scalar with
+``shape=``), with no ``dtype=`` or a literal ``types.X`` of the same kind, and only as an
+operand of arithmetic or a comparison whose other operand is a data node. Everything else gets
+a TODO: constants used elsewhere (``ndd.Batch.broadcast(value, batch_size)`` where a batch is
+expected), values the tool cannot read (their dtype decides the result), ``layout=``,
+``device=``, float64 results and conversions that could round differently.
+
+Safety: safe.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from ._local import LocalEnv, LocalRule, produces_node
+from ._missing import DTYPES, dali_dtype, has_star, kwargs_of, literal, parse_expr, positional
+
+_INT32 = 2**31 - 1
+_EXACT_FLOAT32 = 2**24  # ints up to this convert to float32 exactly
+_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**31), 2**31 - 1),  # checked range only
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**31 - 1),
+    "uint64": (0, 2**31 - 1),
+}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class Constants(LocalRule):
+    id = "DM107"
+    name = "constants"
+    summary = "types.Constant / fn.constant in arithmetic become a literal or ndd.as_tensor(..., dtype=)"
+    node_types = (cst.Call,)
+
+    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+        q = ctx.qualname(original.func)
+        op = ctx.fn_op(original.func)
+        if q == "nvidia.dali.types.Constant":
+            kind = "Constant"
+        elif op is not None and op.target.fn_path == "constant":
+            kind = "constant"
+        else:
+            return None
+        what = ctx.text(original.func)
+        if not _in_arithmetic_with_node(ctx, original, env):
+            return ctx.todo(
+                self.id,
+                original,
+                f"{what} outside arithmetic with a batch: use {ctx.ndd}.as_tensor(value, dtype=...) where it is "
+                f"combined with a batch, or {ctx.ndd}.Batch.broadcast(value, batch_size) where a batch is expected "
+                "(pipeline mode made float64 float32 and int64 int32)",
+            )
+        try:
+            new = (_from_constant if kind == "Constant" else _from_fn_constant)(ctx, updated)
+        except _Unsupported as e:
+            return ctx.todo(
+                self.id,
+                original,
+                f"{what}: {e}; use {ctx.ndd}.as_tensor(value, dtype=...) with the dtype pipeline mode gave "
+                "(float64 became float32, int64 int32)",
+            )
+        expr = parse_expr(new)
+        return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
+
+    def message(self, ctx, original, new):
+        return f"{ctx.text(original.func)}(...) -> {ctx.render(new, [])}"
+
+
+def _in_arithmetic_with_node(ctx: FileContext, node: cst.Call, env: LocalEnv) -> bool:
+    parent = ctx.parents.get(node)
+    if isinstance(parent, cst.BinaryOperation) and not isinstance(parent.operator, cst.MatrixMultiply):
+        other = parent.right if parent.left is node else parent.left
+        return produces_node(ctx, other, env.nodes)
+    if isinstance(parent, cst.ComparisonTarget):
+        comp = ctx.parents.get(parent)
+        if isinstance(comp, cst.Comparison) and len(comp.comparisons) == 1:
+            return produces_node(ctx, comp.left, env.nodes)
+    if isinstance(parent, cst.Comparison) and parent.left is node and len(parent.comparisons) == 1:
+        return produces_node(ctx, parent.comparisons[0].comparator, env.nodes)
+    return False
+
+
+def _value(node: cst.BaseExpression, ctx: FileContext):
+    """(python value, from_numpy) of a literal value, or raises _Unsupported."""
+    from_numpy = False
+    if isinstance(node, cst.Call) and _is_np_array(ctx, node):
+        args = node.args
+        if len(args) != 1 or args[0].keyword is not None or args[0].star:
+            raise _Unsupported("np.array(...) with arguments other than a literal")
+        node = args[0].value
+        from_numpy = True
+    try:
+        v = literal(node)
+    except (ValueError, SyntaxError):
+        raise _Unsupported("the value is not a literal, so its dtype is unknown here") from None
+    if isinstance(v, tuple):
+        v = list(v)
+    if not from_numpy and isinstance(v, list) and any(isinstance(x, (list, tuple)) for x in v):
+        raise _Unsupported("nested lists")
+    flat = list(_flatten(v))
+    if from_numpy and isinstance(v, list):
+        lens = _shape(v)
+        if lens is None:
+            raise _Unsupported("a ragged array")
+    if not all(isinstance(x, (bool, int, float)) for x in flat):
+        raise _Unsupported("values other than numbers")
+    if isinstance(v, list) and not flat:
+        raise _Unsupported("an empty value")
+    return v, from_numpy
+
+
+def _is_np_array(ctx: FileContext, call: cst.Call) -> bool:
+    f = call.func
+    return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == ctx.np and f.attr.value == "array"
+
+
+def _flatten(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _flatten(x)
+    else:
+        yield v
+
+
+def _shape(v):
+    if not isinstance(v, (list, tuple)):
+        return ()
+    subs = [_shape(x) for x in v]
+    if any(s is None for s in subs) or len(set(subs)) > 1:
+        return None
+    return (len(v),) + (subs[0] if subs else ())
+
+
+def _natural(flat, from_numpy: bool) -> str:
+    """The DALI type pipeline mode infers for these values (types.Constant / numpy rules)."""
+    if any(isinstance(x, float) for x in flat):
+        return "float32"  # floats, and numpy float64, become float32
+    if all(isinstance(x, bool) for x in flat):
+        return "bool"
+    if any(isinstance(x, bool) for x in flat) and from_numpy:
+        raise _Unsupported("mixed bools and ints")
+    return "int32"  # Python ints, and numpy int64 narrowed to int32
+
+
+def _check(flat, dtype: str) -> None:
+    kinds = {"f" if isinstance(x, float) else "b" if isinstance(x, bool) else "i" for x in flat}
+    if dtype == "float64":
+        raise _Unsupported("a float64 constant (pipeline mode rounds its values through float32)")
+    if dtype == "float16":
+        raise _Unsupported("a float16 constant")
+    if dtype == "bool":
+        if kinds != {"b"}:
+            raise _Unsupported("a bool dtype for non-bool values")
+        return
+    if dtype == "float32":
+        if any(isinstance(x, int) and not isinstance(x, bool) and abs(x) > _EXACT_FLOAT32 for x in flat):
+            raise _Unsupported("ints too large to convert to float32 exactly")
+        if "b" in kinds:
+            raise _Unsupported("bools converted to float")
+        return
+    lo, hi = _RANGES[dtype]
+    if kinds != {"i"}:
+        raise _Unsupported(f"values that are not ints converted to {dtype} (pipeline mode rounds, numpy truncates)")
+    if any(x < lo or x > hi for x in flat):
+        raise _Unsupported(f"values out of the range of {dtype}")
+
+
+def _dtype_arg(ctx: FileContext, kw) -> str | None:
+    if "dtype" not in kw:
+        return None
+    d = dali_dtype(ctx, kw["dtype"].value)
+    if d is None:
+        raise _Unsupported("dtype= is not a literal DALI type")
+    return DTYPES[d][0]
+
+
+def _shape_arg(kw):
+    if "shape" not in kw:
+        return None
+    try:
+        s = literal(kw["shape"].value)
+    except (ValueError, SyntaxError):
+        raise _Unsupported("shape= is not a literal") from None
+    if isinstance(s, int) and not isinstance(s, bool):
+        s = [s]
+    if not isinstance(s, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in s):
+        raise _Unsupported("shape= is not a list of sizes")
+    return list(s)
+
+
+def _emit(ctx: FileContext, value, dtype: str, shape) -> str:
+    if shape is not None:
+        if isinstance(value, list):
+            if len(value) == 1:
+                value = value[0]
+            else:
+                n = 1
+                for x in shape:
+                    n *= x
+                if n != len(value):
+                    raise _Unsupported("shape= does not match the number of values")
+                return f"{ctx.ndd}.as_tensor({ctx.np}.reshape({value!r}, {shape!r}), dtype={ctx.ndd}.{dtype})"
+        return f"{ctx.ndd}.as_tensor({ctx.np}.full({shape!r}, {value!r}), dtype={ctx.ndd}.{dtype})"
+    return f"{ctx.ndd}.as_tensor({value!r}, dtype={ctx.ndd}.{dtype})"
+
+
+def _from_constant(ctx: FileContext, call: cst.Call) -> str:
+    args = positional(call)
+    kw = kwargs_of(call)
+    if "value" in kw and not args:
+        args = [kw.pop("value")]
+    if has_star(call) or len(args) != 1:
+        raise _Unsupported("unexpected arguments")
+    extra = set(kw) - {"dtype", "shape"}
+    if extra:
+        raise _Unsupported(f"{', '.join(sorted(extra))}= has no counterpart here")
+    value, from_numpy = _value(args[0].value, ctx)
+    dtype = _dtype_arg(ctx, kw)
+    shape = _shape_arg(kw)
+    flat = list(_flatten(value))
+    scalar = not isinstance(value, list)
+    if scalar and shape is None and not from_numpy:
+        if dtype is None:
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _INT32:
+                raise _Unsupported("an int beyond the int32 range")
+            return repr(value)  # a ScalarConstant: the same as the Python scalar in arithmetic
+        _check(flat, dtype)
+        return f"{ctx.ndd}.as_tensor({value!r}, dtype={ctx.ndd}.{dtype})"
+    if from_numpy and scalar:
+        raise _Unsupported("a 0-d numpy array")
+    if dtype is None:
+        dtype = _natural(flat, from_numpy)
+    _check(flat, dtype)
+    if from_numpy and shape is not None:
+        raise _Unsupported("np.array(...) with shape=")
+    return _emit(ctx, value, dtype, shape)
+
+
+def _from_fn_constant(ctx: FileContext, call: cst.Call) -> str:
+    kw = kwargs_of(call)
+    if positional(call) or has_star(call):
+        raise _Unsupported("unexpected arguments")
+    extra = set(kw) - {"fdata", "idata", "dtype", "shape", "device"}
+    if extra:
+        raise _Unsupported(f"{', '.join(sorted(extra))}= has no counterpart here")
+    if "device" in kw:
+        try:
+            if literal(kw["device"].value) != "cpu":
+                raise _Unsupported("device= other than 'cpu'")
+        except (ValueError, SyntaxError):
+            raise _Unsupported("device= is not a literal") from None
+    if ("fdata" in kw) == ("idata" in kw):
+        raise _Unsupported("give exactly one of fdata= and idata=")
+    key = "fdata" if "fdata" in kw else "idata"
+    value, _ = _value(kw[key].value, ctx)
+    if isinstance(value, list) and any(isinstance(x, list) for x in value):
+        raise _Unsupported("nested lists")
+    flat = list(_flatten(value))
+    if key == "idata" and not all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
+        raise _Unsupported("idata= with values other than ints")
+    if key == "fdata" and not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
+        raise _Unsupported("fdata= with values other than numbers")
+    dtype = _dtype_arg(ctx, kw)
+    if dtype is None:
+        dtype = "float32" if key == "fdata" else "int32"
+    elif key == "fdata" and dtype != "float32":
+        raise _Unsupported("fdata= converted to another type (pipeline mode rounds, numpy truncates)")
+    if key == "fdata":
+        flat = [float(x) for x in flat]
+        value = [float(x) for x in value] if isinstance(value, list) else float(value)
+    _check(flat, dtype)
+    shape = _shape_arg(kw)
+    if shape is None:
+        value = value if isinstance(value, list) else [value]
+    return _emit(ctx, value, dtype, shape)

@@ -1,0 +1,107 @@
+"""DM106 shapes: ``fn.shapes(x)`` and ``x.shape()`` become a batch built from ``x.shape``.
+
+Before::
+
+    sizes = fn.shapes(images)
+    hw = fn.shapes(images, dtype=types.INT32)
+    dims = images.shape()
+
+After (``images`` holds a batch)::
+
+    sizes = ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
+    hw = ndd.as_batch([np.array(s, dtype=np.int32) for s in images.shape])
+    dims = ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
+
+Dynamic mode has no ``shapes`` operator (deprecated since DALI 1.44), and ``Batch.shape`` is a
+property: a Python list with one shape tuple per sample. Pipeline mode gave one 1-D tensor per
+sample, int64 unless ``dtype=`` said otherwise; the dtype is spelled out because numpy would
+make the shape of a scalar sample ``()`` float64. Checked against DALI 2.4 on CPU for the
+default and for INT32, INT64, UINT32, UINT64, FLOAT and FLOAT64, including scalar samples.
+
+Left as they are, with a TODO: ``device="gpu"``, a ``dtype=`` that is not a literal DALI type
+(or one not checked), and inputs the tool cannot prove are data nodes (function parameters,
+expressions: assign them to a variable first).
+
+Safety: safe.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from ._local import LocalEnv, LocalRule
+from ._missing import DTYPES, dali_dtype, fresh, has_star, kwargs_of, literal, names_in, parse_expr, positional
+
+#: dtypes whose result was compared with pipeline mode
+_CHECKED = {"INT32", "INT64", "UINT32", "UINT64", "FLOAT", "FLOAT64"}
+_IGNORED = {"preserve", "bytes_per_sample_hint"}
+
+
+class Shapes(LocalRule):
+    id = "DM106"
+    name = "shapes"
+    summary = "fn.shapes(x) and x.shape() become a batch built from x.shape"
+    node_types = (cst.Call,)
+
+    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+        op = ctx.fn_op(original.func)
+        code = lambda n: cst.Module(body=[]).code_for_node(n)  # noqa: E731
+        if op is not None and op.target.fn_path == "shapes":
+            what = ctx.text(original.func)
+            ins = positional(updated)
+            if has_star(updated) or len(ins) != 1:
+                return ctx.todo(self.id, original, f"{what}: expected one input; {_hint(ctx, 'x')}")
+            node = ins[0].value
+        elif (
+            isinstance(original.func, cst.Attribute)
+            and original.func.attr.value == "shape"
+            and isinstance(original.func.value, cst.Name)
+            and original.func.value.value in env.nodes
+            and not positional(original)
+        ):
+            what = f"{original.func.value.value}.shape()"
+            node = updated.func.value
+        else:
+            return None
+        kw = kwargs_of(updated)
+        if set(kw) - {"dtype", "device"} - _IGNORED or has_star(updated):
+            return ctx.todo(self.id, original, f"{what}: unexpected arguments; {_hint(ctx, code(node))}")
+        if "device" in kw:
+            try:
+                device = literal(kw["device"].value)
+            except (ValueError, SyntaxError):
+                device = None
+            if device != "cpu":
+                return ctx.todo(
+                    self.id, original, f"{what} with device= other than 'cpu': {_hint(ctx, code(node))}, then .gpu()"
+                )
+        dtype_arg = kw.get("dtype")
+        np_dtype = "int64"
+        if dtype_arg is not None:
+            d = dali_dtype(ctx, dtype_arg.value)
+            if d is None or d not in _CHECKED:
+                return ctx.todo(
+                    self.id, original, f"{what}: dtype= is not a known literal DALI type; {_hint(ctx, code(node), None)}"
+                )
+            np_dtype = DTYPES[d][1]
+        if not (isinstance(node, cst.Name) and node.value in env.nodes):
+            return ctx.todo(
+                self.id,
+                original,
+                f"{what}: the tool cannot tell that {code(node)} is a data node (a batch after migration); "
+                f"{_hint(ctx, code(node), np_dtype)}",
+            )
+        s = fresh(names_in(node) | {ctx.np, ctx.ndd}, ["s", "shape"])
+        new = f"{ctx.ndd}.as_batch([{ctx.np}.array({s}, dtype={ctx.np}.{np_dtype}) for {s} in {node.value}.shape])"
+        expr = parse_expr(new)
+        return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
+
+    def message(self, ctx, original, new):
+        return f"{ctx.text(original.func)}(...) -> a batch built from .shape"
+
+
+def _hint(ctx: FileContext, x: str, dtype: str | None = "int64") -> str:
+    d = f"{ctx.np}.{dtype}" if dtype else "<the numpy dtype>"
+    return f"use {ctx.ndd}.as_batch([{ctx.np}.array(s, dtype={d}) for s in {x}.shape])"
