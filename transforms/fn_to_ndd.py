@@ -38,6 +38,10 @@ REPLACEMENTS = {
     "dl_tensor_python_function": "call the function in plain Python on the samples, then ndd.as_batch(...)",
     "constant": "use a numpy array or ndd.as_tensor(...)",
     "shapes": "use batch.shape (a list of per-sample shapes)",
+    "readers.sequence": "dynamic mode has no sequence reader: read the frames with ndd.readers.File and "
+    "stack each sequence with ndd.stack, or keep this pipeline in pipeline mode",
+    "experimental.inputs.video": "decode the encoded video with ndd.decoders.video yourself, "
+    "or keep this pipeline in pipeline mode",
 }
 
 
@@ -82,7 +86,7 @@ class FnToNdd(LocalRule):
                 return None  # a submodule such as fn.readers, not an operator
             return ctx.todo(self.id, original, f"fn.{path} is not a DALI {ctx.catalog.dali_version} operator")
         target = op.target
-        if target.is_reader:
+        if target.is_reader and target.ndd_path is not None:
             if isinstance(parent, cst.Call) and parent.func is original:
                 return ctx.todo(
                     self.id,
