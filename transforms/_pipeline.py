@@ -134,7 +134,7 @@ def analyse_graph(
         elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             reasons.append("nested function or class definitions in the pipeline body")
     body = list(container.body.body)
-    docstring = body[0] if body and isinstance(container, cst.FunctionDef) and _is_docstring(body[0]) else None
+    docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
     if docstring is not None:
         body = body[1:]
     if not readers:
@@ -387,7 +387,8 @@ def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *,
     scope = ctx.scopes.get(fn)
     instances: list[Instance] = []
     refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
-    params = param_names(fn)
+    params = param_names(fn) if pipeline_args else set()
+    refs = [r for r in refs if not _within(ctx, r.node, fn)]  # super(Cls, self), recursion
     for ref in refs:
         call = ctx.parents.get(ref.node)
         assign = ctx.parents.get(call)
@@ -437,7 +438,7 @@ def device_todo(ctx: FileContext, container: cst.CSTNode, device_id: cst.Arg | N
     """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU."""
     if device_id is None or _is_literal(device_id.value, (0, None)) or not _uses_gpu(ctx, container):
         return None
-    value = ctx.text(device_id.value)
+    value = ctx.render(device_id.value, [])
     return (
         f"device_id={value} was dropped: dynamic mode runs GPU operators on the current CUDA device; "
         f"make it {value} before iterating (torch.cuda.set_device or ndd.Device)"
@@ -762,7 +763,7 @@ def fresh_name(base: str, taken: set[str]) -> str:
     return name
 
 
-def _is_docstring(stmt: cst.BaseStatement) -> bool:
+def is_docstring(stmt: cst.BaseStatement) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
@@ -849,4 +850,7 @@ def removed_stmt(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
     )
     if only_builds and isinstance(block, cst.IndentedBlock) and siblings[-1] is stmt:
         return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
-    return Edit(*ctx.stmt_span(stmt), ctx.leading_comments(stmt))
+    kept = ctx.leading_comments(stmt)
+    if isinstance(stmt, cst.ClassDef):
+        kept = "".join(line for line in kept.splitlines(keepends=True) if line.strip())
+    return Edit(*ctx.stmt_span(stmt), kept)
