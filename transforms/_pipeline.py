@@ -19,10 +19,13 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
-from .fn_to_ndd import FnToNdd
+from .constants import Constants
+from .fn_to_ndd import HANDED_OFF, FnToNdd
 from .mixed_device import MixedDevice
 from .node_indexing import NodeIndexing
+from .python_function import PythonFunction
 from .random_ops import RandomOps
+from .shapes import Shapes
 
 #: pipeline arguments dynamic mode has no use for, and why (written as a comment where dropped)
 DROPPED_ARGS = {
@@ -123,7 +126,7 @@ def analyse_graph(
                     readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
                 else:
                     reasons.append(f"reader {ctx.text(node.func)} is not a plain assignment in the pipeline body")
-            elif op is not None and op.target.ndd_path is None:
+            elif op is not None and op.target.ndd_path is None and op.target.fn_path not in HANDED_OFF:
                 reasons.append(f"{ctx.text(node.func)} has no dynamic-mode counterpart")
             elif op is None and ctx.is_fn_ref(node.func):
                 reasons.append(f"{ctx.text(node.func)} is not a known DALI operator")
@@ -212,7 +215,7 @@ def emit_generator_body(
         if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
             nodes.add(use.target.value)
     env = LocalEnv(batch_size=batch_expr, rng=cst.Name(rng_var), nodes=nodes)
-    local_rules = [FnToNdd(), MixedDevice(), NodeIndexing(), RandomOps()]
+    local_rules = [FnToNdd(), MixedDevice(), NodeIndexing(), RandomOps(), PythonFunction(), Shapes(), Constants()]
 
     fired: set[str] = set()
     lowered: list[cst.BaseStatement] = []

@@ -82,7 +82,9 @@ class Constants(LocalRule):
                 "(pipeline mode made float64 float32 and int64 int32)",
             )
         try:
-            new = (_from_constant if kind == "Constant" else _from_fn_constant)(ctx, updated)
+            # the original node: names resolve only on nodes of the parsed module (the literal
+            # arguments are the same in the updated one)
+            new = (_from_constant if kind == "Constant" else _from_fn_constant)(ctx, original)
         except _Unsupported as e:
             return ctx.todo(
                 self.id,
