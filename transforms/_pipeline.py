@@ -10,6 +10,7 @@ Anything it cannot carry over raises :class:`Refused` with the reason; nothing i
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -18,6 +19,7 @@ from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 
+from ._external_source import SourceUse, analyse_source, fetch, wrap
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
 from .constants import Constants
 from .fn_to_ndd import HANDED_OFF, FnToNdd
@@ -85,6 +87,7 @@ class Graph:
     outputs_stmt: cst.SimpleStatementLine
     outputs: list[cst.BaseExpression]
     readers: list[ReaderUse]
+    sources: list[SourceUse] = field(default_factory=list)
 
 
 @dataclass
@@ -110,22 +113,27 @@ def analyse_graph(
     """Check that the graph code of ``container`` can be carried over; reasons it cannot are
     appended to ``reasons`` (all of them, so the TODO lists every one)."""
     readers: list[ReaderUse] = []
+    sources: list[SourceUse] = []
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             op = ctx.fn_op(node.func)
-            if op is not None and op.target.is_reader:
+            if op is not None and (op.target.is_reader or op.target.fn_path == "external_source"):
                 assign = ctx.parents.get(node)
                 stmt = ctx.parents.get(assign)
-                if (
+                if not (
                     isinstance(assign, cst.Assign)
                     and isinstance(stmt, cst.SimpleStatementLine)
                     and len(stmt.body) == 1
                     and ctx.parents.get(ctx.parents.get(stmt)) is container
                     and len(assign.targets) == 1
                 ):
+                    reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
+                elif op.target.is_reader:
                     readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
                 else:
-                    reasons.append(f"reader {ctx.text(node.func)} is not a plain assignment in the pipeline body")
+                    use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
+                    if use is not None:
+                        sources.append(use)
             elif op is not None and op.target.ndd_path is None and op.target.fn_path not in HANDED_OFF:
                 reasons.append(f"{ctx.text(node.func)} has no dynamic-mode counterpart")
             elif op is None and ctx.is_fn_ref(node.func):
@@ -140,8 +148,8 @@ def analyse_graph(
     docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
     if docstring is not None:
         body = body[1:]
-    if not readers:
-        reasons.append("it has no reader (external sources are not migrated yet)")
+    if not readers and not sources and not reasons:
+        reasons.append("it has neither a reader nor an external source")
     if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
         reasons.append("its outputs are not given by one statement at the end")
         return None
@@ -150,7 +158,7 @@ def analyse_graph(
         return None
     if reasons:
         return None
-    return Graph(container, docstring, body, outputs_stmt, outputs, readers)
+    return Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
 
 
 def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
@@ -177,8 +185,8 @@ def emit_generator_body(
     single = len(graph.readers) == 1
     nodes = collect_nodes(ctx, graph.container)
 
-    # setup code before the first reader stays outside the loop unless it builds graph nodes
-    first = graph.body.index(graph.readers[0].stmt)
+    # setup code before the first input stays outside the loop unless it builds graph nodes
+    first = min(graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources])
     setup = [s for s in graph.body[:first] if not _mentions_dali(ctx, s, nodes)]
     loop_body = [s for s in graph.body if s not in setup]
     per_batch_names = set().union(*(_assigned_names(s) for s in loop_body if not _is_reader_stmt(graph, s)))
@@ -202,15 +210,39 @@ def emit_generator_body(
                 leading_lines=use.stmt.leading_lines,
             )
         )
-    if dropped:
+    sources: list[SourceUse] = []
+    for use in graph.sources:
+        if use.kind != "iterable" and not isinstance(use.source, cst.Name):
+            # the source object is made once, as when the graph was defined
+            depends = _free_names(use.source) & per_batch_names
+            if depends:
+                raise Refused(f"the source of {ctx.text(use.call.func)} depends on per-batch code ({', '.join(sorted(depends))})")
+            var = cst.Name(fresh_name(f"{_first_name(use.target)}_source", taken))
+            hoisted.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(var)], use.source)]))
+            use = dataclasses.replace(use, source=var)
+        sources.append(use)
+    graph = dataclasses.replace(graph, sources=sources)
+    if dropped and hoisted:
         hoisted[0] = hoisted[0].with_changes(leading_lines=list(hoisted[0].leading_lines) + dropped)
 
+    # without readers, one iterable source drives the loop: the generator ends where it ends
+    iterable = [u for u in graph.sources if u.kind == "iterable"]
+    if iterable and (graph.readers or len(graph.sources) > 1):
+        raise Refused("an iterable external source next to a reader or another external source")
+    counted = any(u.kind == "call1" for u in graph.sources)
+    iteration = cst.Name(fresh_name("iteration", taken)) if counted else None
+    data_var = cst.Name(fresh_name("data", taken))
+    for use in graph.sources:
+        for t in [use.target] if isinstance(use.target, cst.Name) else [e.value for e in use.target.elements]:
+            nodes.add(t.value)
     if single:
         target, batch_expr = _loop_target(graph.readers[0], batch_size)
         if isinstance(target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
             nodes.add(target.value)
-    else:
+    elif graph.readers:
         target, batch_expr = None, batch_size
+    else:
+        target, batch_expr = None, cst.Attribute(cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size"))
     for use in graph.readers:
         if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
             nodes.add(use.target.value)
@@ -220,6 +252,10 @@ def emit_generator_body(
     fired: set[str] = set()
     lowered: list[cst.BaseStatement] = []
     for s in loop_body:
+        source = next((u for u in graph.sources if u.stmt is s), None)
+        if source is not None:
+            lowered += _source_statements(ctx, source, iteration, data_var)
+            continue
         if _is_reader_stmt(graph, s):
             if single:
                 continue
@@ -236,6 +272,8 @@ def emit_generator_body(
                 values.append(nv)
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[]) if len(values) > 1 else cst.Tuple([cst.Element(values[0])])
             lowered.append(s.with_changes(body=[cst.Expr(cst.Yield(yielded))]))
+            if iteration is not None:
+                lowered.append(cst.SimpleStatementLine([cst.AugAssign(iteration, cst.AddAssign(), cst.Integer("1"))]))
             continue
         ns, diags = lower(ctx, s, env, local_rules, fired)
         if diags:
@@ -250,17 +288,21 @@ def emit_generator_body(
         loop_body_block = [cst.For(target=target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
     else:
         loop_body_block = lowered
-    while_loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=loop_body_block))
+    if iterable:
+        loop: cst.BaseCompoundStatement = cst.For(target=data_var, iter=iterable[0].source, body=cst.IndentedBlock(body=lowered))
+    else:
+        loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=loop_body_block))
+    if dropped and not hoisted:
+        loop = loop.with_changes(leading_lines=dropped)
 
     new_body: list[cst.BaseStatement] = []
     if graph.docstring is not None:
         new_body.append(graph.docstring)
     else:
         names = ", ".join(_output_names(ctx, graph.outputs))
+        until = "epoch after epoch, without end," if not graph.sources else "until its external source ends,"
         new_body.append(
-            cst.SimpleStatementLine(
-                [cst.Expr(cst.SimpleString(f'"""Yields ({names}) batches epoch after epoch, without end, as Pipeline.run() did."""'))]
-            )
+            cst.SimpleStatementLine([cst.Expr(cst.SimpleString(f'"""Yields ({names}) batches {until} as Pipeline.run() did."""'))])
         )
     new_body += setup
     new_body += hoisted
@@ -279,8 +321,36 @@ def emit_generator_body(
                 "old pipeline's (dali-migrate verify aligns the streams to compare the rest)",
             )
         )
-    new_body.append(while_loop)
+    if iteration is not None:
+        new_body.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(iteration)], cst.Integer("0"))]))
+    new_body.append(loop)
     return new_body, sorted(fired)
+
+
+def _first_name(target: cst.BaseAssignTargetExpression) -> str:
+    while isinstance(target, (cst.Tuple, cst.List)):
+        target = target.elements[0].value
+    return target.value if isinstance(target, cst.Name) else "input"
+
+
+def _source_statements(ctx: FileContext, use: SourceUse, iteration: cst.Name | None, data: cst.Name) -> list[cst.BaseStatement]:
+    """``x = fn.external_source(source=...)`` in the loop: the batch the source gives now."""
+    if use.kind == "iterable":
+        return [use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, data))])]
+    call = fetch(use, iteration)
+    if not use.stops:
+        return [use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, call))])]
+    # pipeline mode ended the run when the source raised StopIteration; so does the generator
+    guarded = cst.Try(
+        body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(data)], call)])]),
+        handlers=[
+            cst.ExceptHandler(
+                body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Return()])]), type=cst.Name("StopIteration")
+            )
+        ],
+        leading_lines=use.stmt.leading_lines,
+    )
+    return [guarded, use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[])]
 
 
 def _is_reader_stmt(graph: Graph, stmt: cst.CSTNode) -> bool:
