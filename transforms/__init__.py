@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+from .constants import Constants
 from .fn_to_ndd import FnToNdd
 from .imports import Imports
 from .mixed_device import MixedDevice
 from .node_indexing import NodeIndexing
 from .pipeline_class import PipelineClass
 from .pipeline_def import PipelineDef
-from .python_function import PythonFunction
 from .pipeline_object import PipelineObject
+from .pipeline_uses import PipelineUses
+from .python_function import PythonFunction
 from .random_ops import RandomOps
 from .shapes import Shapes
-from .constants import Constants
 
 #: every rule, structural ones first (they claim the code they own before local rules run)
-RULES = [PipelineDef, PipelineObject, PipelineClass, Imports, FnToNdd, MixedDevice, NodeIndexing, RandomOps, PythonFunction, Shapes, Constants]
+RULES = [
+    PipelineDef,
+    PipelineObject,
+    PipelineClass,
+    PipelineUses,
+    Imports,
+    FnToNdd,
+    MixedDevice,
+    NodeIndexing,
+    RandomOps,
+    PythonFunction,
+    Shapes,
+    Constants,
+]
 
-__all__ = ["RULES", "FnToNdd", "Imports", "MixedDevice", "NodeIndexing", "PipelineClass", "PipelineDef", "PipelineObject", "RandomOps", "PythonFunction", "Shapes", "Constants"]
+__all__ = ["RULES", *(rule.__name__ for rule in RULES)]

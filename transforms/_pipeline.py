@@ -19,6 +19,7 @@ from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 
+from ._conditionals import lower_branches
 from ._external_source import SourceUse, analyse_source, fetch, wrap
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
 from .constants import Constants
@@ -275,6 +276,12 @@ def emit_generator_body(
             if iteration is not None:
                 lowered.append(cst.SimpleStatementLine([cst.AugAssign(iteration, cst.AddAssign(), cst.Integer("1"))]))
             continue
+        if isinstance(s, cst.BaseCompoundStatement):
+            # an `if` on data nodes (enable_conditionals) becomes per-sample code
+            branched = lower_branches(ctx, s, env, lambda n, e: _lowered(ctx, n, e, local_rules, fired), taken)
+            if branched is not None:
+                lowered += branched
+                continue
         ns, diags = lower(ctx, s, env, local_rules, fired)
         if diags:
             raise Refused("; ".join(d.message for d in diags))
@@ -325,6 +332,13 @@ def emit_generator_body(
         new_body.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(iteration)], cst.Integer("0"))]))
     new_body.append(loop)
     return new_body, sorted(fired)
+
+
+def _lowered(ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list, fired: set[str]) -> cst.CSTNode:
+    new, diags = lower(ctx, node, env, rules, fired)
+    if diags:
+        raise Refused("; ".join(d.message for d in diags))
+    return new
 
 
 def _first_name(target: cst.BaseAssignTargetExpression) -> str:
@@ -456,12 +470,25 @@ def follow_pipeline(
 def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *, pipeline_args: bool) -> list[Instance]:
     """``pipe = fn(...)`` statements in this file, each followed to its build and run calls.
     With ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of
-    ``fn`` are pipeline arguments."""
+    ``fn`` are pipeline arguments. Uses in other modules of the project count too: their
+    reasons (if any) join ``reasons``."""
     scope = ctx.scopes.get(fn)
-    instances: list[Instance] = []
     refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
-    params = param_names(fn) if pipeline_args else set()
     refs = [r for r in refs if not _within(ctx, r.node, fn)]  # super(Cls, self), recursion
+    params = param_names(fn) if pipeline_args else set()
+    external = ctx.project.external_uses.get(fn.name.value) if ctx.project is not None and pipeline_args else None
+    if external:
+        reasons.extend(external)
+    if not refs and external is None:
+        reasons.append("it is not instantiated in the files given (pass the modules that use it too)")
+    return instances_of(ctx, refs, fn.name.value, params, reasons, pipeline_args=pipeline_args)
+
+
+def instances_of(
+    ctx: FileContext, refs, name: str, params: set[str], reasons: list[str], *, pipeline_args: bool
+) -> list[Instance]:
+    """Follow each reference to a pipeline factory ``name``: only ``pipe = name(...)`` is migrated."""
+    instances: list[Instance] = []
     for ref in refs:
         call = ctx.parents.get(ref.node)
         assign = ctx.parents.get(call)
@@ -477,7 +504,7 @@ def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *,
         ):
             reasons.append(
                 f"used at line {ctx.line_of(ref.node)} in a way the tool cannot follow "
-                f"(only `pipe = {fn.name.value}(...)` is migrated)"
+                f"(only `pipe = {name}(...)` is migrated)"
             )
             continue
         if any(a.star for a in call.args):
@@ -489,9 +516,34 @@ def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *,
         inst = Instance(stmt, assign, call, kwargs)
         follow_pipeline(ctx, inst, reasons)
         instances.append(inst)
-    if not refs:
-        reasons.append("it is not instantiated in this file (cross-module use is not migrated yet)")
     return instances
+
+
+def pipeline_def_instance_edits(
+    ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None, params: set[str], notes: list[Diagnostic]
+) -> list[Edit]:
+    """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
+    dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
+    before it (the call's, else the decorator's), then the build and run sites."""
+    threads = inst.kwargs.get("num_threads", threads_default)
+    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params)
+    keep = [
+        a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
+        for a in keep
+    ]
+    new_stmt = inst.stmt.with_changes(body=[inst.assign.with_changes(value=inst.call.with_changes(args=keep))])
+    stmts: list[cst.BaseStatement] = []
+    todo_lines = []
+    if inst.device_todo:
+        todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {rule_id}: {inst.device_todo}")))
+        notes.append(Diagnostic(rule_id, inst.device_todo, ctx.line_of(inst.stmt), 0, "todo"))
+    if threads is not None:
+        stmts.append(set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines))
+        new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
+    else:
+        new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
+    stmts.append(new_stmt)
+    return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes)
 
 
 def run_site_edits(
@@ -524,8 +576,9 @@ def set_threads_stmt(ctx: FileContext, threads: cst.Arg) -> cst.SimpleStatementL
     )
 
 
-def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]]) -> list[cst.EmptyLine]:
-    """One comment per pipeline argument dynamic mode has no use for, saying why."""
+def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]], *, branches: bool = False) -> list[cst.EmptyLine]:
+    """One comment per pipeline argument dynamic mode has no use for, saying why (``branches``:
+    the pipeline has ``if`` statements on data, lowered to per-sample code)."""
     lines = []
     seen = set()
     for kw in kwarg_sets:
@@ -537,9 +590,8 @@ def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]]) -> 
                 )
             elif name == "enable_conditionals" and name not in seen:
                 seen.add(name)
-                lines.append(
-                    cst.EmptyLine(comment=cst.Comment("# dali-migrate: dropped enable_conditionals: the pipeline has no data-dependent branch"))
-                )
+                why = "its branches on data run per sample" if branches else "the pipeline has no data-dependent branch"
+                lines.append(cst.EmptyLine(comment=cst.Comment(f"# dali-migrate: dropped enable_conditionals: {why}")))
     return lines
 
 

@@ -57,10 +57,9 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._local import remove_args
 from ._pipeline import (
     PIPELINE_ARGS,
     Graph,
@@ -72,11 +71,11 @@ from ._pipeline import (
     dropped_comments,
     emit_generator_body,
     find_instances,
+    instances_of,
     kwargs_of,
     output_values,
     param_names,
-    run_site_edits,
-    set_threads_stmt,
+    pipeline_def_instance_edits,
     truthy,
     walk,
 )
@@ -122,14 +121,16 @@ class PipelineDef(Rule):
             state.fixes.append(fix)
             state.structural.append(fix.id)
             state.diagnostics.extend(notes)
+            if ctx.project is not None:
+                ctx.project.migrated.add(fn.name.value)
 
     # -- analysis ----------------------------------------------------------------------------
     def _analyse(self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator):
         reasons: list[str] = []
         if any(d is not dec for d in fn.decorators):
             reasons.append("it has other decorators")
-        if isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
-            reasons.append("@pipeline_def on a method is not migrated yet")
+        owner = ctx.parents.get(ctx.parents.get(fn))
+        method = owner if isinstance(owner, cst.ClassDef) else None
         if fn.asynchronous is not None:
             reasons.append("async pipeline function")
         dec_kwargs = kwargs_of(dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
@@ -145,7 +146,10 @@ class PipelineDef(Rule):
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
 
-        instances = find_instances(ctx, fn, reasons, pipeline_args=True)
+        if method is not None:
+            instances = _method_instances(ctx, method, fn, reasons)
+        else:
+            instances = find_instances(ctx, fn, reasons, pipeline_args=True)
         seed_source = "decorator" if "seed" in dec_kwargs else None
         if seed_source is None and any("seed" in i.kwargs for i in instances):
             if all("seed" in i.kwargs for i in instances):
@@ -200,29 +204,9 @@ class PipelineDef(Rule):
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
         edits = [ctx.stmt_edit(fn, [new_fn])]
         for inst in instances:
-            edits += self._instance_edits(ctx, inst, dec_kwargs, existing, notes)
+            edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), existing, notes)
         return edits, fired
 
-    def _instance_edits(self, ctx, inst: Instance, dec_kwargs, params: set[str], notes) -> list[Edit]:
-        threads = inst.kwargs.get("num_threads", dec_kwargs.get("num_threads"))
-        keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params)
-        keep = [
-            a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
-            for a in keep
-        ]
-        new_stmt = inst.stmt.with_changes(body=[inst.assign.with_changes(value=inst.call.with_changes(args=keep))])
-        stmts: list[cst.BaseStatement] = []
-        todo_lines = []
-        if inst.device_todo:
-            todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {inst.device_todo}")))
-            notes.append(Diagnostic(self.id, inst.device_todo, ctx.line_of(inst.stmt), 0, "todo"))
-        if threads is not None:
-            stmts.append(set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines))
-            new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
-        else:
-            new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
-        stmts.append(new_stmt)
-        return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes)
 
 
 def _function_defs(module: cst.Module) -> list[cst.FunctionDef]:
@@ -244,6 +228,43 @@ def _pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator 
     return None
 
 
+
+
+class _MethodRef:
+    """``self.<method>`` in a call: what :func:`instances_of` follows for a method pipeline."""
+
+    def __init__(self, node: cst.Attribute) -> None:
+        self.node = node
+
+
+def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, reasons: list[str]) -> list[Instance]:
+    """A ``@pipeline_def`` method is followed through ``pipe = self.<name>(...)`` in its class;
+    an attribute of that name used anywhere else may be another way in, so it is a reason."""
+    name = fn.name.value
+    refs = []
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Attribute) and node.attr.value == name:
+            inside = _is_self(node.value) and _encloses(ctx, cls, node)
+            if inside and isinstance(ctx.parents.get(node), cst.Call):
+                refs.append(_MethodRef(node))
+            else:
+                reasons.append(f"`.{name}` is used at line {ctx.line_of(node)} in a way the tool cannot follow")
+    params = param_names(fn) - {"self"}
+    if not refs:
+        reasons.append(f"self.{name}(...) is never called in its class")
+    return instances_of(ctx, refs, f"self.{name}", params, reasons, pipeline_args=True)
+
+
+def _is_self(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _encloses(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    while node is not None:
+        if node is outer:
+            return True
+        node = ctx.parents.get(node)
+    return False
 
 
 def _has_branches(fn: cst.FunctionDef) -> bool:

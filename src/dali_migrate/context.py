@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -36,11 +36,16 @@ class FileContext:
     source: str
     path: str | None = None
     catalog: Catalog = field(default_factory=get_catalog)
+    #: what the other modules of the project say about this one (dali_migrate.project.ModuleInfo)
+    project: Any = None
 
     def __post_init__(self) -> None:
         self.module = cst.parse_module(self.source)
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
+        if self.project is not None:
+            # pipelines imported from other modules are followed like DALI names
+            self.dali_names = self.dali_names | frozenset(self.project.foreign)
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
         self._layout: dict | None = None

@@ -1,0 +1,91 @@
+"""DM204 pipeline-uses: a ``@pipeline_def`` pipeline imported from another module of the
+project is built and run here; its use sites follow the migration of its definition.
+
+Before (``train.py``; ``pipelines.py`` defines ``train_pipe`` with ``@pipeline_def``)::
+
+    from pipelines import train_pipe
+
+    pipe = train_pipe("/data", num_threads=4, prefetch_queue_depth=2)
+    pipe.build()
+    for step in range(100):
+        images, labels = pipe.run()
+        print(images.as_array().shape)
+
+After (``pipelines.py`` migrated by DM200 in the same run)::
+
+    import numpy as np
+    import nvidia.dali.experimental.dynamic as ndd
+    from pipelines import train_pipe
+
+    ndd.set_num_threads(4)
+    pipe = train_pipe("/data")
+    for step in range(100):
+        images, labels = next(pipe)
+        print(np.asarray(ndd.as_tensor(images)).shape)
+
+The definition and its uses are found by a discovery pass over all the paths given to one run
+(``dali-migrate --write src/``): the definition migrates only when every use in every module can
+be followed, and the uses here change only when the definition migrates, so no module is left
+calling the other in the old way. Run on one file alone, this rule sees nothing to do.
+
+Safety: safe.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.fixes import Diagnostic, Edit
+from dali_migrate.rules import FileState, Rule
+
+from ._pipeline import instances_of, pipeline_def_instance_edits
+
+
+class PipelineUses(Rule):
+    id = "DM204"
+    name = "pipeline-uses"
+    summary = "build/run sites of a pipeline imported from another module follow its migration"
+    structural = True
+
+    def run(self, state: FileState) -> None:
+        ctx = state.ctx
+        info = ctx.project
+        if info is None or not info.foreign:
+            return
+        for stmt in ctx.module.body:
+            if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)):
+                continue
+            imp = stmt.body[0]
+            scope = ctx.scopes.get(imp)
+            if scope is None or isinstance(imp.names, cst.ImportStar):
+                continue
+            for alias in imp.names:
+                local = alias.asname.name.value if alias.asname else alias.name.value
+                fp = info.foreign.get(local)
+                if fp is None:
+                    continue
+                refs = [r for a in scope.assignments[local] if a.node is imp for r in a.references]
+                reasons: list[str] = []
+                notes: list[Diagnostic] = []
+                params = set(fp.params)
+                instances = instances_of(ctx, refs, local, params, reasons, pipeline_args=True)
+                for inst in instances:
+                    where = f"the call on line {ctx.line_of(inst.call)}"
+                    if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
+                        reasons.append(f"{where} gives no batch_size and neither does the decorator")
+                    if "seed" in inst.kwargs and not fp.seed_given:
+                        reasons.append(f"seed= at {where} (the decorator has none)")
+                info.use_reasons[local] = reasons
+                if reasons or not fp.migrated or not instances:
+                    continue  # the definition's TODO (or its own module) tells why
+                threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
+                edits: list[Edit] = []
+                for inst in instances:
+                    edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes)
+                    state.claimed.append(inst.stmt)
+                fix = ctx.make_fix(
+                    self.id, alias, edits, f"use the migrated pipeline {fp.name} of {fp.module}", key=f"{fp.module}.{fp.name}"
+                )
+                state.fixes.append(fix)
+                state.structural.append(fix.id)
+                state.diagnostics.extend(notes)
