@@ -520,7 +520,13 @@ def instances_of(
 
 
 def pipeline_def_instance_edits(
-    ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None, params: set[str], notes: list[Diagnostic]
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    params: set[str],
+    notes: list[Diagnostic],
+    comments: list[cst.EmptyLine] = (),
 ) -> list[Edit]:
     """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
@@ -533,7 +539,7 @@ def pipeline_def_instance_edits(
     ]
     new_stmt = inst.stmt.with_changes(body=[inst.assign.with_changes(value=inst.call.with_changes(args=keep))])
     stmts: list[cst.BaseStatement] = []
-    todo_lines = []
+    todo_lines = list(comments)
     if inst.device_todo:
         todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {rule_id}: {inst.device_todo}")))
         notes.append(Diagnostic(rule_id, inst.device_todo, ctx.line_of(inst.stmt), 0, "todo"))

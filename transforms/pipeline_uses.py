@@ -38,7 +38,7 @@ import libcst as cst
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._pipeline import instances_of, pipeline_def_instance_edits
+from ._pipeline import dropped_comments, instances_of, pipeline_def_instance_edits
 
 
 class PipelineUses(Rule):
@@ -81,7 +81,8 @@ class PipelineUses(Rule):
                 threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
                 edits: list[Edit] = []
                 for inst in instances:
-                    edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes)
+                    dropped = dropped_comments(ctx, [inst.kwargs])
+                    edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped)
                     state.claimed.append(inst.stmt)
                 fix = ctx.make_fix(
                     self.id, alias, edits, f"use the migrated pipeline {fp.name} of {fp.module}", key=f"{fp.module}.{fp.name}"

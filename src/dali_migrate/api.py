@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 import libcst as cst
 
 from .context import FileContext
+from .project import ModuleInfo
 from .fixes import (
     Diagnostic,
     Edit,
@@ -37,9 +38,9 @@ class _Analysis:
     structural: list[str] = field(default_factory=list)
 
 
-def _analyse(code: str, path: str | None, select, ignore) -> _Analysis:
+def _analyse(code: str, path: str | None, select, ignore, project=None) -> _Analysis:
     try:
-        ctx = FileContext(code, path)
+        ctx = FileContext(code, path, project=project)
     except cst.ParserSyntaxError as e:
         raise SourceParseError(f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: cannot parse: {e.message}") from None
     state = FileState(ctx)
@@ -142,6 +143,7 @@ def migrate_source(
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
     unsafe: bool = False,
+    project: ModuleInfo | None = None,
 ) -> Result:
     """Migrate one module's source text.
 
@@ -149,9 +151,11 @@ def migrate_source(
     the source with every safe fix applied (and unsafe ones too when ``unsafe=True``), TODO
     markers included, ``.diagnostics`` what was left unmigrated and why, ``.changed`` whether
     ``.code`` differs. ``select``/``ignore`` take rule ids or prefixes (``"DM1"``).
+    ``project`` is what the other modules of the project say about this one (see
+    :mod:`dali_migrate.project`; :func:`migrate_paths` and the CLI find it themselves).
     Raises :class:`SourceParseError` when ``code`` is not valid Python.
     """
-    a = _analyse(code, path, select, ignore)
+    a = _analyse(code, path, select, ignore, project)
     chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]
     return _assemble(a, chosen)
 

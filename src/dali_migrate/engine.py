@@ -14,6 +14,7 @@ from typing import Callable, Iterator, Literal, Sequence
 
 from .api import migrate_source
 from .fixes import Diagnostic, Result, SourceParseError
+from .project import ModuleInfo, plan
 from .sourcefile import SourceError, iter_python_files, mentions_dali, read_source, write_source
 
 Mode = Literal["diff", "write", "check"]
@@ -103,18 +104,17 @@ def unified_diff(path: str, old: str, new: str) -> str:
     )
 
 
-def process_file(path: str, options: Options) -> FileResult:
-    """Migrate one file; never raises for a bad file (the result says what went wrong)."""
+def process_file(path: str, options: Options, project: ModuleInfo | None = None) -> FileResult:
+    """Migrate one file; never raises for a bad file (the result says what went wrong).
+    ``project``: what other modules of the run say about this one (it may then not mention DALI)."""
     try:
         sf = read_source(Path(path))
     except SourceError as e:
         return FileResult(path, "error", error=str(e))
-    if not mentions_dali(sf.raw):
+    if project is None and not mentions_dali(sf.raw):
         return FileResult(path, "skipped")
     try:
-        result = migrate_source(
-            sf.text, path=path, select=options.select or None, ignore=options.ignore or None, unsafe=options.unsafe
-        )
+        result = _migrate(sf.text, path, options, project)
     except SourceParseError as e:
         return FileResult(path, "error", error=f"{path}: not valid Python: {str(e).split(': ', 1)[-1]}")
     except RecursionError:
@@ -131,6 +131,12 @@ def process_file(path: str, options: Options) -> FileResult:
         except SourceError as e:
             fr.status, fr.error = "error", str(e)
     return fr
+
+
+def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None) -> Result:
+    return migrate_source(
+        text, path=path, select=options.select or None, ignore=options.ignore or None, unsafe=options.unsafe, project=project
+    )
 
 
 def _candidates(files: Sequence[Path]) -> Iterator[tuple[str, bool]]:
@@ -159,31 +165,41 @@ def run(
 
     Files that never mention DALI are skipped without being parsed. The others are migrated in
     worker processes when there are enough of them to pay for the pool (``options.jobs``).
+    The files are found at once, so a missing path raises :class:`FileNotFoundError` here,
+    before the first result is asked for.
     """
-    files = discover(paths, options.exclude)
+    return _process(discover(paths, options.exclude), options, progress, [Path(p) for p in paths])
+
+
+def _process(
+    files: list[Path], options: Options, progress: Callable[[int, int], None] | None, roots: list[Path] | None = None
+) -> Iterator[FileResult]:
     total = len(files)
     done = 0
-    todo: list[str] = []
-    for path, wanted in _candidates(files):
-        if wanted:
-            todo.append(path)
-        else:
+    candidates = list(_candidates(files))
+    dali = {path for path, wanted in candidates if wanted}
+    # pipelines defined in one module and run in another: settled before any file is migrated
+    links = plan(files, roots or [], dali, lambda text, path, info: _migrate(text, path, options, info))
+    todo = [path for path, _ in candidates if path in dali or path in links]
+    for path, wanted in candidates:
+        if not wanted and path not in links:
             done += 1
             if progress:
                 progress(done, total)
             yield FileResult(path, "skipped")
+    infos = [links.get(path) for path in todo]
     jobs = options.jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) >= PARALLEL_THRESHOLD:
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
             chunk = max(1, len(todo) // (jobs * 4))
-            for fr in pool.map(process_file, todo, [options] * len(todo), chunksize=chunk):
+            for fr in pool.map(process_file, todo, [options] * len(todo), infos, chunksize=chunk):
                 done += 1
                 if progress:
                     progress(done, total)
                 yield fr
     else:
-        for path in todo:
-            fr = process_file(path, options)
+        for path, info in zip(todo, infos):
+            fr = process_file(path, options, info)
             done += 1
             if progress:
                 progress(done, total)

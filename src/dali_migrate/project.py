@@ -1,0 +1,241 @@
+"""Cross-module migration: pipelines defined in one module and built and run in another.
+
+Before the files are migrated, a discovery pass over all the given paths (as bump-pydantic
+does) finds the ``@pipeline_def`` functions defined at module level and the modules that import
+them (``from .pipelines import train_pipe``). Each file then learns, through its
+:class:`ModuleInfo`, what the others do with its pipelines and which imported pipelines are
+migrated:
+
+* the module that defines ``train_pipe`` migrates it only when every use in every other module
+  can be followed (otherwise its TODO names the other module's reasons);
+* a module that imports ``train_pipe`` rewrites ``pipe.build()`` / ``pipe.run()`` (rule DM204)
+  only when the definition migrates.
+
+Discovery reads files with the CPython parser (``ast``): it is cheap, and files that never
+mention a pipeline name are not parsed at all.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+PIPELINE_DEF_NAMES = {"pipeline_def"}
+
+
+@dataclass(frozen=True)
+class ForeignPipeline:
+    """A ``@pipeline_def`` function another module defines, as seen by a module importing it."""
+
+    module: str
+    name: str
+    defined_in: str  # the path of the defining file
+    params: tuple[str, ...]
+    num_threads: str | None  # the decorator's num_threads, as source text, when it is a literal
+    batch_size_given: bool  # the decorator gives batch_size (or max_batch_size)
+    seed_given: bool  # the decorator gives seed
+    migrated: bool = True
+
+
+@dataclass
+class ModuleInfo:
+    """What one module needs to know about the others (and what its analysis reports back)."""
+
+    #: pipelines defined here -> reasons their uses in other modules cannot be followed
+    #: (an empty tuple: used elsewhere, every use can be followed)
+    external_uses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: local name -> pipeline imported from another module of the project
+    foreign: dict[str, ForeignPipeline] = field(default_factory=dict)
+    #: filled in by the analysis: reasons a foreign pipeline's uses here cannot be followed
+    use_reasons: dict[str, list[str]] = field(default_factory=dict)
+    #: filled in by the analysis: pipelines of this module that migrate
+    migrated: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Definition:
+    path: str
+    module_names: tuple[str, ...]
+    pipeline: ForeignPipeline
+
+
+def module_names(path: Path, roots: Iterable[Path]) -> tuple[str, ...]:
+    """Every dotted name ``path`` may be imported as: ``pkg.sub.mod``, ``sub.mod``, ``mod``
+    (relative to the given roots; ``__init__.py`` names its package)."""
+    best: tuple[str, ...] = ()
+    for root in roots:
+        base = root if root.is_dir() else root.parent
+        try:
+            rel = path.resolve().relative_to(base.resolve())
+        except ValueError:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        if base.name and base.name.isidentifier():
+            parts = [base.name, *parts]
+        names = tuple(".".join(parts[i:]) for i in range(len(parts)) if parts[i:])
+        if len(names) > len(best):
+            best = names
+    return best or (path.stem,)
+
+
+def _definitions(path: str, tree: ast.Module, names: tuple[str, ...], source: str) -> list[_Definition]:
+    out = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            dec_name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            if dec_name not in PIPELINE_DEF_NAMES:
+                continue
+            kwargs = {k.arg: k.value for k in dec.keywords} if isinstance(dec, ast.Call) else {}
+            threads = kwargs.get("num_threads")
+            a = node.args
+            params = tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+            pipeline = ForeignPipeline(
+                module=names[0],
+                name=node.name,
+                defined_in=path,
+                params=params,
+                num_threads=ast.get_source_segment(source, threads) if isinstance(threads, ast.Constant) else None,
+                batch_size_given="batch_size" in kwargs or "max_batch_size" in kwargs,
+                seed_given="seed" in kwargs,
+            )
+            out.append(_Definition(path, names, pipeline))
+    return out
+
+
+def _imports(tree: ast.Module, own_names: tuple[str, ...], is_package: bool) -> list[tuple[str, str, str]]:
+    """(module, name, local alias) for each ``from module import name`` (relative ones resolved)."""
+    out = []
+    package = own_names[0].split(".") if is_package else own_names[0].split(".")[:-1]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        module = node.module or ""
+        if node.level:
+            base = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+            module = ".".join([*base, module] if module else base)
+        for alias in node.names:
+            out.append((module, alias.name, alias.asname or alias.name))
+    return out
+
+
+def discover(
+    files: list[Path],
+    roots: list[Path],
+    read: Callable[[Path], str | None],
+    dali_files: set[str],
+) -> dict[str, ModuleInfo]:
+    """Links between the files: ``path -> ModuleInfo`` for the files that define a pipeline used
+    elsewhere or import one. ``dali_files`` are the paths that mention DALI (only they can define
+    pipelines); ``read`` returns a file's text, or None when it cannot be read or parsed."""
+    trees: dict[str, tuple[ast.Module, str]] = {}
+
+    def parse(p: Path):
+        key = str(p)
+        if key not in trees:
+            text = read(p)
+            try:
+                trees[key] = (ast.parse(text), text) if text is not None else None
+            except (SyntaxError, ValueError):
+                trees[key] = None
+        return trees[key]
+
+    definitions: list[_Definition] = []
+    names_of = {str(p): module_names(p, roots) for p in files}
+    for p in files:
+        if str(p) in dali_files:
+            parsed = parse(p)
+            if parsed is not None:
+                definitions += _definitions(str(p), parsed[0], names_of[str(p)], parsed[1])
+    if not definitions:
+        return {}
+    by_module: dict[tuple[str, str], _Definition] = {}
+    for d in definitions:
+        for m in d.module_names:
+            key = (m, d.pipeline.name)
+            by_module[key] = None if key in by_module and by_module[key] is not d else d  # ambiguous -> None
+    wanted = {d.pipeline.name.encode() for d in definitions}
+    infos: dict[str, ModuleInfo] = {}
+    for p in files:
+        try:
+            raw = p.read_bytes()
+        except OSError:
+            continue
+        if not any(w in raw for w in wanted):
+            continue
+        parsed = parse(p)
+        if parsed is None:
+            continue
+        for module, name, alias in _imports(parsed[0], names_of[str(p)], p.name == "__init__.py"):
+            d = by_module.get((module, name))
+            if d is None or d.path == str(p):
+                continue
+            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = d.pipeline
+            infos.setdefault(d.path, ModuleInfo()).external_uses.setdefault(name, ())
+    return infos
+
+
+def settle(
+    infos: dict[str, ModuleInfo],
+    analyse: Callable[[str, ModuleInfo], None],
+) -> dict[str, ModuleInfo]:
+    """Decide what migrates across modules. ``analyse(path, info)`` migrates a file in memory
+    with ``info`` (filling ``use_reasons`` / ``migrated``). First every importing module reports
+    what it cannot follow (assuming the definitions migrate); then each defining module learns
+    those reasons and reports what migrates; then importing modules learn which of their imports
+    are migrated."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for path, info in infos.items():
+        if info.foreign:
+            analyse(path, info)
+            for alias, fp in info.foreign.items():
+                found = [f"in {Path(path).name}: {r}" for r in info.use_reasons.get(alias, [])]
+                reasons.setdefault((fp.defined_in, fp.name), []).extend(found)
+    migrated: set[tuple[str, str]] = set()
+    for path, info in infos.items():
+        if info.external_uses:
+            info.external_uses = {name: tuple(reasons.get((path, name), ())) for name in info.external_uses}
+            analyse(path, info)
+            migrated |= {(path, name) for name in info.migrated}
+    for info in infos.values():
+        info.foreign = {a: replace(fp, migrated=(fp.defined_in, fp.name) in migrated) for a, fp in info.foreign.items()}
+        info.use_reasons.clear()
+        info.migrated.clear()
+    return infos
+
+
+def plan(
+    files: list[Path],
+    roots: list[Path],
+    dali_files: set[str],
+    migrate: Callable[[str, str, ModuleInfo], object],
+) -> dict[str, ModuleInfo]:
+    """Discover the links between ``files`` and settle what migrates across modules.
+    ``migrate(text, path, info)`` runs the migration in memory (its result is not used: the
+    analysis reports through ``info``). Files that cannot be read or parsed take no part."""
+    from .sourcefile import SourceError, read_source
+
+    def read(p: Path) -> str | None:
+        try:
+            return read_source(p).text
+        except SourceError:
+            return None
+
+    infos = discover(files, roots, read, dali_files)
+
+    def analyse(path: str, info: ModuleInfo) -> None:
+        text = read(Path(path))
+        if text is None:
+            return
+        try:
+            migrate(text, path, info)
+        except Exception:  # the file's own run reports its error; here it just takes no part
+            info.migrated.clear()
+
+    return settle(infos, analyse)
