@@ -1,0 +1,276 @@
+"""Static look at OLD (no code runs): which pipelines it defines, their parameters, the readers
+they use and which parameter each reader's path comes from, and the arguments the program
+itself passes where it builds them. The harness uses this to build the same inputs for both
+sides.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CallSite", "PipelineInfo", "ReaderUse", "discover"]
+
+#: reader call name (last attribute, lower case, without ``readers.``) -> reader kind
+_READER_NAMES = {
+    "file": "file", "file_reader": "file", "filereader": "file",
+    "numpy": "numpy", "numpy_reader": "numpy", "numpyreader": "numpy",
+    "tfrecord": "tfrecord", "tfrecord_reader": "tfrecord", "tfrecordreader": "tfrecord",
+    "coco": "coco", "coco_reader": "coco", "cocoreader": "coco",
+    "caffe": "caffe", "caffe2": "caffe2", "mxnet": "mxnet", "nemo_asr": "nemo_asr", "video": "video",
+    "video_resize": "video", "webdataset": "webdataset", "sequence": "sequence",
+}
+#: reader arguments that name data on disk
+PATH_ARGUMENTS = ("file_root", "files", "file_list", "path", "index_path", "annotations_file", "manifest_filepaths", "filenames")
+
+
+@dataclass
+class ReaderUse:
+    kind: str  # file, numpy, tfrecord, coco, ... (see _READER_NAMES)
+    call: str  # as written, e.g. "fn.readers.file"
+    line: int
+    #: reader argument -> the pipeline parameter it comes from (when it is one, directly)
+    bound: dict[str, str] = field(default_factory=dict)
+    #: reader arguments given as literals (user data, not redirected)
+    literal: dict[str, Any] = field(default_factory=dict)
+    random_shuffle: bool = False
+
+
+@dataclass
+class CallSite:
+    line: int
+    #: parameter name -> literal value; parameters whose value is not a literal are in ``opaque``
+    values: dict[str, Any] = field(default_factory=dict)
+    opaque: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PipelineInfo:
+    name: str
+    kind: str  # "pipeline_def" | "pipeline_class" | "factory" | "base_class" | "method"
+    line: int
+    params: list[str]
+    defaults: dict[str, Any]
+    required: list[str]
+    decorator_kwargs: dict[str, Any]
+    readers: list[ReaderUse]
+    uses_audio: bool = False
+    random_ops: int = 0
+    conditionals: bool = False
+    call_site: CallSite | None = None
+    derived: list[str] = field(default_factory=list)
+
+    @property
+    def data_params(self) -> dict[str, ReaderUse]:
+        """Parameters that feed a reader's path -> that reader."""
+        out: dict[str, ReaderUse] = {}
+        for r in self.readers:
+            for param in r.bound.values():
+                out.setdefault(param, r)
+        return out
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _is_pipeline_def(dec: ast.AST) -> tuple[bool, dict]:
+    target = dec.func if isinstance(dec, ast.Call) else dec
+    if _dotted(target).split(".")[-1] != "pipeline_def":
+        return False, {}
+    kwargs = {}
+    if isinstance(dec, ast.Call):
+        for kw in dec.keywords:
+            ok, value = _literal(kw.value)
+            if kw.arg and ok:
+                kwargs[kw.arg] = value
+    return True, kwargs
+
+
+def _reader_kind(call: ast.Call) -> str | None:
+    name = _dotted(call.func)
+    if not name:
+        return None
+    parts = name.split(".")
+    last = parts[-1].lower()
+    if len(parts) >= 2 and parts[-2] == "readers":
+        return _READER_NAMES.get(last, last)
+    if last.endswith("_reader") or (last.endswith("reader") and parts[0] in ("ops", "dali")):
+        return _READER_NAMES.get(last, last.removesuffix("_reader"))
+    return None
+
+
+class _Body(ast.NodeVisitor):
+    def __init__(self, params: set[str]) -> None:
+        self.params = params
+        self.readers: list[ReaderUse] = []
+        self.audio = False
+        self.random_ops = 0
+
+    def visit_Call(self, node: ast.Call) -> None:
+        kind = _reader_kind(node)
+        name = _dotted(node.func)
+        if kind:
+            use = ReaderUse(kind, name, node.lineno)
+            for kw in node.keywords:
+                if kw.arg in PATH_ARGUMENTS:
+                    if isinstance(kw.value, ast.Name) and kw.value.id in self.params:
+                        use.bound[kw.arg] = kw.value.id
+                    else:
+                        ok, value = _literal(kw.value)
+                        if ok:
+                            use.literal[kw.arg] = value
+                        else:  # an expression over a parameter, e.g. os.path.join(data_dir, "train")
+                            names = {n.id for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
+                            for p in sorted(names & self.params):
+                                use.bound.setdefault(kw.arg, p)
+                if kw.arg == "random_shuffle":
+                    use.random_shuffle = not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+            self.readers.append(use)
+        if "audio" in name.split(".")[-1].lower() or name.endswith("decoders.audio"):
+            self.audio = True
+        last = name.split(".")[-1]
+        if ".random." in f".{name}." or last in ("coin_flip", "uniform", "normal_distribution") or "random" in last.lower():
+            self.random_ops += 1
+        self.generic_visit(node)
+
+
+def _params(fn: ast.FunctionDef, skip_self: bool = False) -> tuple[list[str], dict[str, Any], list[str]]:
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    if skip_self and positional:
+        positional = positional[1:]
+    names = [a.arg for a in positional] + [a.arg for a in args.kwonlyargs]
+    defaults: dict[str, Any] = {}
+    for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        defaults[a.arg] = _literal(d)[1]
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        if d is not None:
+            defaults[a.arg] = _literal(d)[1]
+    required = [n for n in names if n not in defaults]
+    return names, defaults, required
+
+
+def _call_site(tree: ast.Module, info: PipelineInfo) -> CallSite | None:
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == info.name):
+            continue
+        site = CallSite(node.lineno)
+        for name, arg in zip(info.params, node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            ok, value = _literal(arg)
+            (site.values.__setitem__(name, value) if ok else site.opaque.append(name))
+        for kw in node.keywords:
+            if kw.arg is None:
+                continue
+            ok, value = _literal(kw.value)
+            (site.values.__setitem__(kw.arg, value) if ok else site.opaque.append(kw.arg))
+        return site
+    return None
+
+
+def _builds_pipeline(node: ast.AST) -> str | None:
+    """The name a function assigns a ``Pipeline(...)`` to and returns, if it does."""
+    assigned = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and _dotted(sub.value.func).split(".")[-1] == "Pipeline":
+            assigned |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Name) and sub.value.id in assigned:
+            return sub.value.id
+    return None
+
+
+def discover(code: str) -> list[PipelineInfo]:
+    """The pipelines OLD defines: ``@pipeline_def`` functions, ``Pipeline`` subclasses (also
+    through intermediate base classes) and factory functions that build a ``Pipeline`` and return
+    it. Base classes other pipeline classes derive from, without an ``__init__`` of their own,
+    are listed with ``kind="base_class"``; ``@pipeline_def`` methods with ``kind="method"``."""
+    tree = ast.parse(code)
+    found: list[PipelineInfo] = []
+
+    def body_of(node: ast.AST, names: list[str]) -> _Body:
+        body = _Body(set(names))
+        for stmt in node.body:
+            body.visit(stmt)
+        return body
+
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    pipeline_classes: dict[str, ast.ClassDef] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, node in classes.items():
+            if name in pipeline_classes:
+                continue
+            bases = [_dotted(b).split(".")[-1] for b in node.bases]
+            if "Pipeline" in bases or any(b in pipeline_classes for b in bases):
+                pipeline_classes[name] = node
+                changed = True
+    derived_from: dict[str, list[str]] = {}
+    for name, node in pipeline_classes.items():
+        for b in node.bases:
+            derived_from.setdefault(_dotted(b).split(".")[-1], []).append(name)
+
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            is_def = False
+            for dec in node.decorator_list:
+                is_def, kwargs = _is_pipeline_def(dec)
+                if is_def:
+                    break
+            names, defaults, required = _params(node)
+            if is_def:
+                body = body_of(node, names)
+                found.append(
+                    PipelineInfo(node.name, "pipeline_def", node.lineno, names, defaults, required, kwargs,
+                                 body.readers, body.audio, body.random_ops, bool(kwargs.get("enable_conditionals")))
+                )
+            elif _builds_pipeline(node):
+                body = body_of(node, names)
+                found.append(PipelineInfo(node.name, "factory", node.lineno, names, defaults, required, {},
+                                          body.readers, body.audio, body.random_ops))
+        elif isinstance(node, ast.ClassDef) and node.name in pipeline_classes:
+            init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+            names, defaults, required = _params(init, skip_self=True) if init else ([], {}, [])
+            body = _Body(set(names))
+            body.visit(node)
+            kind = "base_class" if init is None and node.name in derived_from else "pipeline_class"
+            info = PipelineInfo(node.name, kind, node.lineno, names, defaults, required, {},
+                                body.readers, body.audio, body.random_ops)
+            if kind == "base_class":
+                info.derived = derived_from[node.name]
+            found.append(info)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and any(_is_pipeline_def(d)[0] for d in item.decorator_list):
+                    found.append(PipelineInfo(f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []))
+    for info in found:
+        info.call_site = _call_site(tree, info)
+    return found
+
+
+def inline_pipelines(code: str) -> list[int]:
+    """Lines of ``with pipe:`` blocks and ``Pipeline(...)`` built outside a function the harness
+    could call (they need an adapter)."""
+    tree = ast.parse(code)
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _dotted(node.func).split(".")[-1] == "Pipeline":
+            lines.append(node.lineno)
+    return lines

@@ -1,0 +1,197 @@
+"""Source transforms the harness applies to *copies* of the programs it runs (never to the
+user's files).
+
+* :func:`lower_to_cpu`: the one shared lowering both sides go through on a machine without a
+  GPU: ``device="mixed"``/``"gpu"`` to ``"cpu"`` (keyword arguments, ``device`` variables and
+  parameter defaults), ``.gpu()`` / ``.to_device("gpu")`` dropped, ``device_id=<n>`` to ``None``
+  (pipelines on a machine without CUDA must not ask for a device).
+* :func:`strip_entry_points`: drops the module-level statements that would *run* the program on
+  import (``pipe = train_pipe(...)``, ``pipe.build()``, training loops), keeping imports,
+  definitions and plain constants, so the harness can import a script to get at its pipelines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+import libcst.matchers as m
+
+__all__ = ["Lowering", "lower_to_cpu", "strip_entry_points"]
+
+_ACCELERATED = ("gpu", "mixed")
+
+
+@dataclass
+class Lowering:
+    code: str
+    changes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if not self.changes:
+            return "nothing to lower"
+        counts: dict[str, int] = {}
+        for c in self.changes:
+            counts[c] = counts.get(c, 0) + 1
+        return ", ".join(f"{n}x {c}" if n > 1 else c for c, n in counts.items())
+
+
+def _accelerated_string(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # pragma: no cover - malformed literal
+            return False
+        return isinstance(value, str) and value in _ACCELERATED
+    return False
+
+
+def _cpu_like(node: cst.SimpleString) -> cst.SimpleString:
+    quote = node.quote if node.quote in ("'", '"') else '"'
+    return node.with_changes(value=f"{node.prefix}{quote}cpu{quote}")
+
+
+def _is_device_name(name: str) -> bool:
+    return name == "device" or name.endswith("_device") or name.startswith("device_") and name != "device_id"
+
+
+class _CpuLowering(cst.CSTTransformer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+        self._pipeline_classes: list[bool] = []
+
+    # device="gpu" / "mixed" as a keyword argument, device_id=<n> as a keyword argument
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        if updated.keyword is None:
+            return updated
+        name = updated.keyword.value
+        if _is_device_name(name) and _accelerated_string(updated.value):
+            self.changes.append(f'{name}="{updated.value.evaluated_value}" -> "cpu"')
+            return updated.with_changes(value=_cpu_like(updated.value))
+        if name == "device_id" and not m.matches(updated.value, m.Name("None")):
+            self.changes.append("device_id -> None")
+            return updated.with_changes(value=cst.Name("None"))
+        return updated
+
+    # def f(device="gpu"): ...
+    def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+        name = updated.name.value
+        if updated.default is not None and _is_device_name(name) and _accelerated_string(updated.default):
+            self.changes.append(f'{name}="{updated.default.evaluated_value}" -> "cpu"')
+            return updated.with_changes(default=_cpu_like(updated.default))
+        if name == "device_id" and updated.default is not None and not m.matches(updated.default, m.Name("None")):
+            self.changes.append("device_id -> None")
+            return updated.with_changes(default=cst.Name("None"))
+        return updated
+
+    # device = "gpu"
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if (
+            len(updated.targets) == 1
+            and isinstance(updated.targets[0].target, cst.Name)
+            and _is_device_name(updated.targets[0].target.value)
+            and _accelerated_string(updated.value)
+        ):
+            self.changes.append(f'{updated.targets[0].target.value}="{updated.value.evaluated_value}" -> "cpu"')
+            return updated.with_changes(value=_cpu_like(updated.value))
+        return updated
+
+    # x.gpu() -> x ; x.to_device("gpu") -> x
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = updated.func
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "gpu" and not updated.args:
+                self.changes.append(".gpu() dropped")
+                return func.value
+            if func.attr.value == "to_device" and len(updated.args) == 1 and _accelerated_string(updated.args[0].value):
+                self.changes.append('.to_device("gpu") dropped')
+                return func.value
+        # Pipeline(batch_size, num_threads, device_id, ...) and, in a Pipeline subclass,
+        # super().__init__(batch_size, num_threads, device_id, ...): the third positional argument
+        is_pipeline_ctor = m.matches(func, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline")))
+        is_super_init = (
+            bool(self._pipeline_classes)
+            and self._pipeline_classes[-1]
+            and m.matches(func, m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__")))
+        )
+        if is_pipeline_ctor or is_super_init:
+            positional = [i for i, a in enumerate(updated.args) if a.keyword is None and not a.star]
+            if len(positional) >= 3 and not m.matches(updated.args[positional[2]].value, m.Name("None")):
+                args = list(updated.args)
+                args[positional[2]] = args[positional[2]].with_changes(value=cst.Name("None"))
+                self.changes.append("device_id -> None")
+                return updated.with_changes(args=args)
+        return updated
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._pipeline_classes.append(
+            any(m.matches(b.value, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline"))) for b in node.bases)
+        )
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._pipeline_classes.pop()
+        return updated
+
+
+def lower_to_cpu(code: str) -> Lowering:
+    """Lower a DALI program (pipeline or dynamic mode) to CPU; see the module docstring."""
+    module = cst.parse_module(code)
+    lowering = _CpuLowering()
+    new = module.visit(lowering)
+    return Lowering(new.code, lowering.changes)
+
+
+# -- entry points ------------------------------------------------------------------------------
+
+
+class _CallsOf(cst.CSTVisitor):
+    """Does an expression call one of ``names`` or a ``.build()`` / ``.run()`` method?"""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value in self.names:
+            self.found = True
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("build", "run", "schedule_run"):
+            self.found = True
+
+
+def strip_entry_points(code: str) -> str:
+    """Drop module-level statements that run the program; keep imports, definitions, constants."""
+    module = cst.parse_module(code)
+    local_defs = {
+        s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))
+    }
+    body = []
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            body.append(stmt)
+            continue
+        if isinstance(stmt, cst.If) and m.matches(
+            stmt.test, m.Comparison(left=m.Name("__name__"))
+        ):
+            continue  # the __main__ block never runs under the harness anyway
+        if isinstance(stmt, cst.SimpleStatementLine):
+            keep = []
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    keep.append(small)
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    finder = _CallsOf(local_defs)
+                    small.value.visit(finder)
+                    if not finder.found:
+                        keep.append(small)
+                elif isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                    keep.append(small)  # docstrings
+            if keep:
+                body.append(stmt.with_changes(body=keep))
+            continue
+        if isinstance(stmt, cst.Try):
+            body.append(stmt)  # try: import x / except ImportError: fallbacks
+            continue
+        # for / while / with / if at module level: they run the program, drop them
+    return module.with_changes(body=body).code
