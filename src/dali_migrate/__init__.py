@@ -8,6 +8,7 @@ The library API::
 """
 
 from .api import apply_fixes, migrate_source
+from .harness import verify
 from .fixes import (
     Diagnostic,
     Edit,
@@ -34,5 +35,6 @@ __all__ = [
     "UnknownFixError",
     "apply_fixes",
     "migrate_source",
+    "verify",
     "__version__",
 ]

@@ -76,7 +76,7 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
         )
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog="See also: dali-migrate verify OLD.py NEW.py (proves a migration computes the same outputs; verify --help).")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default).")
 @click.option("--write", "mode", flag_value="write", help="Rewrite the files in place (atomically).")
@@ -203,3 +203,14 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
     if options.mode == "check" and summary.changed:
         return EXIT_PENDING
     return EXIT_OK
+
+
+def entry() -> None:
+    """The ``dali-migrate`` console script: ``dali-migrate verify ...`` runs the differential
+    harness (``dali_migrate.harness.cli``), everything else is the migration command ``main``."""
+    if sys.argv[1:2] == ["verify"]:
+        from .harness.cli import main as verify_main
+
+        verify_main(sys.argv[2:])
+    else:
+        main()
