@@ -82,6 +82,7 @@ def _render(report, console) -> None:
 @click.option("--pipeline", "pipeline", metavar="NAME", help="Verify only this pipeline of OLD.")
 @click.option("--kwargs", "kwargs_text", metavar="JSON|FILE",
               help="Pipeline arguments: a JSON object or a .json/.toml file. Data arguments left out get synthetic data.")
+@click.option("--data", "data", type=click.Path(exists=True), help="Your data: the path every data argument (file_root=...) of the pipelines gets.")
 @click.option("--iterations", type=click.IntRange(min=1), help="Batches to compare (default: one past the first epoch boundary).")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=50, show_default=True,
               help="Cap on the default number of batches.")
@@ -100,7 +101,7 @@ def _render(report, console) -> None:
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the copies, specs and results in this directory.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--debug", is_flag=True, help="Show the tracebacks of errors.")
-def verify_command(old, new, pipeline, kwargs_text, iterations, max_iterations, device, atol, rtol, samples,
+def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterations, device, atol, rtol, samples,
                    image_format, adapter, timeout, memory_mb, keep, fmt, debug) -> None:
     """Prove that NEW computes what OLD computes: every output of every batch, sample by sample.
 
@@ -120,7 +121,7 @@ def verify_command(old, new, pipeline, kwargs_text, iterations, max_iterations, 
         click.echo(f"dali-migrate verify: error: --kwargs: {e}", err=True)
         sys.exit(EXIT_USAGE)
     try:
-        report = verify(old, new, pipeline=pipeline, kwargs=kwargs, iterations=iterations,
+        report = verify(old, new, pipeline=pipeline, kwargs=kwargs, data=data, iterations=iterations,
                         max_iterations=max_iterations, device=device, atol=list(atol) or None, rtol=list(rtol) or None,
                         samples=samples, image_format=image_format, adapter=adapter, timeout=timeout,
                         memory_mb=memory_mb, workdir=keep)

@@ -179,7 +179,7 @@ class _Data:
         return self._made[key]
 
 
-def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str) -> tuple[dict, dict, list[str]]:
+def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str, data_path: str | None = None) -> tuple[dict, dict, list[str]]:
     """(function kwargs, pipeline kwargs, notes) for one pipeline."""
     notes: list[str] = []
     values: dict[str, Any] = {}
@@ -189,6 +189,9 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
     data_params = info.data_params
     for param, reader in data_params.items():
         if param in user:
+            continue
+        if data_path is not None:
+            values[param] = data_path
             continue
         ds = data.for_reader(reader, info.uses_audio)
         argument = next(a for a, p in reader.bound.items() if p == param)
@@ -359,6 +362,7 @@ def verify(
     timeout: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
     workdir: str | os.PathLike | None = None,
+    data: str | os.PathLike | None = None,
     data_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
     extra_sys_path: list[str] | None = None,
@@ -366,7 +370,7 @@ def verify(
     """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module docstring).
 
     ``kwargs``: arguments of the pipelines (missing data arguments get synthetic datasets of
-    ``samples`` samples); ``iterations``: batches compared (default: one past the first epoch
+    ``samples`` samples, or ``data``: one path for every data argument); ``iterations``: batches compared (default: one past the first epoch
     boundary of the new code's readers, at most ``max_iterations``); ``device``: ``auto``,
     ``cpu`` (both sides lowered to CPU) or ``gpu`` (as written); ``atol``/``rtol``: see
     :mod:`.compare`; ``adapter``: a Python file that says how to build both sides
@@ -406,6 +410,7 @@ def verify(
         sys_path = [str(old_path.parent), str(new_path.parent)] + ([str(adapter_path.parent)] if adapter_path else [])
         sys_path += list(extra_sys_path or [])
         report = VerifyReport(str(old), str(new), resolved, resolved == "cpu" and bool(lowering), lowering)
+        data_path = str(data) if data is not None else None
         data = _Data(Path(data_dir) if data_dir else work / "data", samples, image_format)
         user = dict(kwargs or {})
         options = dict(sys_path=sys_path, device=resolved, iterations=iterations, max_iterations=max_iterations,
@@ -424,7 +429,9 @@ def verify(
             info = load_adapter_info(sources["adapter"], adapter_path.stem)
             fn_kwargs = dict(info.kwargs)
             try:
-                if not any(k in user or k in fn_kwargs for k in ("data_dir",)):
+                if data_path is not None and "data_dir" not in user:
+                    fn_kwargs["data_dir"] = data_path
+                elif not any(k in user or k in fn_kwargs for k in ("data_dir",)):
                     readers = [r for i in infos for r in i.readers]
                     if readers:
                         audio = any(i.uses_audio for i in infos)
@@ -465,7 +472,7 @@ def verify(
                 report.pipelines.append(PipelineReport(info.name, "skipped", f"NEW defines no `{info.name}`; use an adapter"))
                 continue
             try:
-                fn_kwargs, pipe_kwargs, notes = _arguments(info, user, data, resolved)
+                fn_kwargs, pipe_kwargs, notes = _arguments(info, user, data, resolved, data_path)
             except _Skip as e:
                 report.pipelines.append(PipelineReport(info.name, "skipped", str(e)))
                 continue
