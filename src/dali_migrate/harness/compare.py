@@ -172,13 +172,15 @@ def compare_runs(old: list[list[dict]], new: list[list[dict]], tolerances: Toler
                     continue
                 result.samples_differing += 1
                 af, bf = a.astype(np.float64), b.astype(np.float64)
-                with np.errstate(invalid="ignore", divide="ignore"):
+                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                     abs_err = np.abs(af - bf)
-                    rel_err = abs_err / np.maximum(np.abs(af), np.finfo(np.float64).tiny)
-                finite = np.isfinite(abs_err)
-                if finite.any():
-                    result.max_abs_err = max(result.max_abs_err, float(abs_err[finite].max()))
-                    result.max_rel_err = max(result.max_rel_err, float(rel_err[finite & np.isfinite(rel_err)].max(initial=0.0)))
+                    finite = np.isfinite(abs_err)
+                    if finite.any():
+                        result.max_abs_err = max(result.max_abs_err, float(abs_err[finite].max()))
+                    nonzero = finite & (af != 0)
+                    if nonzero.any():
+                        rel_err = abs_err[nonzero] / np.abs(af[nonzero])
+                        result.max_rel_err = max(result.max_rel_err, float(rel_err.max()))
                 first = tuple(int(i) for i in np.argwhere(bad)[0]) if a.ndim else ()
                 result.add(
                     Difference(it, k, s, "values", f"values differ in {int(bad.sum())} of {a.size} elements",

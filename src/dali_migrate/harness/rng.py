@@ -98,6 +98,8 @@ class Recorder:
         self.readers: list[dict] = []
         self._reader_objects: list = []
         self._epochs: dict[int, int] = {}
+        #: next_epoch calls of all readers together
+        self.next_epoch_calls = 0
         self.capture_groups: list[list[tuple[str, list[int]]]] = []
         self._capture_pending: list[tuple[str, list[int]]] = []
         self._capture_period = 0
@@ -198,6 +200,7 @@ def install_recorder() -> Recorder:
 
     def next_epoch(self, *args, **kwargs):
         recorder._epochs[id(self)] = recorder._epochs.get(id(self), 0) + 1
+        recorder.next_epoch_calls += 1
         return original_next_epoch(self, *args, **kwargs)
 
     _ops.Reader.next_epoch = next_epoch

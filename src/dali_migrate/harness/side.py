@@ -195,6 +195,7 @@ def run_new(spec: dict, result: dict) -> None:
     planned = iterations
     while planned is None or i < planned:
         start = recorder.mark()
+        epochs_before = recorder.next_epoch_calls
         result["phase"] = f"iteration {i}"
         try:
             item = step()
@@ -206,8 +207,9 @@ def run_new(spec: dict, result: dict) -> None:
         i += 1
         if iterations is not None or planned is not None:
             continue
-        # auto: one batch past the first epoch boundary of the new code's readers
-        if recorder.epochs_started >= 2:
+        # auto: one batch past the first epoch boundary of the new code's readers: the first
+        # batch after the first one for which a reader (the same or a new one) began an epoch
+        if i > 1 and recorder.next_epoch_calls > epochs_before:
             planned = min(cap, i + 1)
         elif recorder.epochs_started == 0 and i == 1:
             batch = len(result["iterations"][0][0]["samples"]) if result["iterations"][0] else 0
