@@ -152,7 +152,9 @@ def _stepper(obj, notes: list[str]):
             except StopIteration:
                 if state["fresh"]:
                     raise
-                notes.append("new side: the iterable ended an epoch; iterated it again (as pipe.run() continues)")
+                note = "new side: the iterable ended an epoch; iterated it again (as pipe.run() continues)"
+                if note not in notes:
+                    notes.append(note)
                 state["it"], state["fresh"] = iter(obj), True
                 item = next(state["it"])
             state["fresh"] = False
