@@ -175,11 +175,14 @@ def emit_generator_body(
     seed: cst.BaseExpression | None,
     dropped: list[cst.EmptyLine],
     notes: list[Diagnostic],
+    single_use: bool = False,
 ) -> tuple[list[cst.BaseStatement], list[str]]:
     """The body of the generator that replaces ``graph``: setup code, the readers built once,
     one RNG, and an endless loop over batches that yields the outputs. ``batch_size`` and
-    ``seed`` are the expressions to use inside it. Returns the statements and the ids of the
-    local rules that rewrote something."""
+    ``seed`` are the expressions to use inside it. ``single_use``: this is the module's only
+    pipeline and it is instantiated once (a condition of capture mode, see :func:`_capturable`,
+    and :func:`pipeline_count`). Returns the
+    statements and the ids of the local rules that rewrote something."""
     taken = _names_in(graph.container)
     rng_var = fresh_name("rng", taken)
     ndd = ctx.ndd
@@ -288,9 +291,12 @@ def emit_generator_body(
         lowered.append(ns)
 
     if single:
+        epoch_args = [kwarg("batch_size", batch_size)]
+        capture = single_use and _capturable(ctx, graph, lowered)
+        if capture:
+            epoch_args.append(kwarg("capture", cst.Name("True")))
         next_epoch = cst.Call(
-            func=cst.Attribute(cst.Name(reader_vars[id(graph.readers[0].stmt)]), cst.Name("next_epoch")),
-            args=[kwarg("batch_size", batch_size)],
+            func=cst.Attribute(cst.Name(reader_vars[id(graph.readers[0].stmt)]), cst.Name("next_epoch")), args=epoch_args
         )
         loop_body_block = [cst.For(target=target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
     else:
@@ -301,6 +307,8 @@ def emit_generator_body(
         loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=loop_body_block))
     if dropped and not hoisted:
         loop = loop.with_changes(leading_lines=dropped)
+    if single and capture:
+        loop = loop.with_changes(leading_lines=[*loop.leading_lines, cst.EmptyLine(comment=cst.Comment(CAPTURE_COMMENT))])
 
     new_body: list[cst.BaseStatement] = []
     if graph.docstring is not None:
@@ -365,6 +373,45 @@ def _source_statements(ctx: FileContext, use: SourceUse, iteration: cst.Name | N
         leading_lines=use.stmt.leading_lines,
     )
     return [guarded, use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[])]
+
+
+#: what capture mode means for the code around the generator, written above the loop
+CAPTURE_COMMENT = "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
+
+
+def _capturable(ctx: FileContext, graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
+    """Whether the epoch loop can run in capture mode (``next_epoch(..., capture=True)``).
+
+    Measured on an H200 (benchmarks/results/), capture mode closes the gap between dynamic mode
+    and the pipeline; in DALI 2.4 it holds only when every step calls the same operators with
+    batches of the same size (no per-sample Python: ``as_batch`` or a skipped random draw), the
+    loop is the only capture-mode loop of the program (a suspended capture loop stays active, so
+    a second pipeline in the same thread raises "Only one capture-mode loop can be active at a
+    time"), and nothing checkpoints the reader. So: one reader, no external source, a module with
+    a single pipeline instantiated once, and a body of operator calls."""
+    if len(graph.readers) != 1 or graph.sources:
+        return False
+    if any(isinstance(n, cst.Name) and n.value in ("as_batch", "advance") for s in lowered for n in walk(s)):
+        return False
+    for arg in graph.readers[0].call.args:
+        if arg.keyword is not None and arg.keyword.value == "enable_checkpointing":
+            return False
+    return True
+
+
+def pipeline_count(ctx: FileContext) -> int:
+    """Pipeline definitions in the module: @pipeline_def functions, Pipeline(...) constructions
+    and Pipeline subclasses."""
+    count = 0
+    for node in walk(ctx.module):
+        if isinstance(node, cst.Decorator):
+            target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
+            count += (ctx.qualname(target) or "").endswith("pipeline_def")
+        elif isinstance(node, cst.Call):
+            count += ctx.qualname(node.func) in PIPELINE_CLASSES
+        elif isinstance(node, cst.ClassDef):
+            count += any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in node.bases)
+    return count
 
 
 def _is_reader_stmt(graph: Graph, stmt: cst.CSTNode) -> bool:

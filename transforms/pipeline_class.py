@@ -70,6 +70,7 @@ from ._pipeline import (
     is_docstring,
     is_unset,
     output_values,
+    pipeline_count,
     pipeline_ctor_kwargs,
     removed_stmt,
     run_site_edits,
@@ -179,6 +180,7 @@ class PipelineClass(Rule):
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs]),
             notes=mini_notes,
+            single_use=len(instances) == 1 and len(chain) == 1 and pipeline_count(ctx) == 1,
         )
         # what the back end noted is about the class (the small module's lines mean nothing here)
         notes += [Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes]

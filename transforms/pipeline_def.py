@@ -75,6 +75,7 @@ from ._pipeline import (
     kwargs_of,
     output_values,
     param_names,
+    pipeline_count,
     pipeline_def_instance_edits,
     truthy,
     walk,
@@ -191,6 +192,7 @@ class PipelineDef(Rule):
             rule_id=self.id,
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
+            single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
             dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances]),
             notes=notes,
         )
@@ -269,6 +271,10 @@ def _encloses(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 def _has_branches(fn: cst.FunctionDef) -> bool:
     return any(isinstance(n, (cst.If, cst.While, cst.IfExp)) for n in walk(fn.body))
+
+
+def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
+    return ctx.project is not None and fn.name.value in ctx.project.external_uses
 
 
 def _eq() -> cst.AssignEqual:

@@ -53,6 +53,7 @@ from ._pipeline import (
     find_instances,
     follow_pipeline,
     is_unset,
+    pipeline_count,
     pipeline_ctor_kwargs,
     removed_stmt,
     run_site_edits,
@@ -122,6 +123,7 @@ class PipelineObject(Rule):
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
+            single_use=(len(factory_uses) == 1 if returns else True) and pipeline_count(ctx) == 1,
             dropped=dropped_comments(ctx, [kwargs]),
             notes=notes,
         )
