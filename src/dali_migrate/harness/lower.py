@@ -52,7 +52,11 @@ def _cpu_like(node: cst.SimpleString) -> cst.SimpleString:
 
 
 def _is_device_name(name: str) -> bool:
-    return name == "device" or name.endswith("_device") or name.startswith("device_") and name != "device_id"
+    return (
+        name in ("dev", "device")
+        or name.endswith(("_device", "_dev"))
+        or (name.startswith("device_") and name != "device_id")
+    )
 
 
 class _CpuLowering(cst.CSTTransformer):

@@ -71,6 +71,9 @@ def to_output(x) -> dict:
     mod = type(x).__module__ or ""
     name = type(x).__name__
     if mod.startswith("nvidia.dali.experimental.dynamic"):
+        import nvidia.dali.experimental.dynamic as ndd
+
+        name = "Batch" if isinstance(x, ndd.Batch) else "Tensor" if isinstance(x, ndd.Tensor) else name
         if name == "Batch":
             b = x.cpu() if x.device.device_type != "cpu" else x
             samples = [np.asarray(t) for t in b.tensors]
@@ -97,6 +100,8 @@ def to_output(x) -> dict:
         flat = [s[0] if len(s) == 1 else np.stack(s) for s in samples]
         return {"container": "list", "layout": None, "samples": flat, "dtype": flat[0].dtype.name if flat else ""}
     arr = np.asarray(x)
+    if arr.dtype == object:
+        raise TypeError(f"an output of type {mod}.{type(x).__qualname__} cannot be compared (not an array or a DALI batch)")
     return {"container": "scalar", "layout": None, "samples": [arr], "dtype": arr.dtype.name}
 
 

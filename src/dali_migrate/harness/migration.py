@@ -1,0 +1,84 @@
+"""``--write --verify``: migrate a file and verify every migrated pipeline before writing it.
+
+:func:`verify_migration` runs the codemod on a file's source, verifies the result against the
+original with the harness (each side in its own subprocess: the codemod itself never runs user
+code), and keeps only the fixes whose pipelines do not fail: a pipeline fix whose pipeline
+verifies ``mismatch`` or ``error`` is not applied (with the fixes that depend on it) and becomes a
+diagnostic carrying the verify verdict. Pipelines the harness cannot build inputs for
+(``skipped``) keep their fixes, and the report says they were not verified.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .verify import PipelineReport, VerifyReport, verify_code
+
+__all__ = ["VerifiedMigration", "verify_migration"]
+
+
+@dataclass
+class VerifiedMigration:
+    path: str
+    code: str  # what to write: the source with the verified (and unverifiable) fixes applied
+    applied: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    diagnostics: list = field(default_factory=list)
+    report: VerifyReport | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.applied)
+
+
+def _fix_pipelines(fix, names: list[str]) -> set[str]:
+    parts = fix.id.split(":")
+    found = {n for n in names if len(parts) > 1 and parts[1] == n}
+    found |= {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", fix.message)}
+    return found
+
+
+def verify_migration(path: str | os.PathLike, code: str | None = None, *, result=None, **options) -> VerifiedMigration:
+    """Migrate ``path`` (or ``code``, the source of ``path``), verify, keep what verifies.
+
+    ``result``: a :class:`dali_migrate.Result` already computed for this source; ``options``:
+    those of :func:`dali_migrate.verify`."""
+    from .. import apply_fixes, migrate_source
+    from ..fixes import Diagnostic
+
+    path = Path(path)
+    if code is None:
+        code = path.read_text(encoding="utf-8")
+    result = result if result is not None else migrate_source(code, path=str(path))
+    if not result.changed:
+        return VerifiedMigration(str(path), code)
+    report = verify_code(code, result.code, old_name=path.name, new_name=path.name, base_dir=path.parent, **options)
+    failing: dict[str, PipelineReport] = {p.name: p for p in report.pipelines if p.verdict in ("mismatch", "error")}
+    applied_ids = set(result.applied) or {f.id for f in result.fixes if f.safety == "safe"}
+    rejected: set[str] = set()
+    diagnostics = []
+    for fix in result.fixes:
+        if fix.id not in applied_ids:
+            continue
+        bad = sorted(_fix_pipelines(fix, list(failing)))
+        if bad:
+            rejected.add(fix.id)
+            for name in bad:
+                p = failing[name]
+                diagnostics.append(Diagnostic(
+                    rule=fix.rule, line=fix.line or fix.span.start_line, severity="error",
+                    message=f"not written: verify found {p.verdict} for pipeline {name}: {p.summary()}",
+                ))
+    changed = True
+    while changed:  # fixes that need a rejected fix go too
+        changed = False
+        for fix in result.fixes:
+            if fix.id in applied_ids and fix.id not in rejected and any(d in rejected for d in fix.depends_on):
+                rejected.add(fix.id)
+                changed = True
+    keep = [f.id for f in result.fixes if f.id in applied_ids and f.id not in rejected]
+    new_code = apply_fixes(code, keep, path=str(path)) if rejected else result.code
+    return VerifiedMigration(str(path), new_code, keep, sorted(rejected), diagnostics, report)
