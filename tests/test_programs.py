@@ -123,6 +123,15 @@ class _Run:
     def __init__(self, program: Path, data_dir: Path, iterations: int, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.program, self.out = program, workdir / "results.pkl"
+        if not _has_gpu():
+            # GPU programs (mixed decoding, .gpu()) run lowered to the CPU by the harness's transform
+            from dali_migrate.harness.lower import lower_to_cpu
+
+            code = program.read_text(encoding="utf-8")
+            lowered = lower_to_cpu(code).code
+            if lowered != code:
+                program = workdir / f"lowered_{program.name}"
+                program.write_text(lowered, encoding="utf-8")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _RUNNER, str(program), str(data_dir), str(iterations), str(self.out)],
             cwd=workdir,
@@ -145,6 +154,15 @@ class _Run:
             with open(self.out, "rb") as f:
                 self._results = pickle.load(f)
         return self._results
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:  # pragma: no cover - torch is a test dependency
+        return False
 
 
 def _samples(output):
