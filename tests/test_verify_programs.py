@@ -60,3 +60,28 @@ def test_random_outputs_are_compared_exactly(synthetic_data, caches) -> None:
     assert p.verdict == "match", format_report(report)
     assert p.random_ops == 2 and not p.rng
     assert p.comparison.samples_compared == 3 * 4 * 4
+
+
+GPU_CASES = [c for c in CASES if any(s in (PROGRAMS / c / "old.py").read_text() for s in ('"mixed"', ".gpu()", 'device="gpu"'))]
+MUTATION_BASES = Path(__file__).resolve().parent.parent / "fixtures" / "mutations"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "old,new",
+    [pytest.param(PROGRAMS / c / "old.py", PROGRAMS / c / "new.py", id=c) for c in GPU_CASES]
+    + [pytest.param(MUTATION_BASES / "augment" / "old.py", MUTATION_BASES / "augment" / "new.py", id="mutations-augment")],
+)
+def test_verifies_on_the_gpu_as_written(old: Path, new: Path, synthetic_data) -> None:
+    """On a GPU machine: `mixed` decoding, `.gpu()` and GPU random operators, not lowered.
+    Run there with ``python3 -m pytest -m gpu tests/test_verify_programs.py -rA``."""
+    from dali_migrate.harness.verify import has_gpu
+
+    pytest.importorskip("nvidia.dali")
+    if not has_gpu():
+        pytest.skip("no GPU visible")
+    spec_file = old.parent / "data.json"
+    data = synthetic_data(json.loads(spec_file.read_text())) if spec_file.is_file() else None
+    report = verify(old, new, data=data, device="gpu", samples=10, timeout=300)
+    assert not report.lowered
+    assert report.ok and all(p.verdict in ("match", "skipped") for p in report.pipelines), format_report(report)
