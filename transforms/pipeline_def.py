@@ -60,6 +60,8 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._conditionals import branch_reasons, has_data_branches
+from ._local import collect_nodes
 from ._pipeline import (
     PIPELINE_ARGS,
     Graph,
@@ -140,8 +142,8 @@ class PipelineDef(Rule):
         if fn.params.star_kwarg is not None:
             reasons.append("the pipeline function takes **kwargs")
         reasons += check_pipeline_args(dec_kwargs, "decorator")
-        if truthy(dec_kwargs.get("enable_conditionals")) and _has_branches(fn):
-            reasons.append("enable_conditionals with if/while on data is not migrated yet")
+        if truthy(dec_kwargs.get("enable_conditionals")):
+            reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
@@ -193,7 +195,9 @@ class PipelineDef(Rule):
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
             single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances]),
+            dropped=dropped_comments(
+                ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
+            ),
             notes=notes,
         )
         new_fn = fn.with_changes(
@@ -267,10 +271,6 @@ def _encloses(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
             return True
         node = ctx.parents.get(node)
     return False
-
-
-def _has_branches(fn: cst.FunctionDef) -> bool:
-    return any(isinstance(n, (cst.If, cst.While, cst.IfExp)) for n in walk(fn.body))
 
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:

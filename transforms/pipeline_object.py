@@ -42,6 +42,8 @@ import libcst as cst
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._conditionals import branch_reasons, has_data_branches
+from ._local import collect_nodes
 from ._pipeline import (
     PIPELINE_CLASSES,
     Instance,
@@ -101,8 +103,8 @@ class PipelineObject(Rule):
             a.keyword is None and not a.star for a in outputs_call.args
         ) else []
         graph = analyse_graph(ctx, block, last if outputs_call is not None else None, outputs, reasons)
-        if truthy(kwargs.get("enable_conditionals")) and any(isinstance(n, (cst.If, cst.While, cst.IfExp)) for n in walk(block.body)):
-            reasons.append("enable_conditionals with if/while on data is not migrated yet")
+        if truthy(kwargs.get("enable_conditionals")):
+            reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("Pipeline(...) has no batch_size")
@@ -124,7 +126,7 @@ class PipelineObject(Rule):
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             single_use=(len(factory_uses) == 1 if returns else True) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(ctx, [kwargs]),
+            dropped=dropped_comments(ctx, [kwargs], branches=has_data_branches(ctx, block.body, collect_nodes(ctx, block))),
             notes=notes,
         )
         gen_name = fresh_name(f"{var}_batches", {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)})
