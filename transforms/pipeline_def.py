@@ -42,8 +42,12 @@ is exactly the stream ``pipe.run()`` produced (dali-semantics section 3). ``batc
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
 pipeline is created. Outputs read through the TensorList API are rewritten to the Batch API.
 
+With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
+split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
+which shapes are supported; the others are refused).
+
 The whole pipeline (definition and use sites) is one fix. When anything in it is beyond what
-this rule can prove equivalent (several readers, ``external_source``, conditionals on data,
+this rule can prove equivalent (several readers, ``external_source``, unsupported conditionals,
 ``pipe`` passed to other code, ...), nothing is changed: the definition gets a TODO that lists
 every reason, and no other rule touches the file.
 
