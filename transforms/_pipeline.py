@@ -20,6 +20,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 
 from ._conditionals import lower_branches
+from ._devices import move_cpu_operands
 from ._external_source import SourceUse, analyse_source, fetch, wrap
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
 from .constants import Constants
@@ -290,6 +291,7 @@ def emit_generator_body(
             raise Refused("; ".join(d.message for d in diags))
         lowered.append(ns)
 
+    lowered = move_cpu_operands(lowered, nodes)
     if single:
         epoch_args = [kwarg("batch_size", batch_size)]
         capture = single_use and _capturable(ctx, graph, lowered)
