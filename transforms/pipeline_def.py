@@ -65,6 +65,7 @@ from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._conditionals import branch_reasons, has_data_branches
+from ._iterators import epoch_body
 from ._local import collect_nodes
 from ._pipeline import (
     PIPELINE_ARGS,
@@ -204,6 +205,7 @@ class PipelineDef(Rule):
             ),
             notes=notes,
         )
+        body, helpers = epoch_body(ctx, graph, body, instances, _refuse)  # framework iterators
         new_fn = fn.with_changes(
             decorators=[],
             params=params.with_changes(kwonly_params=kwonly, star_arg=star),
@@ -212,7 +214,7 @@ class PipelineDef(Rule):
         if fn.decorators:
             # comments above the decorator stay above the function
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
-        edits = [ctx.stmt_edit(fn, [new_fn])]
+        edits = [ctx.stmt_edit(fn, [*helpers, new_fn])]
         for inst in instances:
             edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), existing, notes)
         return edits, fired
@@ -279,6 +281,10 @@ def _encloses(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
     return ctx.project is not None and fn.name.value in ctx.project.external_uses
+
+
+def _refuse(reason: str):
+    raise Refused(reason)
 
 
 def _eq() -> cst.AssignEqual:

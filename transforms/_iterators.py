@@ -1,0 +1,601 @@
+"""Framework iterators over a migrated pipeline (issue 5 items 1 and 2): the part of DM200 that
+turns ``DALIGenericIterator([pipe], ...)`` / ``DALIClassificationIterator([pipe], ...)`` and the
+loops over it into loops over the epochs of the dynamic-mode generator.
+
+Before::
+
+    pipe = train_pipe(data_dir)
+    loader = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL)
+    for epoch in range(2):
+        for data in loader:
+            train_step(data[0]["data"], data[0]["label"])
+        loader.reset()
+
+After::
+
+    def train_pipe(data_dir, *, batch_size=64):
+        \"\"\"Yields the epochs DALIGenericIterator gave, each a generator of (images, labels) batches.\"\"\"
+        reader = ndd.readers.File(file_root=data_dir, max_batch_size=batch_size)
+
+        def batches():
+            \"\"\"(images, labels) batches epoch after epoch, without end, as Pipeline.run() gave them.\"\"\"
+            while True:
+                for jpegs, labels in reader.next_epoch(batch_size=batch_size):
+                    ...
+                    yield images, labels
+
+        yield from dali_iterator_epochs(batches(), reader.get_metadata(), batch_size, "PARTIAL")
+
+    pipe = train_pipe(data_dir)
+    for epoch in range(2):
+        for data in next(pipe):
+            train_step(data[0].torch(), data[1].torch())
+
+Why this shape: the generator the back end emits already reproduces the ``pipe.run()`` stream
+exactly (dali-semantics section 3); a framework iterator only cuts that stream into epochs (how
+many batches, the last one trimmed for PARTIAL, one extra read and dropped for DROP, samples read
+ahead credited for FILL without padding: ``plugin/base_iterator.py``). So the generator becomes a
+generator of epochs, and the policy arithmetic lives in one helper emitted into the user's module
+(``dali_iterator_epochs``), which reads the reader's metadata (built with ``max_batch_size``,
+pitfall 4). FILL over a reader with ``pad_last_batch=True`` needs no helper: one ``next_epoch()``
+is one epoch of the iterator (row 35). An iterator without ``reader_name`` (and without ``size``)
+never ends an epoch: the loop runs over the endless generator itself.
+
+Loops over the loader become loops over one epoch (``next(pipe)``); ``data[0]["name"]`` becomes
+``data[k].torch()`` for output ``k`` of ``output_map``; ``loader.reset()`` disappears (each epoch
+is a fresh generator). What cannot be proved equal gives a reason and the pipeline stays as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic, Edit
+
+#: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
+TORCH_ITERATORS = {
+    "nvidia.dali.plugin.pytorch.DALIGenericIterator": (
+        "output_map", "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
+        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
+    ),
+    "nvidia.dali.plugin.pytorch.DALIClassificationIterator": (
+        "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
+        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
+    ),
+}
+POLICY_CLASSES = ("nvidia.dali.plugin.base_iterator.LastBatchPolicy", "nvidia.dali.plugin.pytorch.LastBatchPolicy")
+
+#: iterators of other frameworks (and the ragged PyTorch one): what to do by hand
+BY_HAND = {
+    "nvidia.dali.plugin.pytorch.DALIRaggedIterator": (
+        "DALIRaggedIterator is not migrated: iterate the migrated generator's epochs and convert each "
+        "ndd.Batch with .torch(pad=True) (or per sample: [t.torch() for t in batch.tensors])"
+    ),
+    "nvidia.dali.plugin.jax": (
+        "JAX iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
+        "ndd.Batch with jax.dlpack.from_dlpack(ndd.as_tensor(batch))"
+    ),
+    "nvidia.dali.plugin.tf": (
+        "DALIDataset (TensorFlow) is not migrated: wrap the migrated generator in "
+        "tf.data.Dataset.from_generator, converting each ndd.Batch with np.asarray(ndd.as_tensor(batch))"
+    ),
+    "nvidia.dali.plugin.paddle": (
+        "Paddle iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
+        "ndd.Batch with paddle.utils.dlpack.from_dlpack(ndd.as_tensor(batch))"
+    ),
+    "nvidia.dali.plugin.mxnet": (
+        "MXNet iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
+        "ndd.Batch with mx.nd.from_dlpack(ndd.as_tensor(batch))"
+    ),
+}
+
+HELPER_NAME = "dali_iterator_epochs"
+HELPER_SOURCE = '''\
+def dali_iterator_epochs(batches, meta, batch_size, policy):
+    """Cut the endless stream ``batches`` (one tuple of ndd.Batch per step, as Pipeline.run()
+    returned them) into the epochs DALIGenericIterator(reader_name=...) gave with
+    ``last_batch_policy`` ``policy`` ("FILL", "PARTIAL" or "DROP"). ``meta`` is the reader's
+    get_metadata(). Yields one generator of batches per epoch: exhaust it before the next one.
+
+    As nvidia.dali.plugin.base_iterator does: FILL without padding credits the samples read ahead
+    into the next epoch, PARTIAL trims the last batch to the samples left in the shard, DROP reads
+    the incomplete last batch and drops it. With padding every epoch has the same length.
+    """
+    shards, shard, size = meta["number_of_shards"], meta["shard_id"], meta["epoch_size"]
+    padded, stick = meta["pad_last_batch"], meta["stick_to_shard"]
+
+    def shard_size(s):
+        return (s + 1) * size // shards - s * size // shards
+
+    def ceil_div(a, b):
+        return -(-a // b)
+
+    def epoch(count, keep, drop_extra):
+        for i in range(count):
+            outputs = next(batches)
+            if i == count - 1 and keep < batch_size:
+                if keep <= 0:
+                    raise RuntimeError("DALIGenericIterator gave an empty last batch here; an ndd.Batch cannot be empty")
+                outputs = tuple(ndd.as_batch([o.tensors[j] for j in range(keep)]) for o in outputs)
+            yield outputs
+        if drop_extra:
+            next(batches)
+
+    ahead = 0  # FILL without padding: samples of this epoch's shard read in the previous epoch
+    while True:
+        current = shard_size(shard)
+        keep, drop_extra = batch_size, False
+        if policy == "DROP":
+            count = size // shards // batch_size
+            drop_extra = size // shards % batch_size != 0
+        elif padded or policy == "PARTIAL":
+            if padded:
+                total = meta["epoch_size_padded"] // shards
+            else:
+                total = ceil_div(ceil_div(size, shards), batch_size) * batch_size
+            count = ceil_div(total, batch_size)
+            if policy == "PARTIAL":
+                keep = current - (count - 1) * batch_size
+        else:
+            count = ceil_div(current - ahead, batch_size)
+            if count == 0:  # the previous epoch read this one entirely: the iterator skips it
+                shard = shard if stick else (shard + 1) % shards
+                ahead, current = 0, shard_size(shard)
+                count = ceil_div(current, batch_size)
+            ahead += count * batch_size - current
+        yield epoch(count, keep, drop_extra)
+        if not stick:
+            shard = (shard + 1) % shards
+'''
+
+
+@dataclass
+class IteratorUse:
+    """``loader = DALIGenericIterator([pipe], ...)`` and what is done with ``loader``."""
+
+    stmt: cst.SimpleStatementLine
+    call: cst.Call
+    name: str
+    output_map: list[str]
+    reader_name: str | None
+    policy: str
+    loops: list[cst.CSTNode] = field(default_factory=list)  # the reference to replace in each loop
+    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    reads: list[tuple[cst.Subscript, str, int]] = field(default_factory=list)  # data[0]["x"], data, k
+    mode: str = ""  # set when the generator is emitted: "plain", "helper" or "stream"
+
+
+def _enclosing_call(ctx: FileContext, ref: cst.CSTNode) -> cst.Call | None:
+    """The call ``ref`` is passed to, directly or as an element of a list/tuple argument."""
+    node = ctx.parents.get(ref)
+    if isinstance(node, cst.Element):
+        node = ctx.parents.get(ctx.parents.get(node))
+    if isinstance(node, cst.Arg):
+        call = ctx.parents.get(node)
+        if isinstance(call, cst.Call):
+            return call
+    return None
+
+
+def iterator_use(ctx: FileContext, inst, ref: cst.CSTNode) -> str | None:
+    """Called for a reference to the pipeline object that is not ``pipe.build()`` /
+    ``pipe.run()``. Returns None when it is no framework iterator (the caller's reason holds),
+    "" when the iterator is recorded on ``inst.iterators``, or the reason it cannot migrate."""
+    call = _enclosing_call(ctx, ref)
+    q = ctx.qualname(call.func) if call is not None else None
+    if not q or not q.startswith("nvidia.dali.plugin."):
+        return None
+    line = ctx.line_of(call)
+    for prefix, why in BY_HAND.items():
+        if q == prefix or q.startswith(prefix + "."):
+            return f"{why} (line {line})"
+    if q not in TORCH_ITERATORS:
+        return f"{q.rsplit('.', 1)[-1]} at line {line} is not migrated: iterate reader.next_epoch(batch_size=...) by hand"
+    reasons: list[str] = []
+    use = _analyse(ctx, inst, call, q, reasons)
+    if reasons:
+        return "; ".join(f"{r} (iterator at line {line})" for r in reasons)
+    inst.iterators.append(use)
+    return ""
+
+
+def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]) -> IteratorUse | None:
+    params = TORCH_ITERATORS[q]
+    args: dict[str, cst.BaseExpression] = {}
+    for i, a in enumerate(call.args):
+        if a.star:
+            reasons.append("*args/**kwargs")
+        elif a.keyword is not None:
+            args[a.keyword.value] = a.value
+        elif i == 0:
+            args["pipelines"] = a.value
+        elif i - 1 < len(params):
+            args[params[i - 1]] = a.value
+    # arguments left at their defaults change nothing
+    for key, default in (("size", "-1"), ("last_batch_padded", "False"), ("fill_last_batch", "None")):
+        if key in args and _code(args[key]) == default:
+            del args[key]
+    pipes = args.get("pipelines")
+    if isinstance(pipes, (cst.List, cst.Tuple)) and len(pipes.elements) != 1:
+        reasons.append(
+            "a list of several pipelines (one per GPU) is not migrated: run one migrated generator per "
+            "GPU (in its own process or thread, with that GPU's shard_id) and iterate each"
+        )
+    if "size" in args:
+        reasons.append("size= is not migrated: give the reader a name and pass reader_name= instead")
+    if "last_batch_padded" in args:
+        reasons.append("last_batch_padded= is not migrated (it goes with size=): use reader_name=")
+    output_map = ["data", "label"] if q.endswith("DALIClassificationIterator") else None
+    if "output_map" in args:
+        om = args["output_map"]
+        items = om.elements if isinstance(om, (cst.List, cst.Tuple)) else None
+        if items is None or not all(isinstance(e.value, cst.SimpleString) for e in items):
+            reasons.append("output_map is not a list of string literals")
+        else:
+            output_map = [e.value.evaluated_value for e in items]
+            if any(isinstance(n, str) is False for n in output_map) or len(set(output_map)) != len(output_map):
+                reasons.append("output_map is not a list of distinct names")
+    elif output_map is None:
+        reasons.append("no output_map")
+    reader_name = None
+    if "reader_name" in args:
+        rn = args["reader_name"]
+        if isinstance(rn, cst.SimpleString):
+            reader_name = rn.evaluated_value
+        elif not (isinstance(rn, cst.Name) and rn.value == "None"):
+            reasons.append("reader_name is not a string literal")
+    policy = "FILL"
+    if "last_batch_policy" in args:
+        p = args["last_batch_policy"]
+        pq = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
+        match = [pq[len(c) + 1 :] for c in POLICY_CLASSES if pq and pq.startswith(c + ".")]
+        if not match or match[0] not in ("FILL", "PARTIAL", "DROP"):
+            reasons.append("last_batch_policy is not LastBatchPolicy.FILL/PARTIAL/DROP")
+        else:
+            policy = match[0]
+    if "fill_last_batch" in args:
+        f = args["fill_last_batch"]
+        if isinstance(f, cst.Name) and f.value in ("True", "False"):
+            policy = "FILL" if f.value == "True" else "PARTIAL"
+        elif not (isinstance(f, cst.Name) and f.value == "None"):
+            reasons.append("fill_last_batch is not True, False or None")
+    if reader_name is None and ("last_batch_policy" in args or "fill_last_batch" in args) and policy != "FILL":
+        # without reader_name and size the iterator forces FILL: it never ends an epoch
+        policy = "FILL"
+    assign = ctx.parents.get(call)
+    stmt = ctx.parents.get(assign)
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+    ):
+        reasons.append("the iterator is not assigned to one name (`loader = DALIGenericIterator(...)`)")
+        return None
+    if reasons:
+        return None
+    use = IteratorUse(stmt, call, assign.targets[0].target.value, output_map, reader_name, policy)
+    _follow(ctx, inst, assign, use, reasons)
+    return use
+
+
+def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reasons: list[str]) -> None:
+    """Every use of ``loader``: ``for x in loader`` / ``enumerate(loader)`` loops and
+    ``loader.reset()``; anything else is a reason."""
+    scope = ctx.scopes.get(assign)
+    if scope is None or scope is not ctx.scopes.get(inst.assign):
+        reasons.append("the iterator is made in another scope than the pipeline")
+        return
+    assignments = list(scope.assignments[use.name])
+    if len(assignments) != 1:
+        reasons.append(f"`{use.name}` is assigned more than once")
+        return
+    for ref in assignments[0].references:
+        node = ref.node
+        parent = ctx.parents.get(node)
+        line = ctx.line_of(node)
+        if isinstance(parent, cst.Attribute) and parent.attr.value == "reset":
+            call = ctx.parents.get(parent)
+            expr = ctx.parents.get(call)
+            stmt = ctx.parents.get(expr)
+            if isinstance(call, cst.Call) and not call.args and isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+                use.resets.append(stmt)
+                continue
+        loop, target = _loop_of(ctx, node)
+        if loop is not None:
+            if ctx.scopes.get(loop) is not scope:
+                reasons.append(f"the loop over `{use.name}` at line {line} is in another scope")
+            elif _loop_reasons(ctx, loop, target, use, reasons):
+                use.loops.append(node)
+            continue
+        if isinstance(parent, cst.Arg) and isinstance(ctx.parents.get(parent), cst.Call):
+            func = ctx.parents.get(parent).func
+            if isinstance(func, cst.Name) and func.value == "len":
+                reasons.append(
+                    f"len({use.name}) at line {line} is not migrated: the batch count per epoch comes from "
+                    "reader.get_metadata() and the policy"
+                )
+                continue
+        reasons.append(f"`{use.name}` is used at line {line} in a way the tool cannot follow (only loops over it and reset())")
+
+
+def _loop_of(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.For | None, cst.Name | None]:
+    """``for data in loader`` / ``for i, data in enumerate(loader)``: the loop and ``data``."""
+    parent = ctx.parents.get(node)
+    if isinstance(parent, cst.For) and parent.iter is node:
+        return parent, parent.target if isinstance(parent.target, cst.Name) else None
+    if isinstance(parent, cst.Arg) and parent.keyword is None:
+        call = ctx.parents.get(parent)
+        loop = ctx.parents.get(call)
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Name)
+            and call.func.value == "enumerate"
+            and call.args[0] is parent
+            and isinstance(loop, cst.For)
+            and loop.iter is call
+        ):
+            t = loop.target
+            if isinstance(t, cst.Tuple) and len(t.elements) == 2 and isinstance(t.elements[1].value, cst.Name):
+                return loop, t.elements[1].value
+            return loop, None
+    return None, None
+
+
+def _loop_reasons(ctx: FileContext, loop: cst.For, target: cst.Name | None, use: IteratorUse, reasons: list[str]) -> bool:
+    line = ctx.line_of(loop)
+    before = len(reasons)
+    if target is None:
+        reasons.append(f"the loop at line {line} does not bind each batch to one name")
+        return False
+    if loop.orelse is not None:
+        reasons.append(f"the loop at line {line} has an else clause")
+    for n in _walk_loop(loop.body) if use.reader_name is not None else ():
+        # (without reader_name the iterator has no epochs: a later loop goes on where this one stopped)
+        if isinstance(n, (cst.Break, cst.Return, cst.Yield, cst.Raise)):
+            reasons.append(
+                f"the loop at line {line} can leave an epoch early ({type(n).__name__.lower()}): "
+                "DALI's iterator then resumes the same epoch, a new next_epoch() does not"
+            )
+            break
+    reads = []
+    for n in _walk(loop.body):
+        if isinstance(n, cst.Name) and n.value == target.value and not _is_attr_name(ctx, n):
+            read = _batch_read(ctx, n, use)
+            if read is None:
+                reasons.append(
+                    f"`{target.value}` at line {ctx.line_of(n)} is used other than as "
+                    f'{target.value}[0]["<name from output_map>"]'
+                )
+                break
+            reads.append(read)
+    # the batch name must not live on after the loop
+    scope = ctx.scopes.get(loop)
+    for a in scope.assignments[target.value] if scope else ():
+        for ref in a.references:
+            if not _inside(ctx, ref.node, loop.body):
+                reasons.append(f"`{target.value}` of the loop at line {line} is used after the loop")
+                break
+    if len(reasons) > before:
+        return False
+    use.reads += reads
+    return True
+
+
+def _batch_read(ctx: FileContext, name: cst.Name, use: IteratorUse):
+    """``data[0]["label"]`` -> (outer subscript, "data", index of "label")."""
+    inner = ctx.parents.get(name)
+    if not (isinstance(inner, cst.Subscript) and inner.value is name and _index(inner) == 0):
+        return None
+    outer = ctx.parents.get(inner)
+    if not (isinstance(outer, cst.Subscript) and outer.value is inner):
+        return None
+    key = outer.slice[0].slice.value if len(outer.slice) == 1 and isinstance(outer.slice[0].slice, cst.Index) else None
+    if not isinstance(key, cst.SimpleString) or key.evaluated_value not in use.output_map:
+        return None
+    return outer, name.value, use.output_map.index(key.evaluated_value)
+
+
+def _index(sub: cst.Subscript):
+    if len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index) and isinstance(sub.slice[0].slice.value, cst.Integer):
+        return int(sub.slice[0].slice.value.value)
+    return None
+
+
+def _is_attr_name(ctx: FileContext, n: cst.Name) -> bool:
+    p = ctx.parents.get(n)
+    return (isinstance(p, cst.Attribute) and p.attr is n) or (isinstance(p, cst.Arg) and p.keyword is n)
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def _walk_loop(node: cst.CSTNode):
+    """Like _walk, but not into nested loops (their break is theirs) or functions."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(n, (cst.For, cst.While)) and n is not node:
+            # a return inside a nested loop still leaves the epoch
+            stack.extend(x for x in _walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise)))
+            continue
+        stack.extend(reversed(n.children))
+
+
+def _inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    while node is not None:
+        if node is container:
+            return True
+        node = ctx.parents.get(node)
+    return False
+
+
+# -- emitting ------------------------------------------------------------------------------------
+
+
+def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances: list, refuse) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+    """The generator body from :func:`emit_generator_body`, made a generator of epochs when the
+    pipeline is consumed through a framework iterator; also the helper to put before it (once
+    per module). ``refuse(reason)`` raises the front end's Refused."""
+    uses = [u for inst in instances for u in inst.iterators]
+    if not uses:
+        return body, []
+    if len(instances) != 1 or len(uses) != 1:
+        refuse("a pipeline iterated through framework iterators must be instantiated once and wrapped once")
+    inst, use = instances[0], uses[0]
+    if inst.runs:
+        refuse("the pipeline is both run (pipe.run()) and iterated through a framework iterator")
+    if len(graph.readers) != 1 or graph.sources:
+        refuse("a framework iterator over a pipeline with several readers or an external source is not migrated")
+    reader = graph.readers[0]
+    reader_args = {a.keyword.value: a.value for a in reader.call.args if a.keyword is not None}
+    if use.reader_name is not None:
+        name = reader_args.get("name")
+        if not (isinstance(name, cst.SimpleString) and name.evaluated_value == use.reader_name):
+            refuse(f'reader_name="{use.reader_name}" does not name the reader of the pipeline')
+    loop = body[-1]
+    if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
+        refuse("the generated epoch loop has an unexpected shape")
+    if use.reader_name is None:
+        use.mode = "stream"  # the iterator never ends an epoch: loop over the endless generator
+        return body, []
+    epoch_for = loop.body.body[0]
+    next_epoch = epoch_for.iter
+    bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
+    reader_var = next_epoch.func.value.value
+    outputs = _docstring_outputs(body[0])
+    padded = reader_args.get("pad_last_batch")
+    if use.policy == "FILL" and isinstance(padded, cst.Name) and padded.value == "True":
+        use.mode = "plain"
+        inner = _nested_def(
+            "epoch", f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
+        )
+        tail = cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name("epoch")))))]),
+                         leading_lines=[cst.EmptyLine(indent=False)])
+        helpers: list[cst.BaseStatement] = []
+    else:
+        use.mode = "helper"
+        inner = _nested_def(
+            "batches", f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
+            loop.leading_lines,
+        )
+        call = cst.Call(
+            cst.Name(HELPER_NAME),
+            args=[
+                cst.Arg(cst.Call(cst.Name("batches"))),
+                cst.Arg(cst.Call(cst.Attribute(cst.Name(reader_var), cst.Name("get_metadata")))),
+                cst.Arg(bs),
+                cst.Arg(cst.SimpleString(f'"{use.policy}"')),
+            ],
+        )
+        tail = _stmt(cst.Expr(cst.Yield(cst.From(call)))).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        body = [_with_max_batch_size(s, reader_var, bs) for s in body]
+        helpers = [] if getattr(ctx, "_dali_iterator_helper", False) or _defines(ctx, HELPER_NAME) else _helper(ctx)
+        ctx._dali_iterator_helper = True
+    doc = body[0]
+    if _is_generated_doc(doc):
+        text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
+        doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
+    return [doc, *body[1:-1], inner, tail], helpers
+
+
+def _iterator_name(use: IteratorUse) -> str:
+    func = use.call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
+
+
+def _code(expr: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(expr)
+
+
+def _stmt(small: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
+    return cst.SimpleStatementLine([small])
+
+
+def _nested_def(name: str, doc: str, body: list[cst.BaseStatement], leading) -> cst.FunctionDef:
+    docline = _stmt(cst.Expr(cst.SimpleString(f'"""{doc}"""')))
+    first = body[0].with_changes(leading_lines=list(leading))
+    return cst.FunctionDef(
+        name=cst.Name(name),
+        params=cst.Parameters(),
+        body=cst.IndentedBlock([docline, first, *body[1:]]),
+        leading_lines=[cst.EmptyLine(indent=False)],
+    )
+
+
+def _docstring_outputs(doc: cst.BaseStatement) -> str:
+    if _is_generated_doc(doc):
+        text = doc.body[0].value.evaluated_value
+        return text[text.index("(") + 1 : text.index(")")]
+    return "output"
+
+
+def _is_generated_doc(doc: cst.BaseStatement) -> bool:
+    return (
+        isinstance(doc, cst.SimpleStatementLine)
+        and isinstance(doc.body[0], cst.Expr)
+        and isinstance(doc.body[0].value, cst.SimpleString)
+        and doc.body[0].value.evaluated_value.startswith("Yields (")
+        and "as Pipeline.run() did" in doc.body[0].value.evaluated_value
+    )
+
+
+def _with_max_batch_size(stmt: cst.BaseStatement, reader_var: str, bs: cst.BaseExpression) -> cst.BaseStatement:
+    """``reader = ndd.readers.X(...)`` gets ``max_batch_size=``: get_metadata() before the first
+    next_epoch() would otherwise fix the batch size to 1 (pitfall 4)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
+        return stmt
+    assign = stmt.body[0]
+    t = assign.targets[0].target
+    if not (isinstance(t, cst.Name) and t.value == reader_var and isinstance(assign.value, cst.Call)):
+        return stmt
+    call = assign.value
+    if any(a.keyword and a.keyword.value == "max_batch_size" for a in call.args):
+        return stmt
+    args = list(call.args)
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(cst.Arg(bs, keyword=cst.Name("max_batch_size"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+    return stmt.with_changes(body=[assign.with_changes(value=call.with_changes(args=args))])
+
+
+def _defines(ctx: FileContext, name: str) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in ctx.module.body)
+
+
+def _helper(ctx: FileContext) -> list[cst.BaseStatement]:
+    source = HELPER_SOURCE.replace("ndd.", f"{ctx.ndd}.")
+    fn = cst.parse_module(source).body[0]
+    return [fn.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)]
+
+
+def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, refused) -> list[Edit]:
+    """The code around the iterator: its construction and reset() calls removed, loops over it
+    made loops over one epoch of the generator, ``data[0]["name"]`` -> ``data[k].torch()``."""
+    edits: list[Edit] = []
+    pipe = inst.assign.targets[0].target.value
+    for use in inst.iterators:
+        if not use.mode:
+            raise refused("a framework iterator over this kind of pipeline is not migrated yet")
+        edits.append(removed_stmt(ctx, use.stmt))
+        edits += [removed_stmt(ctx, r) for r in use.resets]
+        for ref in use.loops:
+            new = cst.Name(pipe) if use.mode == "stream" else cst.Call(cst.Name("next"), args=[cst.Arg(cst.Name(pipe))])
+            edits.append(ctx.expr_edit(ref, new))
+        for outer, name, k in use.reads:
+            pick = cst.Subscript(cst.Name(name), slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
+            edits.append(ctx.expr_edit(outer, cst.Call(cst.Attribute(pick, cst.Name("torch")))))
+    return edits
