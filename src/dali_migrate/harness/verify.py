@@ -420,7 +420,7 @@ def verify(
         try:
             infos = _discover.discover(old_code)
         except SyntaxError as e:
-            report.pipelines.append(PipelineReport("-", "error", f"OLD does not parse: {e}", side="old"))
+            report.pipelines.append(PipelineReport("(module)", "error", f"OLD does not parse: {e}", side="old"))
             return report
 
         if adapter_path:
@@ -456,7 +456,7 @@ def verify(
             why = (f"OLD builds its pipeline inline (line {lines[0]}), not in a @pipeline_def function or a"
                    " Pipeline subclass the harness can call; write an adapter (--adapter)") if lines else \
                 "OLD defines no pipeline (@pipeline_def function or Pipeline subclass)"
-            report.pipelines.append(PipelineReport("-", "skipped", why))
+            report.pipelines.append(PipelineReport("(inline)", "skipped", why))
             return report
         new_names = _defined_names(new_code)
         for info in infos:
