@@ -1,13 +1,16 @@
 """dali-migrate: migrate NVIDIA DALI pipeline-mode code to dynamic mode (``ndd``).
 
-The library API::
+The library API (it never prints and never exits; errors derive from :class:`MigrateError`)::
 
-    from dali_migrate import migrate_source, apply_fixes
+    from dali_migrate import migrate_source, apply_fixes, migrate_paths
     result = migrate_source(code)          # fixes, diagnostics and the migrated code
     subset = apply_fixes(code, [f.id for f in result.fixes if f.rule != "DM104"])
+    for file in migrate_paths(["src/"]):   # FileResult per file, in parallel, nothing written
+        print(file.path, file.status, [f.id for f in file.result.fixes] if file.result else file.error)
 """
 
-from .api import apply_fixes, migrate_source
+from .api import apply_fixes, migrate_paths, migrate_source
+from .engine import FileResult
 from .harness import verify
 from .fixes import (
     Diagnostic,
@@ -26,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Diagnostic",
     "Edit",
+    "FileResult",
     "Fix",
     "MigrateError",
     "MissingDependencyError",
@@ -34,6 +38,7 @@ __all__ = [
     "Span",
     "UnknownFixError",
     "apply_fixes",
+    "migrate_paths",
     "migrate_source",
     "verify",
     "__version__",

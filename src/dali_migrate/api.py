@@ -3,8 +3,9 @@ unless asked to (``migrate_paths`` reads files; writing is the caller's choice).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import libcst as cst
 
@@ -27,6 +28,9 @@ from .fixes import (
 )
 from .registry import all_rules, import_rule_id, rules_for
 from .rules import FileState
+
+if TYPE_CHECKING:
+    from .engine import FileResult
 
 
 @dataclass
@@ -161,7 +165,14 @@ def migrate_source(
 
 
 def apply_fixes(
-    code: str, fixes: Iterable[Fix | str], *, path: str | None = None, todo_markers: bool = True
+    code: str,
+    fixes: Iterable[Fix | str],
+    *,
+    path: str | None = None,
+    todo_markers: bool = True,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    project: ModuleInfo | None = None,
 ) -> str:
     """Apply a chosen subset of the fixes of ``code`` (Fix objects or their ids).
 
@@ -169,8 +180,11 @@ def apply_fixes(
     ``migrate_source(code).code``, unless ``todo_markers=False``.
     Dependencies must be chosen too (:class:`MissingDependencyError`); an id that names no fix
     of this source raises :class:`UnknownFixError`. The import fix is recomputed for the subset.
+    Pass the ``select``, ``ignore`` and ``project`` the fixes were found with, if any: they
+    decide which fixes (and so which ids) the source has (``FileResult.project`` for a file of
+    :func:`migrate_paths`). Raises :class:`SourceParseError` for invalid Python.
     """
-    a = _analyse(code, path, None, None)
+    a = _analyse(code, path, select, ignore, project)
     by_id = {f.id: f for f in a.fixes}
     chosen: list[Fix] = []
     for f in fixes:
@@ -186,3 +200,43 @@ def apply_fixes(
         if missing:
             raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
     return _assemble(a, chosen, todo_markers).code
+
+
+def migrate_paths(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    unsafe: bool = False,
+    exclude: Sequence[str] = (),
+    jobs: int = 0,
+    write: bool = False,
+) -> Iterator[FileResult]:
+    """Migrate every Python file under ``paths`` (files or directories), as the CLI does.
+
+    Yields one :class:`~dali_migrate.engine.FileResult` per file found, in a stable order:
+    ``status`` is ``"changed"``, ``"unchanged"``, ``"skipped"`` (never mentions DALI, not
+    parsed) or ``"error"`` (``error`` says why in one line; a bad file never stops the others).
+    ``result`` holds the file's :class:`Result` (fixes, diagnostics, migrated code) and ``diff``
+    a unified diff. Files are migrated in ``jobs`` worker processes (0: one per core) when there
+    are enough of them. Nothing is written unless ``write=True``: then each changed file is
+    replaced atomically, keeping its encoding and newlines, and ``written`` says so.
+
+    ``paths`` is one path or a list of them. Directories are searched as by the CLI (hidden
+    directories, virtual environments and ``__pycache__`` skipped; ``exclude`` takes globs).
+    Raises :class:`FileNotFoundError` for a path that does not exist, at the call, before any
+    file is read. Never prints; the caller decides what to do with each result.
+    """
+    from .engine import Options, run
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    options = Options(
+        mode="write" if write else "diff",
+        select=tuple(select or ()),
+        ignore=tuple(ignore or ()),
+        unsafe=unsafe,
+        exclude=tuple(exclude),
+        jobs=jobs,
+    )
+    return run(paths, options)

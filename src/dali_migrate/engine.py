@@ -35,7 +35,10 @@ class Options:
 @dataclass
 class FileResult:
     """The outcome for one file. ``status``: unchanged, changed (fixes pending or written),
-    skipped (never mentions DALI) or error (``error`` says why, in one line)."""
+    skipped (never mentions DALI) or error (``error`` says why, in one line). ``result`` holds
+    the fixes, diagnostics and migrated code, ``diff`` a unified diff, ``written`` whether the
+    file was rewritten. ``project`` is what the other modules of the run told this one's
+    analysis: pass it to :func:`~dali_migrate.apply_fixes` to apply a subset of ``result.fixes``."""
 
     path: str
     status: Literal["unchanged", "changed", "skipped", "error"]
@@ -43,6 +46,7 @@ class FileResult:
     error: str | None = None
     diff: str = ""
     written: bool = False
+    project: ModuleInfo | None = None
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -122,8 +126,8 @@ def process_file(path: str, options: Options, project: ModuleInfo | None = None)
     except Exception as e:  # a bug in a rule must not stop the run over the other files
         return FileResult(path, "error", error=f"{path}: internal error: {type(e).__name__}: {e}")
     if not result.changed:
-        return FileResult(path, "unchanged", result=result)
-    fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code))
+        return FileResult(path, "unchanged", result=result, project=project)
+    fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code), project=project)
     if options.mode == "write":
         try:
             write_source(sf, result.code)

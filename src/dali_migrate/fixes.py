@@ -81,6 +81,15 @@ class Fix:
     #: suppression comments are looked for on it and on the line above
     line: int = 0
 
+    def __post_init__(self) -> None:
+        # ``replacement`` is the text that replaces the whole ``span`` (``original``); makers
+        # set it for a single edit only, so it is derived here for a fix of several edits
+        if not self.replacement and len(self.edits) > 1:
+            start = self.edits[0].start
+            if len(self.original) == self.edits[-1].end - start:
+                inner = [Edit(e.start - start, e.end - start, e.text) for e in self.edits]
+                object.__setattr__(self, "replacement", splice(self.original, inner))
+
     def to_dict(self) -> dict:
         return {
             "id": self.id,
