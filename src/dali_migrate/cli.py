@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 import traceback
@@ -14,6 +13,7 @@ from rich.markup import escape
 from . import __version__
 from .engine import ConfigError, FileResult, Options, Summary, load_config, run
 from .registry import all_rules, get_rule, unknown_rules
+from .report import diagnostic_markup, json_report, rule_explanation, sarif_report
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 PROGRESS_MIN_FILES = 50
@@ -36,8 +36,7 @@ def _explain(rule_id: str) -> None:
     rule = get_rule(rule_id)
     if rule is None:
         raise click.UsageError(f"unknown rule {rule_id!r}; `dali-migrate --list-rules` lists them")
-    click.echo(f"{rule.id} {rule.name} ({rule.safety})\n")
-    click.echo(inspect.getdoc(inspect.getmodule(rule)) or rule.summary)
+    click.echo(rule_explanation(rule))
 
 
 def _list_rules() -> None:
@@ -52,13 +51,7 @@ def _print_text(fr: FileResult, mode: str, err) -> None:
     if fr.diff and mode in ("diff", "check"):
         click.echo(fr.diff, nl=False)
     for d in fr.diagnostics:
-        colour = {"todo": "yellow", "info": "blue", "error": "red"}[d.severity]
-        err.print(
-            f"{escape(fr.path)}:{d.line}:{d.col}: [{colour}]{d.rule} {d.severity}[/{colour}]: {escape(d.message)}",
-            highlight=False,
-            markup=True,
-            soft_wrap=True,
-        )
+        err.print(diagnostic_markup(fr.path, d), highlight=False, markup=True, soft_wrap=True)
 
 
 def _print_summary(summary: Summary, mode: str, err) -> None:
@@ -86,18 +79,34 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 @click.option("--unsafe", is_flag=True, default=None, help="Also apply fixes marked unsafe.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable), e.g. 'tests/*'.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per core).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Output format.")
+@click.option("-i", "--interactive", is_flag=True, help="Review the fixes one by one and write what you accept.")
+@click.option(
+    "--decisions",
+    "decisions_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Decisions file of --interactive (default .dali-migrate/decisions.json); without -i, apply "
+    "the decisions it holds, asking nothing.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True, help="Output format."
+)
 @click.option("--no-progress", is_flag=True, help="Never show the progress bar.")
 @click.option("--explain", metavar="RULE", help="Print what a rule does, with a before/after, and exit.")
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="dali-migrate")
-def main(paths, mode, select, ignore, unsafe, exclude, jobs, fmt, no_progress, explain, list_rules, debug):
+def main(
+    paths, mode, select, ignore, unsafe, exclude, jobs, interactive, decisions_file, fmt, no_progress, explain, list_rules, debug
+):
     """Migrate NVIDIA DALI pipeline-mode code (@pipeline_def, pipe.build()/run(), fn.*) to
     DALI dynamic mode (nvidia.dali.experimental.dynamic as ndd).
 
     PATHS are files or directories (searched recursively; hidden directories, virtual
     environments and __pycache__ are skipped). Files that never mention DALI are not parsed.
+
+    With --interactive (-i), each fix is shown as a diff and applied or skipped as you answer
+    (y, n, a, d, A, e, ?, q; ? at the prompt lists them); answers are read one per line when
+    standard input is not a terminal. Decisions are kept in .dali-migrate/decisions.json.
 
     \b
     Exit codes: 0 nothing to do or all done, 1 --check found pending changes,
@@ -129,6 +138,11 @@ def main(paths, mode, select, ignore, unsafe, exclude, jobs, fmt, no_progress, e
         bad = unknown_rules(select_t + ignore_t)
         if bad:
             raise click.UsageError(f"unknown rule id(s): {', '.join(bad)}; see --list-rules")
+        reviewing = interactive or decisions_file is not None
+        if reviewing and mode:
+            raise click.UsageError(f"--{mode} cannot be combined with --interactive or --decisions")
+        if reviewing and fmt != "text":
+            raise click.UsageError(f"--format {fmt} cannot be combined with --interactive or --decisions")
         options = Options(
             mode=mode or "diff",
             select=select_t,
@@ -137,6 +151,10 @@ def main(paths, mode, select, ignore, unsafe, exclude, jobs, fmt, no_progress, e
             exclude=tuple(exclude) + _split(config.get("exclude")),
             jobs=jobs if jobs is not None else config_jobs,
         )
+        if reviewing:
+            from .review import review
+
+            sys.exit(review(paths, options, interactive=interactive, decisions_file=decisions_file))
         sys.exit(_run(paths, options, fmt, no_progress))
     except click.UsageError as e:
         e.exit_code = EXIT_ERROR
@@ -179,7 +197,7 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
     try:
         for fr in run(paths, options, on_progress):
             summary.add(fr)
-            if fmt == "json":
+            if fmt != "text":
                 results.append(fr)
             elif fr.status in ("changed", "unchanged", "error"):
                 _print_text(fr, options.mode, err)
@@ -188,13 +206,9 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
             progress.stop()
 
     if fmt == "json":
-        doc = {
-            "version": __version__,
-            "mode": options.mode,
-            "files": [fr.to_dict() for fr in results if fr.status != "skipped"],
-            "summary": summary.to_dict(),
-        }
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(json.dumps(json_report(results, summary, options.mode), indent=2))
+    elif fmt == "sarif":
+        click.echo(json.dumps(sarif_report(results), indent=2))
     else:
         _print_summary(summary, options.mode, err)
 
