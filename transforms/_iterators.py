@@ -103,7 +103,9 @@ def dali_iterator_epochs(batches, meta, batch_size, policy):
 
     As nvidia.dali.plugin.base_iterator does: FILL without padding credits the samples read ahead
     into the next epoch, PARTIAL trims the last batch to the samples left in the shard, DROP reads
-    the incomplete last batch and drops it. With padding every epoch has the same length.
+    the incomplete last batch and drops it. With padding every epoch has the same length. Where
+    PARTIAL would leave an empty last batch (uneven shards), it raises: an ndd.Batch of 0 samples
+    does not keep the sample shape.
     """
     shards, shard, size = meta["number_of_shards"], meta["shard_id"], meta["epoch_size"]
     padded, stick = meta["pad_last_batch"], meta["stick_to_shard"]
@@ -119,7 +121,8 @@ def dali_iterator_epochs(batches, meta, batch_size, policy):
             outputs = next(batches)
             if i == count - 1 and keep < batch_size:
                 if keep <= 0:
-                    raise RuntimeError("DALIGenericIterator gave an empty last batch here; an ndd.Batch cannot be empty")
+                    # uneven shards: the old iterator returned tensors with 0 samples here
+                    raise RuntimeError("PARTIAL leaves no sample for the last batch of this shard's epoch")
                 outputs = tuple(ndd.as_batch([o.tensors[j] for j in range(keep)]) for o in outputs)
             yield outputs
         if drop_extra:
@@ -477,25 +480,28 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
     bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
     reader_var = next_epoch.func.value.value
     outputs = _docstring_outputs(body[0])
+    taken = {n.value for s in body for n in _walk(s) if isinstance(n, cst.Name)}
+    epoch_name = _fresh("epoch", taken)
+    batches_name = _fresh("batches", taken)
     padded = reader_args.get("pad_last_batch")
     if use.policy == "FILL" and isinstance(padded, cst.Name) and padded.value == "True":
         use.mode = "plain"
         inner = _nested_def(
-            "epoch", f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
+            epoch_name, f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
         )
-        tail = cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name("epoch")))))]),
+        tail = cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name(epoch_name)))))]),
                          leading_lines=[cst.EmptyLine(indent=False)])
         helpers: list[cst.BaseStatement] = []
     else:
         use.mode = "helper"
         inner = _nested_def(
-            "batches", f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
+            batches_name, f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
             loop.leading_lines,
         )
         call = cst.Call(
             cst.Name(HELPER_NAME),
             args=[
-                cst.Arg(cst.Call(cst.Name("batches"))),
+                cst.Arg(cst.Call(cst.Name(batches_name))),
                 cst.Arg(cst.Call(cst.Attribute(cst.Name(reader_var), cst.Name("get_metadata")))),
                 cst.Arg(bs),
                 cst.Arg(cst.SimpleString(f'"{use.policy}"')),
@@ -503,8 +509,14 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
         )
         tail = _stmt(cst.Expr(cst.Yield(cst.From(call)))).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body = [_with_max_batch_size(s, reader_var, bs) for s in body]
-        helpers = [] if getattr(ctx, "_dali_iterator_helper", False) or _defines(ctx, HELPER_NAME) else _helper(ctx)
-        ctx._dali_iterator_helper = True
+        # the helper is emitted once per module, before the first pipeline that needs it
+        if getattr(ctx, "_dali_iterator_helper", False):
+            helpers = []
+        elif _defines(ctx, HELPER_NAME):
+            refuse(f"the module already defines {HELPER_NAME}, the name of the helper this migration needs")
+        else:
+            helpers = _helper(ctx)
+            ctx._dali_iterator_helper = True
     doc = body[0]
     if _is_generated_doc(doc):
         text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
@@ -515,6 +527,13 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
 def _iterator_name(use: IteratorUse) -> str:
     func = use.call.func
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    while base in taken:
+        base += "_"
+    taken.add(base)
+    return base
 
 
 def _code(expr: cst.BaseExpression) -> str:
