@@ -255,3 +255,17 @@ def test_public_api_names():
         assert name in dali_migrate.__all__
         assert getattr(dali_migrate, name).__doc__
 
+
+def test_readme_bot_example_runs(tmp_path, monkeypatch):
+    """The README's bot example, run as written against a small tree."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("<!-- bot example -->")
+    code = readme[readme.index("```python\n", start) + len("```python\n") : readme.index("```", readme.index("```python\n", start) + 10)]
+    assert len(code.strip().splitlines()) <= 10
+    write(tmp_path / "src" / "helper.py", HELPER)
+    write(tmp_path / "src" / "train.py", PIPELINE)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    # the bot's policy in the example: local rewrites only; pipelines are left to a person
+    assert (tmp_path / "src" / "helper.py").read_text() == migrate_source(HELPER).code
+    assert (tmp_path / "src" / "train.py").read_text() == PIPELINE

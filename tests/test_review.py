@@ -105,6 +105,8 @@ def test_y_applies_and_n_skips():
 
     assert result.exit_code == EXIT_OK, result.stderr
     assert prompts(result) == 3
+    # each diff is the change on top of what was accepted before it
+    assert '-    return ndd.decoders.image(jpegs, device="mixed")\n+    return ndd.decoders.image(jpegs, device="gpu")' in result.stdout
     assert path.read_text() == apply_fixes(HELPER, [DECODE_FN, FLIP_FN], todo_markers=False)
     text = path.read_text()
     assert 'ndd.decoders.image(jpegs, device="mixed")' in text

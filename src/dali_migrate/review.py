@@ -452,6 +452,8 @@ class Review:
 
     def _file_header(self, state: FileReview) -> None:
         n = len(state.undecided())
+        if self.tally.files > 1:
+            self.out.print()
         title = f"{escape(state.path)}: {n} fix{'es' if n != 1 else ''} to review"
         if state.earlier:
             title += f", {len(state.earlier)} skipped as decided in an earlier review"
@@ -474,7 +476,11 @@ class Review:
             self.out.print(f"  needed by {escape(f.id)}: skipping this fix skips it too")
         if remembered == "accepted":
             self.out.print("  accepted in an earlier review, but not in the file: asking again")
-        diff = unified_diff(state.path, state.base, splice(state.base, [e for f in unit for e in f.edits]))
+        # the change on top of what was accepted so far in this file (imports aside)
+        by_id = state.by_id
+        accepted = [e for i in state.to_apply for e in by_id[i].edits]
+        before = splice(state.base, accepted)
+        diff = unified_diff(state.path, before, splice(state.base, accepted + [e for f in unit for e in f.edits]))
         body = diff.split("\n", 2)[2] if diff.count("\n") >= 2 else diff  # the file is named above
         if self.out.is_terminal:
             self.out.print(Syntax(body, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
@@ -551,6 +557,8 @@ class Review:
 
     def summary(self) -> None:
         t = self.tally
+        if self.answers is not None:
+            self.out.print()
         verb = "reviewed" if self.answers is not None else "replayed"
         files = f"{t.files} file{'s' if t.files != 1 else ''} {verb}, {t.written} written"
         if t.errors:
