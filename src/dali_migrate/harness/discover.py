@@ -60,6 +60,9 @@ class PipelineInfo:
     conditionals: bool = False
     call_site: CallSite | None = None
     derived: list[str] = field(default_factory=list)
+    #: the framework iterator OLD wraps this pipeline in (DALIGenericIterator, ...), if any:
+    #: {"module", "class", "args", "kwargs", "as_list"}; policies as ("LastBatchPolicy", NAME)
+    iterator: dict | None = None
 
     @property
     def data_params(self) -> dict[str, ReaderUse]:
@@ -262,7 +265,67 @@ def discover(code: str) -> list[PipelineInfo]:
                     found.append(PipelineInfo(f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []))
     for info in found:
         info.call_site = _call_site(tree, info)
+    _attach_iterators(tree, found)
     return found
+
+
+_ITERATORS = ("DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator")
+
+
+def _iterator_value(node: ast.AST) -> tuple[bool, Any]:
+    if isinstance(node, ast.Attribute) and _dotted(node.value).split(".")[-1] == "LastBatchPolicy":
+        return True, ("LastBatchPolicy", node.attr)
+    return _literal(node)
+
+
+def _attach_iterators(tree: ast.Module, found: list[PipelineInfo]) -> None:
+    """Find ``it = DALIGenericIterator([pipe], ...)`` over ``pipe = <pipeline>(...)``."""
+    imported: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                imported[a.asname or a.name] = node.module
+    made_by: dict[str, str] = {}
+    names = {i.name for i in found}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+            if node.value.func.id in names:
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        made_by[t.id] = node.value.func.id
+    by_name = {i.name: i for i in found}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        dotted = _dotted(node.func)
+        cls = dotted.split(".")[-1]
+        if cls not in _ITERATORS:
+            continue
+        module = imported.get(cls) if "." not in dotted else ".".join(dotted.split(".")[:-1])
+        if not module or not module.startswith("nvidia.dali.plugin"):
+            continue
+        args = list(node.args)
+        kwargs = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+        pipes = args.pop(0) if args else kwargs.pop("pipelines", None)
+        if pipes is None:
+            continue
+        as_list = isinstance(pipes, (ast.List, ast.Tuple))
+        target = pipes.elts[0] if as_list and pipes.elts else pipes
+        if not isinstance(target, ast.Name) or target.id not in made_by:
+            continue
+        values, ok = [], True
+        for a in args:
+            good, v = _iterator_value(a)
+            ok &= good
+            values.append(v)
+        kw_values = {}
+        for k, v in kwargs.items():
+            good, value = _iterator_value(v)
+            ok &= good
+            kw_values[k] = value
+        info = by_name[made_by[target.id]]
+        if ok and info.iterator is None:
+            info.iterator = {"module": module, "class": cls, "args": values, "kwargs": kw_values, "as_list": as_list}
 
 
 def inline_pipelines(code: str) -> list[int]:

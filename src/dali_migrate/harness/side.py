@@ -147,7 +147,26 @@ def _stepper(obj, notes: list[str]):
         obj.build()
         return obj.run, "pipeline"
     if hasattr(obj, "__next__"):
-        return (lambda: next(obj)), "iterator"
+        state = {"epoch": None}
+
+        def step():
+            # a generator of epochs (each an iterator of batches), as code that reproduces a
+            # framework iterator yields: its batches, epoch after epoch
+            while True:
+                if state["epoch"] is not None:
+                    try:
+                        return next(state["epoch"])
+                    except StopIteration:
+                        state["epoch"] = None
+                item = next(obj)
+                if _is_epoch(item):
+                    state["epoch"] = iter(item)
+                    if "new side: yields epochs of batches; compared batch by batch" not in notes:
+                        notes.append("new side: yields epochs of batches; compared batch by batch")
+                    continue
+                return item
+
+        return step, "iterator"
     if hasattr(obj, "__iter__"):
         state = {"it": iter(obj), "fresh": True}
 
@@ -169,6 +188,15 @@ def _stepper(obj, notes: list[str]):
     if callable(obj):
         return obj, "callable"
     raise TypeError(f"the new code gave a {type(obj).__name__}, which is neither iterable nor callable")
+
+
+def _is_epoch(item) -> bool:
+    import types as pytypes
+
+    return isinstance(item, (pytypes.GeneratorType, map, filter, zip)) or (
+        hasattr(item, "__next__") and not isinstance(item, (tuple, list, dict))
+        and not (type(item).__module__ or "").startswith(("nvidia", "numpy", "torch"))
+    )
 
 
 def _auto_iterations(epoch_batches: int | None, cap: int) -> int:
@@ -262,6 +290,10 @@ def run_old(spec: dict, result: dict) -> None:
     if not isinstance(pipe, Pipeline):
         raise SideError(f"`{spec.get('name') or 'build_old'}` gave a {type(pipe).__name__}, not a Pipeline")
     result["phase"] = "build"
+    iterator = spec.get("iterator")
+    if iterator is not None:
+        run_old_iterator(pipe, iterator, spec, result, replayer)
+        return
     pipe.build()
     if replayer is not None:
         result["random_ops"] = replayer.random_ops
@@ -270,6 +302,42 @@ def run_old(spec: dict, result: dict) -> None:
     for i in range(spec["iterations"]):
         result["phase"] = f"iteration {i}"
         result["iterations"].append(to_outputs(pipe.run()))
+
+
+def run_old_iterator(pipe, iterator: dict, spec: dict, result: dict, replayer) -> None:
+    """The old pipeline through the framework iterator OLD wrapped it in (same arguments), its
+    epochs chained batch by batch (``reset()`` at each end, as a training loop does)."""
+    module = importlib.import_module(iterator["module"])
+    cls = getattr(module, iterator["class"])
+
+    def value(v):
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "LastBatchPolicy":
+            return getattr(module.LastBatchPolicy, v[1])
+        return v
+
+    args = [value(v) for v in iterator["args"]]
+    kwargs = {k: value(v) for k, v in iterator["kwargs"].items()}
+    loader = cls([pipe] if iterator["as_list"] else pipe, *args, **kwargs)
+    if replayer is not None:
+        result["random_ops"] = replayer.random_ops
+        result["readers"] = replayer.readers
+    result["mode"] = "iterator"
+    result["notes"].append(f"old side: through {iterator['class']}, as OLD uses it")
+    i = 0
+    fresh = True
+    while i < spec["iterations"]:
+        result["phase"] = f"iteration {i}"
+        try:
+            data = next(loader)
+        except StopIteration:
+            if fresh:
+                raise
+            loader.reset()
+            fresh = True
+            continue
+        fresh = False
+        result["iterations"].append(to_outputs(data))
+        i += 1
 
 
 def main(argv: list[str]) -> int:

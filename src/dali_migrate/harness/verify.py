@@ -272,10 +272,10 @@ def _cache_key(*parts: Any) -> str:
 
 def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, paths: dict, sys_path: list[str],
                 device: str, iterations: int | None, max_iterations: int, timeout: float, memory_mb: int,
-                tolerances: Tolerances, work: Path, cache_dir: Path | None) -> PipelineReport:
+                tolerances: Tolerances, work: Path, cache_dir: Path | None, iterator: dict | None = None) -> PipelineReport:
     started = time.monotonic()
     report = PipelineReport(name, "match", arguments={**fn_kwargs, **pipe_kwargs})
-    base = {"name": name, "kwargs": fn_kwargs, "pipe_kwargs": pipe_kwargs, "sys_path": sys_path,
+    base = {"name": name, "iterator": iterator, "kwargs": fn_kwargs, "pipe_kwargs": pipe_kwargs, "sys_path": sys_path,
             "adapter": paths.get("adapter"), "max_iterations": max_iterations, "device": device}
     new = run_side({**base, "role": "new", "module": paths["new"], "iterations": iterations}, work / "new",
                    timeout=timeout, memory_mb=memory_mb, device=device)
@@ -289,7 +289,7 @@ def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, pat
     key = None
     if cache_dir is not None:
         key = _cache_key(Path(paths["old"]).read_bytes(), Path(paths["adapter"]).read_bytes() if paths.get("adapter") else b"",
-                         name, fn_kwargs, pipe_kwargs, n_old, replay, device)
+                         name, fn_kwargs, pipe_kwargs, n_old, replay, device, iterator)
         cached = cache_dir / f"old-{key}.pkl"
         if cached.exists():
             with open(cached, "rb") as f:
@@ -302,6 +302,7 @@ def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, pat
             with open(tmp, "wb") as f:
                 pickle.dump(old, f, protocol=pickle.HIGHEST_PROTOCOL)
             tmp.replace(cache_dir / f"old-{key}.pkl")
+    report.notes.extend(n for n in old.get("notes") or [] if n not in report.notes)
     report.random_ops = len(old.get("random_ops") or [])
     report.iterations = min(len(old["iterations"]), len(new["iterations"]))
     report.seconds = time.monotonic() - started
@@ -476,7 +477,8 @@ def verify(
             except _Skip as e:
                 report.pipelines.append(PipelineReport(info.name, "skipped", str(e)))
                 continue
-            r = _verify_one(info.name, info.kind, fn_kwargs, pipe_kwargs, paths=copies, work=work / info.name, **options)
+            r = _verify_one(info.name, info.kind, fn_kwargs, pipe_kwargs, paths=copies, work=work / info.name,
+                            iterator=info.iterator, **options)
             r.notes[:0] = notes
             report.pipelines.append(r)
         return report
