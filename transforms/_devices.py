@@ -28,9 +28,9 @@ import libcst as cst
 _OPERATORS = (cst.BinaryOperation, cst.Comparison)
 
 
-def move_cpu_operands(stmts: list[cst.BaseStatement], nodes: set[str]) -> list[cst.BaseStatement]:
-    """``stmts`` (lowered, in order) with CPU data operands of GPU arithmetic moved to the GPU.
-    ``nodes`` are the names that hold data (Batches)."""
+def move_cpu_operands(stmts: list[cst.BaseStatement], nodes: set[str]) -> tuple[list[cst.BaseStatement], bool]:
+    """``stmts`` (lowered, in order) with CPU data operands of GPU arithmetic moved to the GPU,
+    and whether any was. ``nodes`` are the names that hold data (Batches)."""
     gpu: set[str] = set()
     nodes = set(nodes)
     out = []
@@ -47,7 +47,7 @@ def move_cpu_operands(stmts: list[cst.BaseStatement], nodes: set[str]) -> list[c
                 for name in _names(node.target):
                     gpu.discard(name)
         out.append(new)
-    return out
+    return out, any(not a.deep_equals(b) for a, b in zip(out, stmts))
 
 
 class _Mover(cst.CSTTransformer):
