@@ -22,6 +22,8 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from ._conditionals import lower_branches
 from ._devices import move_cpu_operands
 from ._external_source import SourceUse, analyse_source, fetch, wrap
+from ._iterators import iterator_use
+from ._iterators import site_edits as iterator_site_edits
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
 from .constants import Constants
 from .fn_to_ndd import HANDED_OFF, FnToNdd
@@ -103,6 +105,8 @@ class Instance:
     builds: list[cst.SimpleStatementLine] = field(default_factory=list)
     runs: list[cst.Call] = field(default_factory=list)
     device_todo: str | None = None
+    #: framework iterators over the pipeline (``_iterators.IteratorUse``), see follow_pipeline
+    iterators: list = field(default_factory=list)
 
 
 def analyse_graph(
@@ -503,7 +507,9 @@ def follow_pipeline(
             returns.append(attr)
             continue
         if not (isinstance(attr, cst.Attribute) and isinstance(call, cst.Call) and call.func is attr):
-            reasons.append(f"`{name.value}` is passed on or stored at line {line}")
+            why = iterator_use(ctx, inst, ref.node)  # DALIGenericIterator([pipe], ...) and friends
+            if why != "":
+                reasons.append(why or f"`{name.value}` is passed on or stored at line {line}")
             continue
         method = attr.attr.value
         if method == "build" and not call.args:
@@ -609,6 +615,7 @@ def run_site_edits(
     ``moved`` is graph code of the same scope that moves into the generator: names it assigns
     are no longer the run site's."""
     edits = [removed_stmt(ctx, b) for b in inst.builds]
+    edits += iterator_site_edits(ctx, inst, notes, removed_stmt, Refused)
     for run in inst.runs:
         edits.append(ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])))
         edits += _output_edits(ctx, run, notes, moved)
