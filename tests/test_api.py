@@ -91,7 +91,7 @@ def test_migrated_code_content():
     code = migrate_source(PIPELINE).code
     assert "import nvidia.dali.experimental.dynamic as ndd" in code
     assert "reader = ndd.readers.File(file_root=data_dir)" in code
-    assert "reader.next_epoch(batch_size=batch_size)" in code
+    assert "reader.next_epoch(batch_size=batch_size, capture=True)" in code
     assert "ndd.decoders.image(jpegs)" in code
     assert "ndd.resize(images, resize_x=32, resize_y=32)" in code
     assert "ndd.set_num_threads(2)" in code
