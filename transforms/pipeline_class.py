@@ -59,6 +59,8 @@ from dali_migrate.context import OPS_PREFIX, FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._conditionals import branch_reasons, has_data_branches
+from ._local import collect_nodes
 from ._pipeline import (
     PIPELINE_CLASSES,
     Refused,
@@ -147,8 +149,6 @@ class PipelineClass(Rule):
         merged = _Merger(ctx, reasons)
         kwargs = merged.read_init(init)
         graph_body = merged.graph_statements(graph_fn)
-        if truthy(kwargs.get("enable_conditionals")):
-            reasons.append("enable_conditionals pipelines are not migrated yet")
         instances = find_instances(ctx, cls, reasons, pipeline_args=False)
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
@@ -160,15 +160,19 @@ class PipelineClass(Rule):
         # the merged graph function, parsed in a small module with the file's imports, so the
         # operators resolve as in the original file
         params = init.params.with_changes(params=init.params.params[1:])
-        fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(merged.prefix + graph_body))
+        doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
+        fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + merged.prefix + graph_body))
         imports = [s for s in ctx.module.body if _is_import(s)] + [cst.parse_statement("import nvidia.dali.fn")]
         mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
         mini_fn = mini.module.body[-1]
         last = mini_fn.body.body[-1]
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
+        conditionals = truthy(kwargs.get("enable_conditionals"))
+        if conditionals:
+            reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
         graph = analyse_graph(mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
-        if graph is None:
+        if graph is None or reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         seed = kwargs.get("seed")
         mini_notes: list[Diagnostic] = []
@@ -178,7 +182,9 @@ class PipelineClass(Rule):
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
-            dropped=dropped_comments(ctx, [kwargs]),
+            dropped=dropped_comments(
+                ctx, [kwargs], branches=conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
+            ),
             notes=mini_notes,
             single_use=len(instances) == 1 and len(chain) == 1 and pipeline_count(ctx) == 1,
         )
