@@ -22,6 +22,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from ._conditionals import lower_branches
 from ._devices import move_cpu_operands
 from ._external_source import SourceUse, analyse_source, fetch, wrap
+from ._helpers import HelperCalls, helper_edits, random_helpers
 from ._iterators import iterator_use
 from ._iterators import site_edits as iterator_site_edits
 from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
@@ -92,6 +93,10 @@ class Graph:
     outputs: list[cst.BaseExpression]
     readers: list[ReaderUse]
     sources: list[SourceUse] = field(default_factory=list)
+    #: filled by emit_generator_body: edits outside the graph code that belong to the same fix
+    #: (helpers that now take the RNG), and the nodes they cover (claimed by the rule)
+    extra_edits: list[Edit] = field(default_factory=list)
+    claimed: list[cst.CSTNode] = field(default_factory=list)
 
 
 @dataclass
@@ -259,6 +264,11 @@ def emit_generator_body(
     local_rules = [FnToNdd(), MixedDevice(), NodeIndexing(), RandomOps(), PythonFunction(), Shapes(), Constants()]
 
     fired: set[str] = set()
+    helpers = random_helpers(ctx, graph.container, Refused)
+    if helpers:
+        graph.extra_edits += helper_edits(ctx, helpers, local_rules, fired, Refused)
+        graph.claimed += [h.fn for h in helpers.values()]
+        local_rules.append(HelperCalls(helpers))
     lowered: list[cst.BaseStatement] = []
     for s in loop_body:
         source = next((u for u in graph.sources if u.stmt is s), None)
@@ -328,7 +338,7 @@ def emit_generator_body(
         )
     new_body += setup
     new_body += hoisted
-    if _has_random(ctx, graph.container):
+    if _has_random(ctx, graph.container) or helpers:
         rng_args = [kwarg("seed", seed)] if seed is not None else []
         new_body.append(
             cst.SimpleStatementLine(
@@ -346,7 +356,7 @@ def emit_generator_body(
     if iteration is not None:
         new_body.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(iteration)], cst.Integer("0"))]))
     new_body.append(loop)
-    return new_body, sorted(fired)
+    return new_body, sorted(fired - {"DM200"})
 
 
 def _lowered(ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list, fired: set[str]) -> cst.CSTNode:

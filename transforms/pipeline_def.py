@@ -119,6 +119,7 @@ class PipelineDef(Rule):
                 continue
             for inst in instances:
                 state.claimed.append(inst.stmt)
+            state.claimed += graph.claimed
             fix = ctx.make_fix(
                 self.id,
                 fn,
@@ -214,7 +215,7 @@ class PipelineDef(Rule):
         if fn.decorators:
             # comments above the decorator stay above the function
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
-        edits = [ctx.stmt_edit(fn, [*helpers, new_fn])]
+        edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
         for inst in instances:
             edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), existing, notes)
         return edits, fired

@@ -81,11 +81,12 @@ class PipelineObject(Rule):
             state.claimed += [ctor_stmt, block]
             notes: list[Diagnostic] = []
             try:
-                edits, included, inst = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
+                edits, included, inst, claimed = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
             except Refused as why:
                 state.refused_pipeline = True
                 state.diagnostics.append(ctx.todo(self.id, ctor_stmt, f"pipeline not migrated: {why}"))
                 continue
+            state.claimed += claimed
             fix = ctx.make_fix(
                 self.id, block, edits, f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode", includes=included
             )
@@ -149,11 +150,11 @@ class PipelineObject(Rule):
             ctor_edit = ctx.stmt_edit(ctor_stmt, [set_threads_stmt(ctx, threads).with_changes(leading_lines=ctor_stmt.leading_lines)])
         else:
             ctor_edit = removed_stmt(ctx, ctor_stmt)
-        edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate])]
+        edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
         edits += run_site_edits(ctx, inst, notes, moved=block)
         for use in factory_uses:
             edits += run_site_edits(ctx, use, notes)
-        return edits, fired, inst
+        return edits, fired, inst, graph.claimed
 
 
 def _pipeline_constructions(ctx):

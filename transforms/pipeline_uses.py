@@ -38,7 +38,7 @@ import libcst as cst
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._pipeline import dropped_comments, instances_of, pipeline_def_instance_edits
+from ._pipeline import Refused, dropped_comments, instances_of, pipeline_def_instance_edits
 
 
 class PipelineUses(Rule):
@@ -75,15 +75,18 @@ class PipelineUses(Rule):
                         reasons.append(f"{where} gives no batch_size and neither does the decorator")
                     if "seed" in inst.kwargs and not fp.seed_given:
                         reasons.append(f"seed= at {where} (the decorator has none)")
+                threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
+                edits: list[Edit] = []
+                try:
+                    for inst in instances:
+                        dropped = dropped_comments(ctx, [inst.kwargs])
+                        edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped)
+                except Refused as why:  # e.g. a framework iterator over it: not across modules
+                    reasons.append(str(why))
                 info.use_reasons[local] = reasons
                 if reasons or not fp.migrated or not instances:
                     continue  # the definition's TODO (or its own module) tells why
-                threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
-                edits: list[Edit] = []
-                for inst in instances:
-                    dropped = dropped_comments(ctx, [inst.kwargs])
-                    edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped)
-                    state.claimed.append(inst.stmt)
+                state.claimed += [inst.stmt for inst in instances]
                 fix = ctx.make_fix(
                     self.id, alias, edits, f"use the migrated pipeline {fp.name} of {fp.module}", key=f"{fp.module}.{fp.name}"
                 )
