@@ -62,7 +62,7 @@ UNSUPPORTED_ARGS = {
     "debug": "debug-mode pipelines are not migrated yet",
 }
 #: what TensorList methods become on a Batch: (kind, template)
-OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape"}
+OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape", "is_dense_tensor"}
 
 
 
@@ -729,6 +729,16 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
             holder = ctx.parents.get(result)
             if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
                 binds.append((holder.targets[0].target, False))
+            elif outer is None and _unknown_attribute(ctx, expr):
+                attr = ctx.parents.get(expr).attr.value
+                todos.append(
+                    ctx.todo(
+                        "DM200",
+                        expr,
+                        f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): TensorList.{attr} has no "
+                        "Batch counterpart the tool knows; rewrite it with the Batch API by hand",
+                    )
+                )
             elif outer is None and _handed_over(ctx, expr):
                 callee = ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)
                 todos.append(
@@ -765,6 +775,11 @@ def _ends_conversion(new: cst.BaseExpression) -> bool:
     """True when a rewritten TensorList use yields something else (an array, a tensor, a
     property), False when it is still a Batch (``x.cpu()``)."""
     return not (isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute) and new.func.attr.value == "cpu")
+
+
+def _unknown_attribute(ctx: FileContext, expr: cst.CSTNode) -> bool:
+    parent = ctx.parents.get(expr)
+    return isinstance(parent, cst.Attribute) and parent.value is expr
 
 
 def _handed_over(ctx: FileContext, expr: cst.CSTNode) -> bool:
@@ -820,6 +835,14 @@ def _tensorlist_use(ctx: FileContext, expr: cst.CSTNode, base: cst.BaseExpressio
                     return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(pick)])
                 if method in ("layout", "shape") and not args:
                     return call, cst.Attribute(new, cst.Name(method))
+                if method == "is_dense_tensor" and not args:
+                    # no public counterpart: a batch is dense when all its samples have one shape
+                    shapes = cst.Call(cst.Name("set"), [cst.Arg(cst.Attribute(new, cst.Name("shape")))])
+                    length = cst.Call(cst.Name("len"), [cst.Arg(shapes)])
+                    return call, cst.Comparison(length, [cst.ComparisonTarget(cst.LessThanEqual(), cst.Integer("1"))])
+            elif method == "dtype" and not isinstance(call, cst.Call):
+                # TensorList.dtype is a DALIDataType; Batch.dtype an ndd DType whose type_id is one
+                return parent, cst.Attribute(cst.Attribute(new, cst.Name("dtype")), cst.Name("type_id"))
             break
         if isinstance(parent, cst.Subscript) and parent.value is current and _int_index(parent) is not None:
             return parent, cst.Subscript(value=cst.Attribute(new, cst.Name("tensors")), slice=parent.slice)
