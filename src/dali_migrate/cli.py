@@ -81,6 +81,21 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per core).")
 @click.option("-i", "--interactive", is_flag=True, help="Review the fixes one by one and write what you accept.")
 @click.option(
+    "--verify",
+    "verify_first",
+    is_flag=True,
+    help="With --write: run each migrated pipeline against the original first (needs DALI; "
+    "`dali-migrate verify --help`) and write only what matches.",
+)
+@click.option(
+    "--device",
+    "verify_device",
+    type=click.Choice(["auto", "gpu", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="Where --verify runs the pipelines (cpu lowers both sides).",
+)
+@click.option(
     "--decisions",
     "decisions_file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -96,7 +111,22 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="dali-migrate")
 def main(
-    paths, mode, select, ignore, unsafe, exclude, jobs, interactive, decisions_file, fmt, no_progress, explain, list_rules, debug
+    paths,
+    mode,
+    select,
+    ignore,
+    unsafe,
+    exclude,
+    jobs,
+    interactive,
+    verify_first,
+    verify_device,
+    decisions_file,
+    fmt,
+    no_progress,
+    explain,
+    list_rules,
+    debug,
 ):
     """Migrate NVIDIA DALI pipeline-mode code (@pipeline_def, pipe.build()/run(), fn.*) to
     DALI dynamic mode (nvidia.dali.experimental.dynamic as ndd).
@@ -109,8 +139,9 @@ def main(
     standard input is not a terminal. Decisions are kept in .dali-migrate/decisions.json.
 
     \b
-    Exit codes: 0 nothing to do or all done, 1 --check found pending changes,
-                2 usage error or a file that could not be processed.
+    Exit codes: 0 nothing to do or all done, 1 --check found pending changes (or
+                --write --verify held a pipeline back), 2 usage error or a file
+                that could not be processed.
     Settings can also live in pyproject.toml under [tool.dali-migrate]
     (select, ignore, unsafe, exclude, jobs).
     """
@@ -138,6 +169,8 @@ def main(
         bad = unknown_rules(select_t + ignore_t)
         if bad:
             raise click.UsageError(f"unknown rule id(s): {', '.join(bad)}; see --list-rules")
+        if verify_first and mode != "write":
+            raise click.UsageError("--verify goes with --write: it decides what is written")
         reviewing = interactive or decisions_file is not None
         if reviewing and mode:
             raise click.UsageError(f"--{mode} cannot be combined with --interactive or --decisions")
@@ -150,6 +183,8 @@ def main(
             unsafe=bool(unsafe if unsafe is not None else config.get("unsafe", False)),
             exclude=tuple(exclude) + _split(config.get("exclude")),
             jobs=jobs if jobs is not None else config_jobs,
+            verify=verify_first,
+            verify_device=verify_device,
         )
         if reviewing:
             from .review import review
@@ -216,6 +251,8 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
         return EXIT_ERROR
     if options.mode == "check" and summary.changed:
         return EXIT_PENDING
+    if options.verify and summary.diagnostics_by_severity.get("error"):
+        return EXIT_PENDING  # --write --verify held back a pipeline that does not verify
     return EXIT_OK
 
 

@@ -30,6 +30,10 @@ class Options:
     unsafe: bool = False
     exclude: tuple[str, ...] = ()
     jobs: int = 0  # 0: one per core
+    #: with mode "write": verify each migrated pipeline first (the harness, on this device);
+    #: a pipeline that does not match is not written
+    verify: bool = False
+    verify_device: str = "auto"
 
 
 @dataclass
@@ -127,6 +131,10 @@ def process_file(path: str, options: Options, project: ModuleInfo | None = None)
         return FileResult(path, "error", error=f"{path}: internal error: {type(e).__name__}: {e}")
     if not result.changed:
         return FileResult(path, "unchanged", result=result, project=project)
+    if options.mode == "write" and options.verify:
+        result = _verified(path, sf.text, result, options)
+        if not result.changed:
+            return FileResult(path, "unchanged", result=result, project=project)
     fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code), project=project)
     if options.mode == "write":
         try:
@@ -135,6 +143,23 @@ def process_file(path: str, options: Options, project: ModuleInfo | None = None)
         except SourceError as e:
             fr.status, fr.error = "error", str(e)
     return fr
+
+
+def _verified(path: str, text: str, result: Result, options: Options) -> Result:
+    """``--write --verify``: the result with only the fixes whose pipelines verify (or cannot
+    be verified), and the verdicts as diagnostics. Needs DALI (the harness runs both sides)."""
+    from dataclasses import replace
+
+    from .harness.migration import verify_migration
+
+    vm = verify_migration(path, text, result=result, device=options.verify_device)
+    notes = list(vm.diagnostics)
+    if vm.report is not None:
+        for p in vm.report.pipelines:
+            if p.verdict in ("match", "skipped"):
+                what = "verified: outputs match" if p.verdict == "match" else f"not verified: {p.reason}"
+                notes.append(Diagnostic("verify", f"pipeline {p.name}: {what}", 1, 0, "info"))
+    return replace(result, code=vm.code, applied=list(vm.applied), diagnostics=[*result.diagnostics, *notes])
 
 
 def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None) -> Result:

@@ -79,6 +79,10 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
             if fix.id in applied_ids and fix.id not in rejected and any(d in rejected for d in fix.depends_on):
                 rejected.add(fix.id)
                 changed = True
+    if rejected:
+        # as when the codemod refuses a pipeline: no local rewrite is written either, so the
+        # file is never left half pipeline mode, half dynamic mode
+        rejected |= {f.id for f in result.fixes if f.id in applied_ids and f.rule.startswith("DM1")}
     keep = [f.id for f in result.fixes if f.id in applied_ids and f.id not in rejected]
     new_code = apply_fixes(code, keep, path=str(path)) if rejected else result.code
     return VerifiedMigration(str(path), new_code, keep, sorted(rejected), diagnostics, report)
