@@ -61,10 +61,14 @@ def _render(report, console) -> None:
     table.add_column("verdict")
     table.add_column("iter", justify="right")
     table.add_column("random ops", justify="right")
+    benched = any(p.bench for p in report.pipelines)
+    if benched:
+        table.add_column("new/old speed", justify="right")
     table.add_column("details", overflow="fold")
     for p in report.pipelines:
+        speed = [f"{p.bench['ratio']:.2f}x" if p.bench else "-"] if benched else []
         table.add_row(escape(p.name), f"[{styles[p.verdict]}]{p.verdict}[/]", str(p.iterations), str(p.random_ops),
-                      escape(p.summary()))
+                      *speed, escape(p.summary()))
     console.print(table)
     for p in report.pipelines:
         for line in p.rng[1:4]:
@@ -100,9 +104,11 @@ def _render(report, console) -> None:
               help="Memory cap per side (0: none).")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the copies, specs and results in this directory.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--bench", type=click.IntRange(min=0), default=0, metavar="BATCHES",
+              help="Also time BATCHES batches of each side of every matching pipeline and report new/old throughput.")
 @click.option("--debug", is_flag=True, help="Show the tracebacks of errors.")
 def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterations, device, atol, rtol, samples,
-                   image_format, adapter, timeout, memory_mb, keep, fmt, debug) -> None:
+                   image_format, adapter, timeout, memory_mb, keep, fmt, bench, debug) -> None:
     """Prove that NEW computes what OLD computes: every output of every batch, sample by sample.
 
     Each pipeline of OLD (a @pipeline_def function, a Pipeline subclass or a factory returning
@@ -124,7 +130,7 @@ def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterat
         report = verify(old, new, pipeline=pipeline, kwargs=kwargs, data=data, iterations=iterations,
                         max_iterations=max_iterations, device=device, atol=list(atol) or None, rtol=list(rtol) or None,
                         samples=samples, image_format=image_format, adapter=adapter, timeout=timeout,
-                        memory_mb=memory_mb, workdir=keep)
+                        memory_mb=memory_mb, workdir=keep, bench=bench)
     except ValueError as e:
         click.echo(f"dali-migrate verify: error: {e}", err=True)
         sys.exit(EXIT_USAGE)

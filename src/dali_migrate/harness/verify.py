@@ -49,6 +49,8 @@ class PipelineReport:
     random_ops: int = 0
     seconds: float = 0.0
     traceback: str = ""
+    #: ``--bench``: {"old": batches/s, "new": batches/s, "ratio": new/old} (a match only)
+    bench: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -64,6 +66,7 @@ class PipelineReport:
             "rng": self.rng,
             "notes": self.notes,
             "seconds": round(self.seconds, 2),
+            **({"bench": self.bench} if self.bench else {}),
         }
 
     def summary(self) -> str:
@@ -272,7 +275,8 @@ def _cache_key(*parts: Any) -> str:
 
 def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, paths: dict, sys_path: list[str],
                 device: str, iterations: int | None, max_iterations: int, timeout: float, memory_mb: int,
-                tolerances: Tolerances, work: Path, cache_dir: Path | None, iterator: dict | None = None) -> PipelineReport:
+                tolerances: Tolerances, work: Path, cache_dir: Path | None, iterator: dict | None = None,
+                bench: int = 0) -> PipelineReport:
     started = time.monotonic()
     report = PipelineReport(name, "match", arguments={**fn_kwargs, **pipe_kwargs})
     base = {"name": name, "iterator": iterator, "kwargs": fn_kwargs, "pipe_kwargs": pipe_kwargs, "sys_path": sys_path,
@@ -331,7 +335,24 @@ def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, pat
     report.comparison = compare_runs(old["iterations"], new["iterations"], tolerances)
     if report.rng or not report.comparison.equal:
         report.verdict = "mismatch"
+    if bench and report.verdict == "match" and iterator is None:
+        report.bench = _bench(base, paths, bench, work, timeout=timeout, memory_mb=memory_mb, device=device, notes=report.notes)
     return report
+
+
+def _bench(base: dict, paths: dict, batches: int, work: Path, *, timeout: float, memory_mb: int, device: str,
+           notes: list[str]) -> dict[str, float] | None:
+    """Throughput of both sides on the same arguments, each in a fresh subprocess."""
+    rates = {}
+    for role in ("old", "new"):
+        spec = {**base, "role": role, "module": paths[role], "bench": batches}
+        out = run_side(spec, work / f"bench-{role}", timeout=timeout, memory_mb=memory_mb, device=device)
+        if not out.get("ok") or "bench" not in out:
+            err = out.get("error") or {}
+            notes.append(f"--bench: the {role} side failed: {err.get('type', '?')}: {err.get('message', '')}")
+            return None
+        rates[role] = out["bench"]["batches_per_s"]
+    return {"old": round(rates["old"], 2), "new": round(rates["new"], 2), "ratio": round(rates["new"] / rates["old"], 3)}
 
 
 def verify_code(old_code: str, new_code: str, *, old_name: str = "old.py", new_name: str = "new.py",
@@ -367,6 +388,7 @@ def verify(
     data_dir: str | os.PathLike | None = None,
     cache_dir: str | os.PathLike | None = None,
     extra_sys_path: list[str] | None = None,
+    bench: int = 0,
 ) -> VerifyReport:
     """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module docstring).
 
@@ -416,7 +438,7 @@ def verify(
         user = dict(kwargs or {})
         options = dict(sys_path=sys_path, device=resolved, iterations=iterations, max_iterations=max_iterations,
                        timeout=timeout, memory_mb=memory_mb, tolerances=tolerances,
-                       cache_dir=Path(cache_dir) if cache_dir else None)
+                       cache_dir=Path(cache_dir) if cache_dir else None, bench=bench)
 
         try:
             infos = _discover.discover(old_code)
