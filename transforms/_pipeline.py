@@ -420,7 +420,7 @@ def pipeline_count(ctx: FileContext) -> int:
     """Pipeline definitions in the module: @pipeline_def functions, Pipeline(...) constructions
     and Pipeline subclasses."""
     count = 0
-    for node in walk(ctx.module):
+    for node in ctx.module_nodes():
         if isinstance(node, cst.Decorator):
             target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
             count += (ctx.qualname(target) or "").endswith("pipeline_def")

@@ -92,7 +92,7 @@ class PipelineClass(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
-        classes = {c.name.value: c for c in walk(ctx.module) if isinstance(c, cst.ClassDef)}
+        classes = {c.name.value: c for c in ctx.nodes_of(cst.ClassDef)}
         bases = {name for c in classes.values() for name in _base_names(c)}
         # classes that others derive from migrate together with them, as one fix per family
         families: dict[str, list[tuple[cst.ClassDef, list[cst.ClassDef]]]] = {}

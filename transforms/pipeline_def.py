@@ -104,7 +104,7 @@ class PipelineDef(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
-        for fn in _function_defs(ctx.module):
+        for fn in ctx.nodes_of(cst.FunctionDef):
             dec = _pipeline_decorator(ctx, fn)
             if dec is None:
                 continue
@@ -255,8 +255,8 @@ def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, 
     an attribute of that name used anywhere else may be another way in, so it is a reason."""
     name = fn.name.value
     refs = []
-    for node in walk(ctx.module):
-        if isinstance(node, cst.Attribute) and node.attr.value == name:
+    for node in ctx.nodes_of(cst.Attribute):
+        if node.attr.value == name:
             inside = _is_self(node.value) and _encloses(ctx, cls, node)
             if inside and isinstance(ctx.parents.get(node), cst.Call):
                 refs.append(_MethodRef(node))

@@ -130,7 +130,7 @@ class PipelineObject(Rule):
             dropped=dropped_comments(ctx, [kwargs], branches=has_data_branches(ctx, block.body, collect_nodes(ctx, block))),
             notes=notes,
         )
-        gen_name = fresh_name(f"{var}_batches", {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)})
+        gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)})
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),
@@ -159,7 +159,7 @@ class PipelineObject(Rule):
 
 def _pipeline_constructions(ctx):
     """``pipe = Pipeline(...)`` statements anywhere in the module."""
-    for node in walk(ctx.module):
+    for node in ctx.nodes_of(cst.SimpleStatementLine):
         if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
             continue
         assign = node.body[0]

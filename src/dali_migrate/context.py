@@ -9,9 +9,11 @@ from typing import Any, Iterable, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 from libcst.metadata import (
+    CodePosition,
+    CodeRange,
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     QualifiedNameProvider,
     QualifiedNameSource,
@@ -41,6 +43,9 @@ class FileContext:
 
     def __post_init__(self) -> None:
         self.module = cst.parse_module(self.source)
+        self._nodes: list[cst.CSTNode] = []
+        self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._by_type: dict | None = None
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
         if self.project is not None:
@@ -49,17 +54,39 @@ class FileContext:
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
         self._layout: dict | None = None
+        self._rlayout: dict | None = None
         self._names: dict | None = None
+        self._relevant: tuple | None = None
 
     # Metadata is computed on first use: a file that imports nothing from DALI needs none.
-    # Positions and parents cover the whole module; scopes and qualified names only the
-    # top-level statements that can involve DALI names (:meth:`_relevant_module`), which is
-    # where most of the analysis time would otherwise go in large files.
+    # Everything is computed over the top-level statements that can involve DALI names
+    # (:meth:`_relevant_module`), which is where most of the analysis time would otherwise go in
+    # large files: scopes and qualified names only there; positions and parents there first,
+    # mapped back to the whole module, and over the whole module only when a rule asks about a
+    # node elsewhere (then the answers are the same as before, just slower).
     def _layout_meta(self) -> dict:
+        """Positions of every node of the whole module (only when a rule asks about a node
+        outside the relevant statements)."""
         if self._layout is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._layout = wrapper.resolve_many([PositionProvider, WhitespaceInclusivePositionProvider, ParentNodeProvider])
+            syntactic, inclusive = _positions(self.module)
+            self._layout = {PositionProvider: syntactic, WhitespaceInclusivePositionProvider: inclusive}
         return self._layout
+
+    def _relevant_layout(self) -> dict:
+        if self._rlayout is None:
+            module, deltas = self._relevance()[2:]
+            syntactic, inclusive = _positions(module)
+            full = self._layout_meta
+            self._rlayout = {
+                PositionProvider: _MappedRanges(
+                    syntactic, module, deltas, self._parents, self.module, lambda: full()[PositionProvider]
+                ),
+                WhitespaceInclusivePositionProvider: _MappedRanges(
+                    inclusive, module, deltas, self._parents, self.module,
+                    lambda: full()[WhitespaceInclusivePositionProvider],
+                ),
+            }
+        return self._rlayout
 
     def _name_meta(self) -> dict:
         if self._names is None:
@@ -69,15 +96,15 @@ class FileContext:
 
     @property
     def positions(self):
-        return self._layout_meta()[PositionProvider]
+        return self._relevant_layout()[PositionProvider]
 
     @property
     def ws_positions(self):
-        return self._layout_meta()[WhitespaceInclusivePositionProvider]
+        return self._relevant_layout()[WhitespaceInclusivePositionProvider]
 
     @property
     def parents(self):
-        return self._layout_meta()[ParentNodeProvider]
+        return self._parents
 
     @property
     def scopes(self):
@@ -90,6 +117,13 @@ class FileContext:
     def _relevant_module(self) -> cst.Module:
         """The top-level statements that mention a DALI import name, or a name bound by such a
         statement, transitively. The others cannot refer to anything DALI."""
+        return self._relevance()[2]
+
+    def _relevance(self) -> tuple:
+        """(texts of the top-level statements, which are relevant, the module of the relevant
+        ones, and for each of those how many lines the statements left out before it span)."""
+        if self._relevant is not None:
+            return self._relevant
         words = set(self.dali_names)
         body = list(self.module.body)
         included = [False] * len(body)
@@ -105,28 +139,75 @@ class FileContext:
                     if new:
                         words |= new
                         grew = True
-        return self.module.with_changes(body=[s for s, inc in zip(body, included) if inc])
+        deltas = []
+        skipped = 0
+        for i, inc in enumerate(included):
+            if inc:
+                deltas.append(skipped)
+            else:
+                skipped += texts[i].count("\n")
+        module = self.module.with_changes(body=[s for s, inc in zip(body, included) if inc])
+        self._relevant = (texts, included, module, deltas)
+        return self._relevant
 
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
-        a cheap filter before the (costlier) qualified-name lookup."""
+        a cheap filter before the (costlier) qualified-name lookup. The same walk lists every
+        node of the module (:meth:`module_nodes`), so that rules need not walk it again."""
         names = set()
+        nodes: list[cst.CSTNode] = []
+        append = nodes.append
+        parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        stack: list[cst.CSTNode] = []
 
         class V(cst.CSTVisitor):
-            def visit_Import(self, node: cst.Import) -> None:
-                for a in node.names:
-                    if dotted(a.name).startswith("nvidia"):
-                        names.add(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
-
-            def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-                if node.module is not None and dotted(node.module).startswith("nvidia") and not isinstance(
-                    node.names, cst.ImportStar
-                ):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                append(node)
+                if stack:
+                    parents[node] = stack[-1]
+                stack.append(node)
+                t = type(node)
+                if t is cst.Import:
                     for a in node.names:
-                        names.add(a.asname.name.value if a.asname else dotted(a.name))
+                        if dotted(a.name).startswith("nvidia"):
+                            names.add(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
+                elif t is cst.ImportFrom:
+                    if node.module is not None and dotted(node.module).startswith("nvidia") and not isinstance(
+                        node.names, cst.ImportStar
+                    ):
+                        for a in node.names:
+                            names.add(a.asname.name.value if a.asname else dotted(a.name))
+                return True
+
+            def on_leave(self, original_node: cst.CSTNode) -> None:
+                stack.pop()
+
+            def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+                pass
+
+            def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+                pass
 
         self.module.visit(V())
+        self._nodes = nodes
+        self._parents = parents  # what ParentNodeProvider computes (a child's parent: the node visiting it)
         return frozenset(names)
+
+    def module_nodes(self) -> list[cst.CSTNode]:
+        """Every node of the module in pre-order (the order of a walk over ``children``)."""
+        return self._nodes
+
+    def nodes_of(self, *types: type) -> list[cst.CSTNode]:
+        """The nodes of the module of exactly these types (not subclasses), in pre-order."""
+        if self._by_type is None:
+            by_type: dict[type, list[cst.CSTNode]] = {}
+            for n in self._nodes:
+                by_type.setdefault(type(n), []).append(n)
+            self._by_type = by_type
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        wanted = set(types)
+        return [n for n in self._nodes if type(n) in wanted]
 
     def qualname(self, node: cst.CSTNode) -> str | None:
         """The imported dotted name an expression refers to (``nvidia.dali.fn.resize``), or None."""
@@ -329,6 +410,110 @@ class FileContext:
             if m and (m.group(1) is None or rule in {r.strip() for r in m.group(1).split(",")}):
                 return True
         return False
+
+
+class _Fallback:
+    """A read-only mapping over the relevant statements' metadata that asks the whole module's
+    (computed on first need) about any other node."""
+
+    __slots__ = ("_data", "_full", "_absent")
+
+    def __init__(self, data, full, absent=None) -> None:
+        self._data = data
+        self._full = full
+        self._absent = absent  # a node known to have no entry (the module has no parent)
+
+    def get(self, node, default=None):
+        v = self._data.get(node, _MISSING)
+        if v is _MISSING:
+            if node is self._absent:
+                return default
+            return self._full().get(node, default)
+        return v
+
+    def __getitem__(self, node):
+        v = self.get(node, _MISSING)
+        if v is _MISSING:
+            raise KeyError(node)
+        return v
+
+    def __contains__(self, node) -> bool:
+        return self.get(node, _MISSING) is not _MISSING
+
+
+class _MappedRanges(_Fallback):
+    """Positions in the module of the relevant statements, moved to the lines they have in the
+    whole module: each kept top-level statement shifts by the lines of the statements left out
+    before it (``deltas``, one per kept statement). A node's statement is found through the
+    parents of the relevant module."""
+
+    __slots__ = ("_module", "_shift", "_parents", "_cache")
+
+    def __init__(self, data, module: cst.Module, deltas: list[int], parents, top: cst.Module, full) -> None:
+        super().__init__(data, full)
+        self._module = top
+        self._shift = {id(stmt): d for stmt, d in zip(module.body, deltas)}
+        self._parents = parents
+        self._cache: dict = {}
+
+    def get(self, node, default=None):
+        v = self._cache.get(node, _MISSING)
+        if v is not _MISSING:
+            return v
+        r = self._data.get(node)
+        top = node
+        if r is not None:
+            parents, module = self._parents, self._module
+            while True:
+                up = parents.get(top)
+                if up is None or up is module:
+                    break
+                top = up
+        delta = self._shift.get(id(top)) if r is not None else None
+        if delta is None:  # not in a kept statement (the module itself, or elsewhere)
+            return self._full().get(node, default)
+        v = r if not delta else CodeRange(
+            CodePosition(r.start.line + delta, r.start.column), CodePosition(r.end.line + delta, r.end.column)
+        )
+        self._cache[node] = v
+        return v
+
+
+_MISSING = object()
+
+
+class _Computed:
+    __slots__ = ("_computed",)
+
+    def __init__(self) -> None:
+        self._computed: dict = {}
+
+
+@dataclass(frozen=False)
+class _BothPositionsState(PositionProvidingCodegenState):
+    """One code generation recording what PositionProvider and WhitespaceInclusivePositionProvider
+    each record in their own pass: the whitespace-inclusive range of every node, and the
+    syntactic one (the same unless the node records a narrower one)."""
+
+    inclusive: dict = field(default_factory=dict)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._stack.pop()
+        rng = CodeRange(start, CodePosition(self.line, self.column))
+        self.inclusive[node] = rng
+        computed = self.provider._computed
+        if node not in computed:
+            computed[node] = rng
+
+
+def _positions(module: cst.Module) -> tuple[dict, dict]:
+    """(PositionProvider's, WhitespaceInclusivePositionProvider's) ranges of ``module``."""
+    holder = _Computed()
+    state = _BothPositionsState(
+        default_indent=module.default_indent, default_newline=module.default_newline, provider=holder
+    )
+    module._codegen(state)
+    return holder._computed, state.inclusive
 
 
 def _bound_names(stmt: cst.CSTNode) -> set[str]:
