@@ -151,14 +151,16 @@ def test_no_dali_is_unchanged(code):
 
 
 def test_select_and_ignore_in_the_api():
+    # DM101 and DM102 on one call go together: either alone would leave code neither mode runs
     only_device = migrate_source(HELPER, select=["DM102"])
-    assert 'device="gpu"' in only_device.code
-    assert "fn.decoders.image" in only_device.code
-    assert {f.rule for f in only_device.fixes if f.id in only_device.applied} <= {"DM102", "DM100"}
+    assert 'fn.decoders.image(jpegs, device="mixed")' in only_device.code
+    assert not [f for f in only_device.fixes if f.id in only_device.applied and f.rule != "DM100"]
+    assert [d.rule for d in only_device.diagnostics if d.severity == "todo"] == ["DM102"]
 
     no_device = migrate_source(HELPER, ignore=["DM102"])
-    assert 'device="mixed"' in no_device.code
-    assert "ndd.decoders.image" in no_device.code
+    assert 'fn.decoders.image(jpegs, device="mixed")' in no_device.code
+    assert "ndd.flip(images, horizontal=1)" in no_device.code  # the other call migrates
+    assert [d.rule for d in no_device.diagnostics if d.severity == "todo"] == ["DM101"]
 
 
 def test_migrate_is_deterministic():
@@ -195,15 +197,16 @@ def test_apply_all_ids_equals_migrate(code):
 
 def test_apply_subset_recomputes_imports():
     r = migrate_source(HELPER)
-    device = [f.id for f in r.fixes if f.rule == "DM102"]
-    assert device
-    out = apply_fixes(HELPER, device)
-    assert out == HELPER.replace('device="mixed"', 'device="gpu"')  # no ndd import for nothing
-
-    fn_only = [f.id for f in r.fixes if f.rule == "DM101"]
-    out = apply_fixes(HELPER, fn_only)
+    decode = [f.id for f in r.fixes if f.rule == "DM101" and "decode" in f.id]
+    flip = [f.id for f in r.fixes if f.rule == "DM101" and "flip" in f.id]
+    assert decode and flip
+    out = apply_fixes(HELPER, flip)
     assert "import nvidia.dali.experimental.dynamic as ndd" in out
-    assert 'ndd.decoders.image(jpegs, device="mixed")' in out
+    assert 'fn.decoders.image(jpegs, device="mixed")' in out
+    assert "from nvidia.dali import fn" in out  # still used by decode
+
+    out = apply_fixes(HELPER, decode + flip)
+    assert 'ndd.decoders.image(jpegs, device="gpu")' in out  # the device came with the decoder
     assert "ndd.flip(images, horizontal=1)" in out
     assert "from nvidia.dali import fn" not in out  # fn is no longer used
 

@@ -31,13 +31,13 @@ from samples import PIPELINE
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
-#: three fixes, in source order: DM101 on decode, DM102 on decode, DM101 on flip
+#: three fixes, in source order: DM101 on decode, DM103 on decode, DM101 on flip
 HELPER = '''\
 from nvidia.dali import fn
 
 
 def decode(jpegs):
-    return fn.decoders.image(jpegs, device="mixed")
+    return fn.decoders.image(jpegs)[0]
 
 
 def flip(images):
@@ -90,7 +90,7 @@ DECODE_FN, DECODE_DEVICE, FLIP_FN = fix_ids(HELPER)
 def test_helper_fixes_are_what_the_tests_assume():
     assert [i.split(":")[:2] for i in (DECODE_FN, DECODE_DEVICE, FLIP_FN)] == [
         ["DM101", "decode"],
-        ["DM102", "decode"],
+        ["DM103", "decode"],
         ["DM101", "flip"],
     ]
 
@@ -106,10 +106,10 @@ def test_y_applies_and_n_skips():
     assert result.exit_code == EXIT_OK, result.stderr
     assert prompts(result) == 3
     # each diff is the change on top of what was accepted before it
-    assert '-    return ndd.decoders.image(jpegs, device="mixed")\n+    return ndd.decoders.image(jpegs, device="gpu")' in result.stdout
+    assert "-    return ndd.decoders.image(jpegs)[0]\n+    return ndd.decoders.image(jpegs).slice[0]" in result.stdout
     assert path.read_text() == apply_fixes(HELPER, [DECODE_FN, FLIP_FN], todo_markers=False)
     text = path.read_text()
-    assert 'ndd.decoders.image(jpegs, device="mixed")' in text
+    assert "ndd.decoders.image(jpegs)[0]" in text
     assert "ndd.flip(images, horizontal=1)" in text
     assert "import nvidia.dali.experimental.dynamic as ndd" in text  # the import fix, recomputed
     assert decisions() == {
@@ -124,9 +124,9 @@ def test_each_fix_is_shown_with_rule_safety_message_and_diff():
     path = write(Path("helper.py"), HELPER)
     out = review(path, answers="n\nn\nn\n").stdout
     assert f"[1/3] DM101 (safe)  helper.py:5  {DECODE_FN}" in out
-    assert f"[2/3] DM102 (safe)  helper.py:5  {DECODE_DEVICE}" in out
-    assert 'device="mixed" becomes device="gpu"' in out
-    assert '-    return fn.decoders.image(jpegs, device="mixed")\n+    return fn.decoders.image(jpegs, device="gpu")' in out
+    assert f"[2/3] DM103 (safe)  helper.py:5  {DECODE_DEVICE}" in out
+    assert "node[i] becomes node.slice[i]" in out
+    assert "-    return fn.decoders.image(jpegs)[0]\n+    return fn.decoders.image(jpegs).slice[0]" in out
     assert path.read_text() == HELPER  # everything skipped: nothing written
 
 
@@ -285,7 +285,7 @@ def test_e_applies_what_the_reviewer_saved(monkeypatch, tmp_path):
     compile(text, "helper.py", "exec")
     files = decisions()["files"]["helper.py"]
     assert files[DECODE_FN] == "accepted" and files[FLIP_FN] == "accepted"
-    # DM102 only rewrites fn calls: once the call is ndd, the edited file no longer has that fix
+    # DM103 only rewrites indexing of fn nodes: once the call is ndd, the edited file no longer has that fix
     assert f"{DECODE_DEVICE} is left out" in result.stdout
     assert DECODE_DEVICE not in files
 
@@ -509,9 +509,9 @@ def test_crlf_and_encoding_are_kept():
 
 
 def test_diagnostics_are_shown_but_no_todo_marker_is_written():
-    code = HELPER.replace('device="mixed"', "device=cfg.device")
+    code = HELPER.replace("fn.decoders.image(jpegs)[0]", "fn.decoders.image(jpegs, device=cfg.device)[0]")
     path = write(Path("helper.py"), code)
-    result = review(path, answers="y\ny\n")
+    result = review(path, answers="y\ny\ny\n")
     assert result.exit_code == EXIT_OK, result.stderr
     assert "helper.py:5:" in result.stdout and ": DM102 todo: device=cfg.device may be" in result.stdout
     text = path.read_text()
@@ -601,7 +601,7 @@ def test_review_in_a_pseudo_terminal_takes_single_key_presses():
     assert decisions()["files"]["helper.py"] == {DECODE_FN: "accepted", DECODE_DEVICE: "rejected"}
     # the diff is highlighted: removed and added lines carry colour escapes
     assert "\x1b[" in shown
-    removed = shown.index('-    return fn.decoders.image(jpegs, device="mixed")')
+    removed = shown.index("-    return fn.decoders.image(jpegs)[0]")
     assert "\x1b[" in shown[removed - 20 : removed]
     assert "stopped before the end" in shown
 

@@ -90,6 +90,7 @@ def run_local_rules(state: FileState, rules: list[LocalRule]) -> None:
             by_type.setdefault(t, []).append(rule)
 
     claimed = {id(c) for c in state.claimed}
+    nodes_of: dict[int, cst.CSTNode] = {}  # id(fix) -> the node it rewrites
 
     class Walker(cst.CSTVisitor):
         def __init__(self) -> None:
@@ -108,10 +109,68 @@ def run_local_rules(state: FileState, rules: list[LocalRule]) -> None:
                     self.envs.append(LocalEnv())  # leave_FunctionDef still runs and pops it
                 return False  # owned by a structural rule, migrated or refused
             for rule in by_type.get(type(node), ()):
+                before = len(state.fixes)
                 rule._propose(state, node, self.envs[-1])
+                for fix in state.fixes[before:]:
+                    nodes_of[id(fix)] = node
             return super().on_visit(node)
 
     ctx.module.visit(Walker())
+    _join_mixed_device(state, nodes_of)
+
+
+def _join_mixed_device(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
+    """``fn.decoders.image(x, device="mixed")`` runs in neither mode once only one of DM101
+    (``ndd.``) and DM102 (``"gpu"``) is applied: the two fixes become one. When DM102 is off
+    there (ignored or suppressed), DM101 leaves the call alone with a TODO."""
+    ctx = state.ctx
+    joined: set[int] = set()
+    device_fixes = {}
+    for fix in state.fixes:
+        node = nodes_of.get(id(fix))
+        if fix.rule == "DM102" and isinstance(node, cst.Arg):
+            device_fixes[id(node)] = fix
+    for fix in list(state.fixes):
+        node = nodes_of.get(id(fix))
+        call = ctx.parents.get(node) if fix.rule == "DM101" and node is not None else None
+        if not (isinstance(call, cst.Call) and call.func is node):
+            continue
+        mixed = [
+            a for a in call.args
+            if a.keyword is not None and a.keyword.value == "device"
+            and isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"
+        ]
+        if not mixed:
+            continue
+        state.fixes.remove(fix)
+        device = device_fixes.get(id(mixed[0]))
+        if device is not None and ctx.suppressed("DM102", device.line or device.span.start_line):
+            state.fixes.remove(device)
+            joined.add(id(device))
+            device = None
+        if device is None:
+            state.diagnostics.append(
+                ctx.todo("DM101", node, 'migrate this call with its device="mixed" (rule DM102 is off here): dynamic mode rejects "mixed"')
+            )
+            continue
+        state.fixes.remove(device)
+        joined.add(id(device))
+        state.fixes.append(
+            ctx.make_fix(
+                "DM101", node, [*fix.edits, *device.edits], f'{fix.message}, device="mixed" -> "gpu"', includes=("DM102",)
+            )
+        )
+    for fix in [f for f in state.fixes if f.rule == "DM102" and id(f) not in joined]:
+        if ctx.suppressed("DM102", fix.line or fix.span.start_line):
+            continue  # dropped later anyway
+        node = nodes_of.get(id(fix))
+        call = ctx.parents.get(node) if isinstance(node, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.is_fn_ref(call.func):
+            # device="gpu" on a pipeline-mode decoder is as wrong as "mixed" on an ndd one
+            state.fixes.remove(fix)
+            state.diagnostics.append(
+                ctx.todo("DM102", node, f"migrate {ctx.text(call.func)} to dynamic mode together with its device (rule DM101)")
+            )
 
 
 # -- which names hold DALI data nodes -----------------------------------------------------------

@@ -264,4 +264,4 @@ def entry() -> None:
 
         verify_main(sys.argv[2:])
     else:
-        main()
+        main(prog_name="dali-migrate")
