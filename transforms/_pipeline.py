@@ -66,6 +66,21 @@ OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape", "i
 
 
 
+#: what to do by hand for the Pipeline methods the tool does not migrate (written in the TODO)
+PIPELINE_METHOD_HINTS = {
+    "schedule_run": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "share_outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "release_outputs": "dynamic mode frees a batch when it is no longer referenced",
+    "outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "checkpoint": "register the reader and the RNG with ndd.checkpoint.Checkpoint; the formats differ",
+    "serialize": "dynamic mode has no serialized form: keep this pipeline for serving (Triton)",
+    "epoch_size": "use the reader's get_metadata()['epoch_size_padded'], built with max_batch_size",
+    "reader_meta": "use the reader's get_metadata(), built with max_batch_size",
+    "reset": "each reader.next_epoch() is a new epoch",
+    "feed_input": "give the data to the code with ndd.as_batch(...)",
+}
+
+
 class Refused(Exception):
     """The pipeline cannot be migrated safely; the message says why."""
 
@@ -530,7 +545,8 @@ def follow_pipeline(
         if method == "run" and not call.args:
             inst.runs.append(call)
             continue
-        reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet")
+        hint = PIPELINE_METHOD_HINTS.get(method)
+        reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet" + (f" ({hint})" if hint else ""))
 
 
 def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *, pipeline_args: bool) -> list[Instance]:
