@@ -35,7 +35,9 @@ from __future__ import annotations
 import argparse
 import ast
 import cProfile
+import hashlib
 import datetime as _dt
+import inspect
 import io
 import json
 import os
@@ -43,9 +45,11 @@ import platform
 import pstats
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -53,12 +57,12 @@ from pathlib import Path
 from typing import Callable
 
 import libcst as cst
+from libcst.codemod import VisitorBasedCodemodCommand
 
 from dali_migrate.engine import Options, Summary, discover, run
 from dali_migrate.sourcefile import mentions_dali
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_TREE = HERE / "_tree"
 #: a file in the generated tree that says it is ours: only such a directory is ever deleted
 MARKER = ".codemod-throughput-tree"
 
@@ -319,8 +323,8 @@ def _padding(rng: random.Random, target_lines: int) -> list[str]:
     return lines
 
 
-def ordinary_module(rng: random.Random) -> str:
-    target = rng.randint(50, 400)
+def ordinary_module(rng: random.Random, size: tuple[int, int] = (50, 400)) -> str:
+    target = rng.randint(*size)
     lines = _header(rng)
     lines += _padding(rng, target - len(lines))
     if rng.random() < 0.2:
@@ -367,7 +371,7 @@ def _dali_ops(rng: random.Random, img: str) -> list[str]:
     return lines
 
 
-def dali_module(rng: random.Random, index: int) -> str:
+def dali_module(rng: random.Random, index: int, size: tuple[int, int] = (50, 400)) -> str:
     """A DALI pipeline-mode module: padding, one ``@pipeline_def`` and its use site, padding."""
     imports, decorator = rng.choice(DALI_IMPORTS)
     header = _header(rng)
@@ -418,10 +422,118 @@ def dali_module(rng: random.Random, index: int) -> str:
         if "import os" not in header:
             header.insert(at, "import os")
 
-    target = rng.randint(50, 400)
+    target = rng.randint(*size)
     before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
     after = _padding(rng, max(0, target - len(header) - len(before) - len(pipe) - len(use)))
     lines = header + before + ["", ""] + pipe + after + ["", ""] + use  # padding starts with blank lines
+    return "\n".join(lines) + "\n"
+
+
+def dali_class_module(rng: random.Random, index: int, size: tuple[int, int] = (50, 400)) -> str:
+    """A ``Pipeline`` subclass with ``ops.*`` members and ``define_graph``, built and run at
+    module level or in ``main()``, between padding code (the legacy class API)."""
+    header = _header(rng)
+    at = header.index("logger = logging.getLogger(__name__)") - 1
+    header[at:at] = ["", "import nvidia.dali.ops as ops", "import nvidia.dali.types as types",
+                     "from nvidia.dali.pipeline import Pipeline"]
+    cls = f"{rng.choice(('HybridTrain', 'Val', 'Eval', 'Aug'))}Pipe{index}"
+    crop = rng.choice((160, 192, 224, 256))
+    members = [
+        "        self.input = ops.FileReader(file_root=data_dir, shard_id=device_id, num_shards=1, "
+        f"random_shuffle={rng.choice(('True', 'False'))})",
+        '        self.decode = ops.ImageDecoder(device="mixed", output_type=types.RGB)',
+    ]
+    graph = ["        self.jpegs, self.labels = self.input(name=\"Reader\")",
+             "        images = self.decode(self.jpegs)"]
+    if rng.random() < 0.6:
+        members.append(f'        self.res = ops.RandomResizedCrop(device="gpu", size=crop, random_area=[0.08, 1.25])')
+        graph.append("        images = self.res(images)")
+    else:
+        members.append(f'        self.res = ops.Resize(device="gpu", resize_x=crop, resize_y=crop)')
+        graph.append("        images = self.res(images)")
+    members += [
+        "        self.cmnp = ops.CropMirrorNormalize(",
+        '            device="gpu",',
+        "            dtype=types.FLOAT,",
+        "            output_layout=types.NCHW,",
+        "            crop=(crop, crop),",
+        "            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],",
+        "            std=[0.229 * 255, 0.224 * 255, 0.225 * 255],",
+        "        )",
+        f"        self.coin = ops.CoinFlip(probability={rng.choice(('0.5', '0.25'))})",
+    ]
+    graph = ["        rng = self.coin()"] + graph + ["        output = self.cmnp(images.gpu(), mirror=rng)",
+                                                  "        return [output, self.labels]"]
+    pipe = [f"class {cls}(Pipeline):"]
+    pipe += _docstring(rng, "    ")
+    pipe += ["    def __init__(self, batch_size, num_threads, device_id, data_dir, crop):",
+             f"        super({cls}, self).__init__(batch_size, num_threads, device_id, seed={rng.randint(1, 99)} + device_id)"]
+    pipe += members + ["", "    def define_graph(self):"] + graph
+    steps = rng.choice((10, 100, 1000))
+    ctor = (f'{cls}(batch_size={rng.choice((32, 64, 128, 256))}, num_threads={rng.choice((2, 4, 8))}, '
+            f'device_id=0, data_dir="/data/{rng.choice(WORDS)}", crop={crop})')
+    use = [f"pipe = {ctor}", "pipe.build()", f"for _ in range({steps}):", "    images, labels = pipe.run()"]
+    target = rng.randint(*size)
+    before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
+    after = _padding(rng, max(0, target - len(header) - len(before) - len(pipe) - len(use)))
+    lines = header + before + ["", ""] + pipe + after + ["", ""] + use
+    return "\n".join(lines) + "\n"
+
+
+def dali_pipelines_module(rng: random.Random, index: int, size: tuple[int, int] = (50, 400)) -> tuple[str, list[str]]:
+    """A module of ``@pipeline_def`` functions that other modules build and run (no use site
+    here), and the names it defines."""
+    imports, decorator = rng.choice(DALI_IMPORTS)
+    header = _header(rng)
+    at = header.index("logger = logging.getLogger(__name__)") - 1
+    header[at:at] = [""] + imports
+    names = [f"train_pipe_{index}", f"val_pipe_{index}"]
+    seed = rng.randint(0, 9999)
+    img = rng.choice(("images", "imgs"))
+    train = [f"@{decorator}(batch_size={rng.choice((32, 64, 128))}, num_threads={rng.choice((2, 4))}, device_id=0, seed={seed})",
+             f"def {names[0]}(data_dir, size={rng.choice((160, 224))}):"]
+    train += _docstring(rng, "    ")
+    train += [f"    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)",
+              f'    {img} = fn.decoders.image(jpegs, device="mixed")']
+    train += [f"    {line}" for line in _dali_ops(rng, img)]
+    train += [f"    return {img}, labels"]
+    val = [f"@{decorator}(batch_size={rng.choice((16, 32))}, num_threads=2, device_id=0)",
+           f"def {names[1]}(data_dir):",
+           "    jpegs, labels = fn.readers.file(file_root=data_dir)",
+           f'    {img} = fn.decoders.image(jpegs, device="mixed")',
+           f"    return fn.resize({img}, resize_x=224, resize_y=224), labels"]
+    target = rng.randint(*size)
+    before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
+    after = _padding(rng, max(0, target - len(header) - len(before) - len(train) - len(val)))
+    lines = header + before + ["", ""] + train + ["", ""] + val + after
+    return "\n".join(lines) + "\n", names
+
+
+def helper_module(rng: random.Random, module: str, names: list[str], size: tuple[int, int] = (50, 400)) -> str:
+    """A module that never mentions DALI: it imports the pipelines of ``module`` (a sibling)
+    and builds and runs them in its training loop."""
+    header = _header(rng)
+    at = header.index("logger = logging.getLogger(__name__)") - 1
+    header[at:at] = ["", f"from .{module} import {', '.join(names)}"]
+    steps = rng.choice((10, 100, 1000))
+    loop = ["def train(data_dir, iterations):",
+            f"    train = {names[0]}(data_dir)",
+            "    train.build()",
+            f"    val = {names[1]}(data_dir)",
+            "    val.build()",
+            "    results = []",
+            "    for _ in range(iterations):",
+            "        images, labels = train.run()",
+            "        val_images, val_labels = val.run()",
+            "        results.append((images, labels, val_images, val_labels))",
+            "    return results",
+            "", "",
+            'if __name__ == "__main__":',
+            f'    train("/data/{rng.choice(WORDS)}", {steps})']
+    target = rng.randint(*size)
+    before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
+    after = _padding(rng, max(0, target - len(header) - len(before) - len(loop)))
+    lines = header + before + after + ["", ""] + loop
     return "\n".join(lines) + "\n"
 
 
@@ -430,25 +542,45 @@ def dali_module(rng: random.Random, index: int) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+#: bump when the generators change: a cached tree of another version is generated again
+GENERATOR_VERSION = 2
+#: the kinds of DALI files, in turn: a @pipeline_def module with its use site, a Pipeline
+#: subclass with ops, a module of pipelines plus a sibling module (no DALI import) running them
+DALI_KINDS = ("pipeline_def", "pipeline_class", "pipelines+helper")
+
+
 @dataclass
 class Tree:
     root: Path
     files: list[Path] = field(default_factory=list)
+    #: the files dali-migrate must parse and migrate: those that mention DALI, and the
+    #: helper modules that import a pipeline from one of them
     dali: list[Path] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)
     lines: int = 0
+    dali_lines: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    cached: bool = False
 
     def to_dict(self) -> dict:
         return {
             "root": str(self.root),
             "files": len(self.files),
             "dali_files": len(self.dali),
+            "dali_kinds": self.kinds,
             "lines": self.lines,
+            "dali_lines": self.dali_lines,
             "bytes": self.bytes,
             "mean_lines": round(self.lines / max(1, len(self.files)), 1),
             "generation_s": round(self.seconds, 3),
+            "cached": self.cached,
         }
+
+    def manifest(self) -> dict:
+        rel = lambda ps: [str(p.relative_to(self.root)) for p in ps]  # noqa: E731
+        return {"files": rel(self.files), "dali": rel(self.dali), "kinds": self.kinds, "lines": self.lines,
+                "dali_lines": self.dali_lines, "bytes": self.bytes}
 
 
 def _clear(root: Path) -> None:
@@ -461,39 +593,87 @@ def _clear(root: Path) -> None:
         sys.exit(f"{root} exists and was not made by this benchmark; choose another --tree")
 
 
-def generate_tree(root: Path, n_files: int, dali_fraction: float, seed: int) -> Tree:
-    """Write ``n_files`` modules under ``root`` (packages of 10 sub-packages of 30 modules)."""
+def tree_params(n_files: int | None, n_lines: int | None, dali_fraction: float, seed: int,
+                size: tuple[int, int]) -> dict:
+    return {"version": GENERATOR_VERSION, "files": n_files, "lines": n_lines, "dali_fraction": dali_fraction,
+            "seed": seed, "size": list(size)}
+
+
+def default_tree_dir(params: dict) -> Path:
+    """A cache directory in the system's temp dir, named after the parameters."""
+    key = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"dali-migrate-codemod-tree-{key}"
+
+
+def cached_tree(root: Path, params: dict) -> Tree | None:
+    """The tree at ``root`` when this script generated it with the same parameters."""
+    try:
+        doc = json.loads((root / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if doc.get("params") != params or "manifest" not in doc:
+        return None
+    m = doc["manifest"]
+    tree = Tree(root, [root / f for f in m["files"]], [root / f for f in m["dali"]], m["kinds"], m["lines"],
+                m["dali_lines"], m["bytes"], cached=True)
+    if not all(p.is_file() for p in tree.files):
+        return None
+    return tree
+
+
+def generate_tree(root: Path, n_files: int | None, dali_fraction: float, seed: int, *,
+                  n_lines: int | None = None, size: tuple[int, int] = (50, 400)) -> Tree:
+    """Write modules under ``root`` (packages of 10 sub-packages of 30 modules) until there are
+    ``n_files`` of them, or ``n_lines`` lines. Every ``1 / dali_fraction``-th module is a DALI
+    one, of the kinds of :data:`DALI_KINDS` in turn; a module of pipelines brings a sibling
+    ``loop_NNNNN.py`` that runs them (an extra file)."""
     t0 = time.perf_counter()
+    params = tree_params(n_files, n_lines, dali_fraction, seed, size)
     _clear(root)
     root.mkdir(parents=True)
-    (root / MARKER).write_text(json.dumps({"files": n_files, "dali_fraction": dali_fraction, "seed": seed}))
     # The generated tree's own pyproject.toml stops the CLI's upward search for
     # [tool.dali-migrate] settings, so that a config around the checkout cannot skew the run.
     (root / "pyproject.toml").write_text("# generated by benchmarks/codemod_throughput.py\n")
+    step = max(1, round(1 / dali_fraction)) if dali_fraction > 0 else 0
+    tree = Tree(root, kinds={k: 0 for k in DALI_KINDS})
 
-    rng = random.Random(seed)
-    n_dali = round(n_files * dali_fraction)
-    if dali_fraction > 0:
-        n_dali = max(1, n_dali)
-    dali_at = set(rng.sample(range(n_files), n_dali))
-    tree = Tree(root)
-    for i in range(n_files):
-        path = root / f"pkg_{i // 300:02d}" / f"sub_{i // 30 % 10}" / f"mod_{i:05d}.py"
-        # one generator per file, seeded from the file's index: a file does not change when
-        # --files changes (only which files are DALI does)
-        frng = random.Random(f"{seed}:{i}")
-        text = dali_module(frng, i) if i in dali_at else ordinary_module(frng)
+    def add(path: Path, text: str, dali: bool) -> None:
         ast.parse(text, str(path))  # every generated file is valid Python
-        if i not in dali_at and "dali" in text:  # would defeat the prefilter: a generator bug
+        if not dali and "dali" in text:  # would defeat the prefilter: a generator bug
             raise AssertionError(f"{path}: an ordinary module mentions 'dali'")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         tree.files.append(path)
-        if i in dali_at:
-            tree.dali.append(path)
-        tree.lines += text.count("\n")
+        n = text.count("\n")
+        tree.lines += n
         tree.bytes += len(text.encode("utf-8"))
+        if dali:
+            tree.dali.append(path)
+            tree.dali_lines += n
+
+    i = 0
+    while (n_files is None or i < n_files) and (n_lines is None or tree.lines < n_lines):
+        folder = root / f"pkg_{i // 300:02d}" / f"sub_{i // 30 % 10}"
+        path = folder / f"mod_{i:05d}.py"
+        # one generator per file, seeded from the file's index: a file does not change when
+        # --files changes (only which files are DALI does)
+        frng = random.Random(f"{seed}:{i}")
+        if step and i % step == step // 2:
+            kind = DALI_KINDS[(i // step) % len(DALI_KINDS)]
+            tree.kinds[kind] += 1
+            if kind == "pipeline_def":
+                add(path, dali_module(frng, i, size), True)
+            elif kind == "pipeline_class":
+                add(path, dali_class_module(frng, i, size), True)
+            else:
+                text, names = dali_pipelines_module(frng, i, size)
+                add(path, text, True)
+                add(folder / f"loop_{i:05d}.py", helper_module(frng, path.stem, names, size), True)
+        else:
+            add(path, ordinary_module(frng, size), False)
+        i += 1
     tree.seconds = time.perf_counter() - t0
+    (root / MARKER).write_text(json.dumps({"params": params, "manifest": tree.manifest()}))
     return tree
 
 
@@ -511,12 +691,63 @@ def engine_run(tree: Tree, jobs: int) -> Summary:
 
 
 def scan_only(tree: Tree) -> int:
-    """What run() does for a file that is not DALI: discovery, a raw read and the prefilter."""
-    wanted = 0
-    for p in discover([tree.root]):
-        with open(p, "rb") as fh:
-            wanted += mentions_dali(fh.read())
-    return wanted
+    """What run() does for every file before it migrates any: discovery, a raw read and the
+    prefilter, and the cross-module discovery of :mod:`dali_migrate.project` (which pipelines
+    are defined where, which modules import them), without the in-memory pre-migration."""
+    from dali_migrate import engine, project
+
+    files = discover([tree.root])
+    candidates = list(engine._candidates(files))
+    wanted = {c[0] for c in candidates if c[1]}
+    params = inspect.signature(project.discover).parameters
+    if "raw" in params:  # the prefilter's bytes are handed over (see engine._candidates)
+        raw = {c[0]: c[2] for c in candidates if len(c) > 2}
+        project.discover(files, [tree.root], wanted, raw=raw)
+    else:
+        from dali_migrate.sourcefile import SourceError, read_source
+
+        def read(p: Path) -> str | None:
+            try:
+                return read_source(p).text
+            except SourceError:
+                return None
+
+        project.discover(files, [tree.root], read, wanted)
+    return len(wanted)
+
+
+class NoopCodemod(VisitorBasedCodemodCommand):
+    """A codemod that changes nothing: ``python -m libcst.tool codemod -x
+    codemod_throughput.NoopCodemod`` then costs what libcst's own runner costs (discovery,
+    a worker pool, parse, one visit, code generation) and nothing more."""
+
+    DESCRIPTION = "no-op (dali-migrate codemod_throughput benchmark)"
+
+
+def libcst_tool_command(jobs: int, root: Path) -> list[str]:
+    # the command first: libcst.tool's first argument pass takes the first positional for it
+    return [sys.executable, "-m", "libcst.tool", "codemod", "-x", "codemod_throughput.NoopCodemod", "-j", str(jobs),
+            "--no-format", "--hide-progress", "-u", "0", str(root)]
+
+
+class TimedOut(Exception):
+    pass
+
+
+def libcst_tool_run(tree: Tree, jobs: int, timeout: float) -> None:
+    """``python -m libcst.tool codemod`` with the no-op codemod over the whole tree; its process
+    group is killed after ``timeout`` seconds (:class:`TimedOut`)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen(libcst_tool_command(jobs, tree.root), cwd=tree.root, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise TimedOut from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"libcst.tool codemod exited {proc.returncode}: {err.strip()[-2000:]}")
 
 
 def cli_command(jobs: int | None, root: Path) -> list[str]:
@@ -553,18 +784,26 @@ class Measurement:
     procs: str  #: processes it uses, as shown in the table
     fn: Callable[[], object]
     times: list[float] = field(default_factory=list)
+    rounds: int = 0  #: at most this many runs (0: every round)
+    timed_out: float | None = None  #: the timeout it ran past, if it did
 
     @property
     def median(self) -> float:
-        return statistics.median(self.times)
+        return statistics.median(self.times) if self.times else float("nan")
+
+    def shown(self) -> str:
+        if self.timed_out is not None and not self.times:
+            return f"> {self.timed_out:.0f}"
+        return f"{self.median:.3f}"
 
     def to_dict(self) -> dict:
         return {
             "files": self.files,
             "processes": self.procs,
             "runs_s": [round(t, 4) for t in self.times],
-            "median_s": round(self.median, 4),
-            "files_per_s": round(self.files / self.median, 1),
+            "median_s": round(self.median, 4) if self.times else None,
+            "files_per_s": round(self.files / self.median, 1) if self.times else None,
+            "timed_out_after_s": self.timed_out,
         }
 
 
@@ -572,10 +811,17 @@ def measure(measurements: list[Measurement], repeat: int) -> None:
     """Time every measurement ``repeat`` times, round-robin."""
     for r in range(repeat):
         for m in measurements:
+            if (m.rounds and r >= m.rounds) or m.timed_out is not None:
+                continue
             t0 = time.perf_counter()
-            m.fn()
+            try:
+                m.fn()
+            except TimedOut:
+                m.timed_out = round(time.perf_counter() - t0, 1)
+                print(f"  round {r + 1}/{repeat}  {m.name:<22} > {m.timed_out:.0f} s (stopped)", file=sys.stderr, flush=True)
+                continue
             m.times.append(time.perf_counter() - t0)
-            print(f"  round {r + 1}/{repeat}  {m.name:<18} {m.times[-1]:8.3f} s", file=sys.stderr, flush=True)
+            print(f"  round {r + 1}/{repeat}  {m.name:<22} {m.times[-1]:8.3f} s", file=sys.stderr, flush=True)
 
 
 def profile_engine(tree: Tree, top: int) -> str:
@@ -612,45 +858,75 @@ def machine_info() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--files", type=int, default=3000, help="files in the tree (default 3000)")
+    ap.add_argument("--files", type=int, default=None, help="files in the tree (default 3000 unless --lines)")
+    ap.add_argument("--lines", type=int, default=None,
+                    help="generate files until the tree has this many lines (e.g. 1000000); modules then have "
+                         "200-1000 lines unless --size says otherwise")
+    ap.add_argument("--size", type=int, nargs=2, metavar=("MIN", "MAX"), default=None,
+                    help="lines of a module (default 50 400, or 200 1000 with --lines)")
     ap.add_argument("--dali-fraction", type=float, default=0.01, help="fraction of DALI files (default 0.01)")
     ap.add_argument("--jobs", type=int, default=None,
                     help="worker processes for dali-migrate (default: the tool's default, one per core)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the median is reported")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated tree (default 0)")
-    ap.add_argument("--tree", type=Path, default=DEFAULT_TREE, help=f"where to generate the tree (default {DEFAULT_TREE})")
-    ap.add_argument("--keep", action="store_true", help="keep the generated tree afterwards")
+    ap.add_argument("--tree", type=Path, default=None,
+                    help="where the tree goes (default: a cache directory in the temp dir, named after the "
+                         "parameters, reused by later runs)")
+    ap.add_argument("--fresh", action="store_true", help="generate the tree again even when a cached one matches")
+    ap.add_argument("--clean", action="store_true", help="remove the tree afterwards")
+    ap.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old commands
+    ap.add_argument("--libcst-timeout", type=float, default=300.0, metavar="S",
+                    help="stop `python -m libcst.tool codemod` after S seconds and report '> S' (default 300; 0: skip it)")
+    ap.add_argument("--libcst-repeat", type=int, default=1, help="runs of the libcst.tool row (default 1)")
+    ap.add_argument("--parse-all", action="store_true", help="also time a bare libcst parse of every file")
+    ap.add_argument("--no-serial", action="store_true", help="skip the one-process rows (engine.run / cli with j=1)")
     ap.add_argument("--json-out", type=Path, help="also write the results as JSON to this file")
     ap.add_argument("--profile", type=int, metavar="N", default=0,
                     help="also print the top N functions of a cProfile'd one-process engine run")
     args = ap.parse_args(argv)
-    if args.files < 1 or not 0 <= args.dali_fraction <= 1 or args.repeat < 1:
-        ap.error("need --files >= 1, 0 <= --dali-fraction <= 1 and --repeat >= 1")
+    if args.files is None and args.lines is None:
+        args.files = 3000
+    size = tuple(args.size) if args.size else ((200, 1000) if args.lines else (50, 400))
+    if ((args.files is not None and args.files < 1) or (args.lines is not None and args.lines < 1)
+            or not 0 <= args.dali_fraction <= 1 or args.repeat < 1 or not 1 <= size[0] <= size[1]):
+        ap.error("need --files/--lines >= 1, 0 <= --dali-fraction <= 1, --repeat >= 1 and 1 <= MIN <= MAX")
 
     machine = machine_info()
     # engine.run's own default: Options.jobs == 0 means one worker per core
     jobs_opt = args.jobs if args.jobs is not None else Options().jobs
     effective_jobs = jobs_opt or os.cpu_count() or 1
 
-    tree_root = args.tree.resolve()
-    print(f"generating {args.files} files ({args.dali_fraction:.2%} DALI, seed {args.seed}) under {tree_root}",
-          file=sys.stderr, flush=True)
-    tree = generate_tree(tree_root, args.files, args.dali_fraction, args.seed)
+    params = tree_params(args.files, args.lines, args.dali_fraction, args.seed, size)
+    tree_root = (args.tree or default_tree_dir(params)).resolve()
+    tree = None if args.fresh else cached_tree(tree_root, params)
+    if tree is None:
+        what = f"{args.files} files" if args.files is not None else f"{args.lines} lines"
+        print(f"generating {what} ({args.dali_fraction:.2%} DALI, seed {args.seed}) under {tree_root}",
+              file=sys.stderr, flush=True)
+        tree = generate_tree(tree_root, args.files, args.dali_fraction, args.seed, n_lines=args.lines, size=size)
+    else:
+        print(f"reusing the tree under {tree_root}", file=sys.stderr, flush=True)
     try:
-        print(f"  {len(tree.files)} files, {len(tree.dali)} DALI, {tree.lines} lines, "
-              f"{tree.bytes / 1e6:.1f} MB in {tree.seconds:.1f} s", file=sys.stderr)
+        print(f"  {len(tree.files)} files, {len(tree.dali)} DALI ({tree.kinds}), {tree.lines} lines, "
+              f"{tree.bytes / 1e6:.1f} MB", file=sys.stderr)
 
         n, n_dali = len(tree.files), len(tree.dali)
+        j = effective_jobs
         summaries: list[Summary] = []  # of the main engine runs: checked below
-        run_m = Measurement(f"engine.run j={effective_jobs}", n, str(effective_jobs),
-                            lambda: summaries.append(engine_run(tree, jobs_opt)))
-        serial_m = run_m if effective_jobs == 1 else Measurement("engine.run j=1", n, "1", lambda: engine_run(tree, 1))
-        cli_m = Measurement(f"cli j={effective_jobs}", n, str(effective_jobs), lambda: cli_run(tree, args.jobs))
-        scan_m = Measurement("scan + prefilter", n, "1", lambda: scan_only(tree))
+        cli_m = Measurement(f"cli j={j}", n, str(j), lambda: cli_run(tree, args.jobs))
+        cli1_m = Measurement("cli j=1", n, "1", lambda: cli_run(tree, 1))
+        run_m = Measurement(f"engine.run j={j}", n, str(j), lambda: summaries.append(engine_run(tree, jobs_opt)))
+        serial_m = Measurement("engine.run j=1", n, "1", lambda: summaries.append(engine_run(tree, 1)))
+        scan_m = Measurement("scan + discovery", n, "1", lambda: scan_only(tree))
         dali_m = Measurement("parse DALI only", n_dali, "1", lambda: parse_and_print(tree.dali))
+        tool_m = Measurement(f"libcst.tool codemod j={j}", n, str(j),
+                             lambda: libcst_tool_run(tree, j, args.libcst_timeout), rounds=args.libcst_repeat)
         all_m = Measurement("parse all", n, "1", lambda: parse_and_print(tree.files))
-        ms = [run_m] + ([serial_m] if serial_m is not run_m else []) + [cli_m, scan_m]
-        ms += ([dali_m] if n_dali else []) + [all_m]
+        ms = [cli_m] + ([] if args.no_serial or j == 1 else [cli1_m]) + [run_m]
+        ms += [] if args.no_serial or j == 1 else [serial_m]
+        ms += [scan_m] + ([dali_m] if n_dali else [])
+        ms += [tool_m] if args.libcst_timeout > 0 else []
+        ms += [all_m] if args.parse_all else []
         measure(ms, args.repeat)
 
         # sanity: the run saw every file and migrated the DALI ones
@@ -658,34 +934,48 @@ def main(argv: list[str] | None = None) -> int:
         if s.scanned != n or s.parsed != n_dali or s.changed != n_dali or s.errors:
             print(f"WARNING: unexpected engine summary {s.to_dict()}", file=sys.stderr)
 
-        def ratio(a: float, b: float) -> float | None:
-            return a / b if b > 0 else None
+        def ratio(a: float | None, b: float | None) -> float | None:
+            if a is None or b is None or a != a or b != b or b <= 0:
+                return None
+            return a / b
 
+        one = serial_m if serial_m in ms else run_m  # the one-process engine run
         # what migrating one DALI file costs in one process (the serial run less the scan that
         # every file pays), and how that compares with merely parsing and printing it
-        per_file = ratio(serial_m.median - scan_m.median, n_dali)
-        dali_median = dali_m.median if n_dali else 0.0
+        per_file = ratio(one.median - scan_m.median, n_dali)
+        dali_median = dali_m.median if n_dali else None
         ratios = {
             "run / parse DALI": ratio(run_m.median, dali_median),
-            "run / parse all": ratio(run_m.median, all_m.median),
             "cli / parse DALI": ratio(cli_m.median, dali_median),
-            "cli / parse all": ratio(cli_m.median, all_m.median),
-            "migrate / parse, per DALI file (1 process)": ratio(per_file or 0.0, ratio(dali_median, n_dali) or 0.0),
         }
+        if cli1_m in ms:
+            ratios["cli j=1 / parse DALI"] = ratio(cli1_m.median, dali_median)
+        ratios["migrate / parse, per DALI file (1 process)"] = ratio(per_file, ratio(dali_median, n_dali))
+        if tool_m in ms:
+            tool_s = tool_m.median if tool_m.times else None
+            ratios[f"libcst.tool / cli"] = ratio(tool_s, cli_m.median)
+        if all_m in ms:
+            ratios["run / parse all"] = ratio(run_m.median, all_m.median)
 
         print()
         print(f"dali-migrate {machine['dali_migrate']}, libcst {machine['libcst']}, Python {machine['python']}, "
-              f"{machine['cpu_count']} cores ({machine['usable_cores']} usable), jobs={effective_jobs}")
-        print(f"tree: {n} files, {n_dali} DALI, {tree.lines} lines ({tree.lines / n:.0f}/file); "
-              f"median of {args.repeat}")
+              f"{machine['cpu_count']} cores ({machine['usable_cores']} usable), jobs={j}")
+        print(f"tree: {n} files, {n_dali} DALI ({', '.join(f'{v} {k}' for k, v in tree.kinds.items())}), "
+              f"{tree.lines} lines ({tree.lines / n:.0f}/file, DALI {tree.dali_lines}); median of {args.repeat}")
         print(f"engine summary: {s.scanned} scanned, {s.parsed} parsed, {s.changed} would change, {s.errors} errors")
         print()
-        print(f"{'measurement':<18} {'procs':>5} {'files':>6} {'median s':>9} {'min s':>8} {'max s':>8} {'files/s':>9}")
+        print(f"{'measurement':<24} {'procs':>5} {'files':>6} {'median s':>9} {'min s':>8} {'max s':>8} {'files/s':>9}")
         for m in ms:
-            print(f"{m.name:<18} {m.procs:>5} {m.files:>6} {m.median:9.3f} {min(m.times):8.3f} "
-                  f"{max(m.times):8.3f} {m.files / m.median:9.0f}")
+            if m.times:
+                print(f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {min(m.times):8.3f} "
+                      f"{max(m.times):8.3f} {m.files / m.median:9.0f}")
+            else:
+                print(f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {'':>8} {'':>8} {'':>9}")
         print()
         for k, v in ratios.items():
+            if v is None and k.startswith("libcst.tool") and tool_m.timed_out is not None:
+                print(f"{k:<44} {f'> {tool_m.timed_out / cli_m.median:.0f}x':>8}")
+                continue
             print(f"{k:<44} {'n/a' if v is None else f'{v:7.2f}x':>8}")
         if per_file is not None:
             print(f"{'migrating one DALI file, 1 process':<44} {per_file:7.3f} s")
@@ -696,7 +986,7 @@ def main(argv: list[str] | None = None) -> int:
                 "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),
                 "argv": sys.argv[1:] if argv is None else argv,
                 "machine": {**machine, "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
-                "jobs": effective_jobs,
+                "jobs": j,
                 "repeat": args.repeat,
                 "seed": args.seed,
                 "tree": tree.to_dict(),
@@ -712,7 +1002,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
             print(profile_engine(tree, args.profile))
     finally:
-        if not args.keep:
+        if args.clean:
             _clear(tree_root)
     return 0
 
