@@ -56,7 +56,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 
-from ._local import LocalEnv, produces_node
+from ._local import LocalEnv, produces_node, walk
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
 SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round", "tuple", "list", "range"}
@@ -64,18 +64,10 @@ SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round"
 STATE_WORDS = 7
 
 
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
-
-
 def _names(node: cst.CSTNode) -> set[str]:
-    attrs = {id(n.attr) for n in _walk(node) if isinstance(n, cst.Attribute)}
-    keywords = {id(n.keyword) for n in _walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
-    return {n.value for n in _walk(node) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
+    attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+    keywords = {id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
+    return {n.value for n in walk(node) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
 
 
 def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set[str]:
@@ -85,13 +77,13 @@ def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set
     names = set(nodes)
     assigns = [
         (t.target.value, n.value)
-        for n in _walk(container)
+        for n in walk(container)
         if isinstance(n, cst.Assign)
         for t in n.targets
         if isinstance(t.target, cst.Name)
     ]
     assigns += [
-        (n.target.value, n.value) for n in _walk(container) if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
+        (n.target.value, n.value) for n in walk(container) if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
     ]
     changed = True
     while changed:
@@ -99,7 +91,7 @@ def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set
         for name, value in assigns:
             if name not in names and (
                 _names(value) & names
-                or any(isinstance(c, cst.Call) and ctx.fn_op(c.func) is not None for c in _walk(value))
+                or any(isinstance(c, cst.Call) and ctx.fn_op(c.func) is not None for c in walk(value))
             ):
                 names.add(name)
                 changed = True
@@ -116,13 +108,13 @@ def is_data_test(ctx: FileContext, test: cst.BaseExpression, nodes: set[str]) ->
     """True when ``test`` reads a data node (a name holding one, or a DALI operator call)."""
     if _names(test) & nodes:
         return True
-    return any(isinstance(n, cst.Call) and ctx.fn_op(n.func) is not None for n in _walk(test))
+    return any(isinstance(n, cst.Call) and ctx.fn_op(n.func) is not None for n in walk(test))
 
 
 def has_data_branches(ctx: FileContext, body: cst.CSTNode, nodes: set[str]) -> bool:
     nodes = data_names(ctx, body, nodes)
     return any(
-        isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in _walk(body)
+        isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in walk(body)
     )
 
 
@@ -133,7 +125,7 @@ def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[s
     if body:
         nodes = _owner_nodes(ctx, body[0], nodes)
     for stmt in body:
-        for n in _walk(stmt):
+        for n in walk(stmt):
             if isinstance(n, cst.While) and is_data_test(ctx, n.test, nodes):
                 reasons.append("a `while` loop on data (enable_conditionals) is not migrated yet")
             elif isinstance(n, cst.IfExp) and is_data_test(ctx, n.test, nodes):
@@ -188,7 +180,7 @@ def if_reasons(ctx: FileContext, stmt: cst.If, nodes: set[str]) -> list[str]:
                     names.append(small.target.value)
                 elif not isinstance(small, (cst.Expr, cst.Pass)):
                     reasons.append(f"`{ctx.text(small)}` inside an `if` on data is not migrated yet")
-            for n in _walk(s):
+            for n in walk(s):
                 if isinstance(n, cst.Call) and ctx.fn_op(n.func) is None:
                     q = ctx.qualname(n.func) or ""
                     plain = isinstance(n.func, cst.Name) and n.func.value in SAFE_CALLS and not q.startswith("__main__")
@@ -236,7 +228,7 @@ def _random_calls(ctx: FileContext, body: list[cst.BaseStatement]) -> int:
     return sum(
         1
         for s in body
-        for n in _walk(s)
+        for n in walk(s)
         if isinstance(n, cst.Call) and (op := ctx.fn_op(n.func)) is not None and op.target.is_random
     )
 
@@ -277,7 +269,7 @@ def lower_branches(
 
     nodes = _owner_nodes(ctx, stmt, env.nodes)
     if not isinstance(stmt, cst.If) or not is_data_test(ctx, stmt.test, nodes):
-        if any(isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in _walk(stmt)):
+        if any(isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in walk(stmt)):
             raise Refused("an `if`/`while` on data inside other statements is not migrated yet")
         return None
     reasons = if_reasons(ctx, stmt, nodes)
@@ -376,7 +368,7 @@ def _outer_reads(branch: list[cst.BaseStatement], nodes: set[str]) -> list[str]:
 
 
 def _first_pos(node: cst.CSTNode, name: str) -> int:
-    for i, n in enumerate(_walk(node)):
+    for i, n in enumerate(walk(node)):
         if isinstance(n, cst.Name) and n.value == name:
             return i
     return 0

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ._local import walk
+
 _OPERATORS = (cst.BinaryOperation, cst.Comparison)
 
 
@@ -36,7 +38,7 @@ def move_cpu_operands(stmts: list[cst.BaseStatement], nodes: set[str]) -> tuple[
     out = []
     for stmt in stmts:
         new = stmt.visit(_Mover(gpu, nodes))
-        for node in _walk(new):
+        for node in walk(new):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
                     for name in _names(t.target):
@@ -131,11 +133,3 @@ def _names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _names(e.value)]
     return []
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))

@@ -40,7 +40,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from ._local import LocalEnv, LocalRule, append_arg, collect_nodes, kwarg, lower
+from ._local import LocalEnv, LocalRule, append_arg, collect_nodes, kwarg, lower, walk, within
 
 
 @dataclass
@@ -53,11 +53,11 @@ def random_helpers(ctx: FileContext, container: cst.CSTNode, refuse) -> dict[str
     """The module-level functions with random operators that ``container`` calls. ``refuse``
     is the back end's exception type, raised with the reason when one cannot be migrated."""
     defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    called = {n.func.value for n in _walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+    called = {n.func.value for n in walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
     helpers: dict[str, RandomHelper] = {}
     for name in sorted(called & set(defs)):
         fn = defs[name]
-        randoms = [n for n in _walk(fn.body) if isinstance(n, cst.Call) and _is_random(ctx, n)]
+        randoms = [n for n in walk(fn.body) if isinstance(n, cst.Call) and _is_random(ctx, n)]
         if not randoms:
             continue
         if fn.decorators or fn.asynchronous is not None:
@@ -66,14 +66,14 @@ def random_helpers(ctx: FileContext, container: cst.CSTNode, refuse) -> dict[str
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
             raise refuse(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
         outside = [
-            n for n in _walk(ctx.module) if isinstance(n, cst.Name) and n.value == name and n is not fn.name and not _within(ctx, n, container)
+            n for n in walk(ctx.module) if isinstance(n, cst.Name) and n.value == name and n is not fn.name and not within(ctx, n, container)
         ]
         if outside:
             raise refuse(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
         needs_bs = any(not any(a.keyword is None and not a.star for a in call.args) for call in randoms)
         helpers[name] = RandomHelper(fn, needs_bs)
     for h in helpers.values():
-        inner = {n.func.value for n in _walk(h.fn.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        inner = {n.func.value for n in walk(h.fn.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
         if inner & set(helpers) - {h.fn.name.value}:
             raise refuse(f"helper {h.fn.name.value} calls another helper with random operators")
     return helpers
@@ -120,19 +120,3 @@ class HelperCalls(LocalRule):
 def _is_random(ctx: FileContext, call: cst.Call) -> bool:
     op = ctx.fn_op(call.func)
     return op is not None and op.target.is_random
-
-
-def _within(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    while node is not None:
-        if node is container:
-            return True
-        node = ctx.parents.get(node)
-    return False
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))

@@ -56,6 +56,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
+from ._local import in_source_order, walk
+
 #: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
 TORCH_ITERATORS = {
     "nvidia.dali.plugin.pytorch.DALIGenericIterator": (
@@ -298,7 +300,7 @@ def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reason
     if len(assignments) != 1:
         reasons.append(f"`{use.name}` is assigned more than once")
         return
-    for ref in assignments[0].references:
+    for ref in in_source_order(ctx, assignments[0].references):
         node = ref.node
         parent = ctx.parents.get(node)
         line = ctx.line_of(node)
@@ -367,7 +369,7 @@ def _loop_reasons(ctx: FileContext, loop: cst.For, target: cst.Name | None, use:
             )
             break
     reads = []
-    for n in _walk(loop.body):
+    for n in walk(loop.body):
         if isinstance(n, cst.Name) and n.value == target.value and not _is_attr_name(ctx, n):
             read = _batch_read(ctx, n, use)
             if read is None:
@@ -380,7 +382,7 @@ def _loop_reasons(ctx: FileContext, loop: cst.For, target: cst.Name | None, use:
     # the batch name must not live on after the loop
     scope = ctx.scopes.get(loop)
     for a in scope.assignments[target.value] if scope else ():
-        for ref in a.references:
+        for ref in in_source_order(ctx, a.references):
             if not _inside(ctx, ref.node, loop.body):
                 reasons.append(f"`{target.value}` of the loop at line {line} is used after the loop")
                 break
@@ -415,14 +417,6 @@ def _is_attr_name(ctx: FileContext, n: cst.Name) -> bool:
     return (isinstance(p, cst.Attribute) and p.attr is n) or (isinstance(p, cst.Arg) and p.keyword is n)
 
 
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
-
-
 def _walk_loop(node: cst.CSTNode):
     """Like _walk, but not into nested loops (their break is theirs) or functions."""
     stack = [node]
@@ -433,7 +427,7 @@ def _walk_loop(node: cst.CSTNode):
             continue
         if isinstance(n, (cst.For, cst.While)) and n is not node:
             # a return inside a nested loop still leaves the epoch
-            stack.extend(x for x in _walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise)))
+            stack.extend(x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise)))
             continue
         stack.extend(reversed(n.children))
 
@@ -480,7 +474,7 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
     bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
     reader_var = next_epoch.func.value.value
     outputs = _docstring_outputs(body[0])
-    taken = {n.value for s in body for n in _walk(s) if isinstance(n, cst.Name)}
+    taken = {n.value for s in body for n in walk(s) if isinstance(n, cst.Name)}
     epoch_name = _fresh("epoch", taken)
     batches_name = _fresh("batches", taken)
     padded = reader_args.get("pad_last_batch")

@@ -173,6 +173,33 @@ def _join_mixed_device(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> No
             )
 
 
+# -- walking the tree ------------------------------------------------------------------------------
+
+
+def walk(node: cst.CSTNode):
+    """Every node under ``node`` (itself included), in source order."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def in_source_order(ctx: FileContext, refs) -> list:
+    """Scope references (libcst keeps them in sets) sorted by where they are, so that what is
+    derived from them (reasons, edits, TODOs) comes out the same on every run."""
+    return sorted(refs, key=lambda r: (ctx.positions[r.node].start.line, ctx.positions[r.node].start.column))
+
+
+def within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | None) -> bool:
+    """Whether ``node`` is ``container`` or lies inside it (nodes of ``ctx.module``)."""
+    while node is not None and container is not None:
+        if node is container:
+            return True
+        node = ctx.parents.get(node)
+    return False
+
+
 # -- which names hold DALI data nodes -----------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from ._external_source import SourceUse, analyse_source, fetch, wrap
 from ._helpers import HelperCalls, helper_edits, random_helpers
 from ._iterators import iterator_use
 from ._iterators import site_edits as iterator_site_edits
-from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args
+from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args, in_source_order, walk, within
 from .constants import Constants
 from .fn_to_ndd import HANDED_OFF, FnToNdd
 from .mixed_device import MixedDevice
@@ -522,7 +522,7 @@ def follow_pipeline(
     if len(assignments) != 1:
         reasons.append(f"`{name.value}` is assigned more than once")
         return
-    for ref in assignments[0].references:
+    for ref in in_source_order(ctx, assignments[0].references):
         if any(ref.node is n for n in ignore):
             continue
         attr = ctx.parents.get(ref.node)
@@ -556,7 +556,8 @@ def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *,
     reasons (if any) join ``reasons``."""
     scope = ctx.scopes.get(fn)
     refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
-    refs = [r for r in refs if not _within(ctx, r.node, fn)]  # super(Cls, self), recursion
+    refs = in_source_order(ctx, refs)
+    refs = [r for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
     params = param_names(fn) if pipeline_args else set()
     external = ctx.project.external_uses.get(fn.name.value) if ctx.project is not None and pipeline_args else None
     if external:
@@ -719,8 +720,8 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
                 for a in scope.assignments[name.value]:
                     if a.node is not name:
                         continue
-                    for ref in a.references:
-                        if all(id(getattr(r, "node", None)) in table or _within(ctx, r.node, moved) for r in ref.referents):
+                    for ref in in_source_order(ctx, a.references):
+                        if all(id(getattr(r, "node", None)) in table or within(ctx, r.node, moved) for r in ref.referents):
                             yield ref.node, name, is_tuple
 
     def plan():
@@ -777,14 +778,6 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
     # a use reachable from several tracked assignments is found once per assignment
     notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
     return list({(e.start, e.end): e for e in edits}.values())
-
-
-def _within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | None) -> bool:
-    while node is not None and container is not None:
-        if node is container:
-            return True
-        node = ctx.parents.get(node)
-    return False
 
 
 def _ends_conversion(new: cst.BaseExpression) -> bool:
@@ -944,14 +937,6 @@ def _is_literal(expr: cst.BaseExpression, values: tuple) -> bool:
     if isinstance(expr, cst.Name) and expr.value == "None":
         return None in values
     return False
-
-
-def walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(n.children))
 
 
 def _uses_gpu(ctx: FileContext, fn: cst.FunctionDef) -> bool:

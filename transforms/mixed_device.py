@@ -26,7 +26,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, LocalRule
+from ._local import LocalEnv, LocalRule, in_source_order
 
 
 class MixedDevice(LocalRule):
@@ -105,7 +105,7 @@ def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.S
     scope = ctx.scopes.get(target)
     if scope is None:
         return None
-    uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in a.references]
+    uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in in_source_order(ctx, a.references)]
     if not uses:
         return None
     for use in uses:

@@ -86,6 +86,7 @@ from ._pipeline import (
     pipeline_def_instance_edits,
     truthy,
     walk,
+    within,
 )
 
 PIPELINE_DEFS = {
@@ -222,17 +223,6 @@ class PipelineDef(Rule):
 
 
 
-def _function_defs(module: cst.Module) -> list[cst.FunctionDef]:
-    out: list[cst.FunctionDef] = []
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            out.append(node)
-
-    module.visit(V())
-    return out
-
-
 def _pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
     for d in fn.decorators:
         expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
@@ -257,7 +247,7 @@ def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, 
     refs = []
     for node in ctx.nodes_of(cst.Attribute):
         if node.attr.value == name:
-            inside = _is_self(node.value) and _encloses(ctx, cls, node)
+            inside = _is_self(node.value) and within(ctx, node, cls)
             if inside and isinstance(ctx.parents.get(node), cst.Call):
                 refs.append(_MethodRef(node))
             else:
@@ -270,14 +260,6 @@ def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, 
 
 def _is_self(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "self"
-
-
-def _encloses(ctx: FileContext, outer: cst.CSTNode, node: cst.CSTNode) -> bool:
-    while node is not None:
-        if node is outer:
-            return True
-        node = ctx.parents.get(node)
-    return False
 
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:

@@ -38,6 +38,7 @@ import libcst as cst
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._local import in_source_order
 from ._pipeline import Refused, dropped_comments, instances_of, pipeline_def_instance_edits
 
 
@@ -64,7 +65,7 @@ class PipelineUses(Rule):
                 fp = info.foreign.get(local)
                 if fp is None:
                     continue
-                refs = [r for a in scope.assignments[local] if a.node is imp for r in a.references]
+                refs = in_source_order(ctx, [r for a in scope.assignments[local] if a.node is imp for r in a.references])
                 reasons: list[str] = []
                 notes: list[Diagnostic] = []
                 params = set(fp.params)
