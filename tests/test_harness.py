@@ -340,12 +340,12 @@ def test_entry_sends_verify_to_the_harness(monkeypatch) -> None:
 
     seen = {}
     monkeypatch.setattr("dali_migrate.harness.cli.main", lambda argv: seen.setdefault("verify", argv))
-    monkeypatch.setattr(cli, "main", lambda: seen.setdefault("main", True))
+    monkeypatch.setattr(cli, "main", lambda **kwargs: seen.setdefault("main", kwargs.get("prog_name")))
     monkeypatch.setattr(sys, "argv", ["dali-migrate", "verify", "a.py", "b.py"])
     cli.entry()
     monkeypatch.setattr(sys, "argv", ["dali-migrate", "--diff", "x"])
     cli.entry()
-    assert seen == {"verify": ["a.py", "b.py"], "main": True}
+    assert seen == {"verify": ["a.py", "b.py"], "main": "dali-migrate"}
 
 
 @pytest.mark.dali
