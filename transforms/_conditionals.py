@@ -54,7 +54,7 @@ from typing import Callable
 
 import libcst as cst
 
-from dali_migrate.context import FileContext, attr_chain
+from dali_migrate.context import FileContext
 
 from ._local import LocalEnv, produces_node, walk
 

@@ -507,6 +507,26 @@ def _free_names(expr: cst.CSTNode) -> set[str]:
     return {n.value for n in walk(expr) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
 
 
+# -- what a structural rule reports ---------------------------------------------------------------
+
+
+def refuse_pipeline(state, rule_id: str, node: cst.CSTNode, why: object, which: str = "") -> None:
+    """The pipeline stays as it was, with one TODO listing every reason; no local rewrite of
+    the file is applied either (``refused_pipeline``)."""
+    state.refused_pipeline = True
+    state.diagnostics.append(state.ctx.todo(rule_id, node, f"pipeline not migrated{which}: {why}"))
+
+
+def propose_pipeline_fix(
+    state, rule_id: str, node: cst.CSTNode, edits: list[Edit], message: str, includes, notes: list[Diagnostic]
+) -> None:
+    """The one fix that migrates a pipeline (definition and use sites) and its notes."""
+    fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes)
+    state.fixes.append(fix)
+    state.structural.append(fix.id)
+    state.diagnostics.extend(notes)
+
+
 # -- where a pipeline object is used -----------------------------------------------------------
 
 

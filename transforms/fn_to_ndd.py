@@ -27,7 +27,6 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext, attr_chain
-from dali_migrate.fixes import Diagnostic
 
 from ._local import LocalEnv, LocalRule
 

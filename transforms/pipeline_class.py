@@ -74,6 +74,8 @@ from ._pipeline import (
     output_values,
     pipeline_count,
     pipeline_ctor_kwargs,
+    propose_pipeline_fix,
+    refuse_pipeline,
     removed_stmt,
     run_site_edits,
     set_threads_stmt,
@@ -113,20 +115,14 @@ class PipelineClass(Rule):
                     fired |= set(cls_fired)
                     state.claimed += [i.stmt for i in instances]
             except Refused as why:
-                state.refused_pipeline = True
-                first = min(members, key=ctx.first_line)
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
-                state.diagnostics.append(ctx.todo(self.id, first, f"pipeline not migrated{which}: {why}"))
+                refuse_pipeline(state, self.id, min(members, key=ctx.first_line), why, which)
                 continue
             leaf_ids = {id(c) for c, _ in leaves}
             edits += [removed_stmt(ctx, c) for c in members if id(c) not in leaf_ids]
             names = ", ".join(c.name.value for c, _ in leaves)
-            fix = ctx.make_fix(
-                self.id, leaves[0][0], edits, f"migrate pipeline class {names} and its use sites to dynamic mode", includes=sorted(fired)
-            )
-            state.fixes.append(fix)
-            state.structural.append(fix.id)
-            state.diagnostics.extend(notes)
+            message = f"migrate pipeline class {names} and its use sites to dynamic mode"
+            propose_pipeline_fix(state, self.id, leaves[0][0], edits, message, sorted(fired), notes)
 
     def _migrate(self, ctx: FileContext, cls: cst.ClassDef, chain: list[cst.ClassDef], notes):
         reasons: list[str] = []

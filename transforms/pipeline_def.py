@@ -68,7 +68,6 @@ from ._conditionals import branch_reasons, has_data_branches
 from ._iterators import epoch_body
 from ._local import collect_nodes
 from ._pipeline import (
-    PIPELINE_ARGS,
     Graph,
     Instance,
     Refused,
@@ -84,8 +83,9 @@ from ._pipeline import (
     param_names,
     pipeline_count,
     pipeline_def_instance_edits,
+    propose_pipeline_fix,
+    refuse_pipeline,
     truthy,
-    walk,
     within,
 )
 
@@ -115,22 +115,11 @@ class PipelineDef(Rule):
                 graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec)
                 edits, included = self._rewrite(ctx, fn, graph, dec_kwargs, instances, seed_source, notes)
             except Refused as why:
-                state.refused_pipeline = True
-                state.diagnostics.append(ctx.todo(self.id, fn, f"pipeline not migrated: {why}"))
+                refuse_pipeline(state, self.id, fn, why)
                 continue
-            for inst in instances:
-                state.claimed.append(inst.stmt)
-            state.claimed += graph.claimed
-            fix = ctx.make_fix(
-                self.id,
-                fn,
-                edits,
-                f"migrate pipeline {fn.name.value} and its use sites to dynamic mode",
-                includes=included,
-            )
-            state.fixes.append(fix)
-            state.structural.append(fix.id)
-            state.diagnostics.extend(notes)
+            state.claimed += [inst.stmt for inst in instances] + graph.claimed
+            message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
+            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes)
             if ctx.project is not None:
                 ctx.project.migrated.add(fn.name.value)
 

@@ -57,12 +57,13 @@ from ._pipeline import (
     is_unset,
     pipeline_count,
     pipeline_ctor_kwargs,
+    propose_pipeline_fix,
+    refuse_pipeline,
     removed_stmt,
     run_site_edits,
     set_threads_stmt,
     fresh_name,
     truthy,
-    walk,
 )
 
 
@@ -83,16 +84,11 @@ class PipelineObject(Rule):
             try:
                 edits, included, inst, claimed = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
             except Refused as why:
-                state.refused_pipeline = True
-                state.diagnostics.append(ctx.todo(self.id, ctor_stmt, f"pipeline not migrated: {why}"))
+                refuse_pipeline(state, self.id, ctor_stmt, why)
                 continue
             state.claimed += claimed
-            fix = ctx.make_fix(
-                self.id, block, edits, f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode", includes=included
-            )
-            state.fixes.append(fix)
-            state.structural.append(fix.id)
-            state.diagnostics.extend(notes)
+            message = f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode"
+            propose_pipeline_fix(state, self.id, block, edits, message, included, notes)
 
     def _migrate(self, ctx, ctor_stmt, assign, call, block: cst.With, notes):
         reasons: list[str] = []

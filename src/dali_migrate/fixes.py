@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
-import libcst as cst
 
 Safety = Literal["safe", "unsafe"]
 TODO_PREFIX = "# TODO(dali-migrate):"
