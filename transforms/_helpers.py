@@ -88,7 +88,7 @@ def helper_edits(
         env = LocalEnv(batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn))
         new, diags = lower(ctx, h.fn, env, rules, fired)
         if diags:
-            raise refuse("; ".join(d.message for d in diags))
+            raise refuse("; ".join(dict.fromkeys(d.message for d in diags)))
         extra = [cst.Param(cst.Name("rng"))] + ([cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else [])
         params = new.params
         star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()

@@ -135,11 +135,16 @@ def _join_mixed_device(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> No
         call = ctx.parents.get(node) if fix.rule == "DM101" and node is not None else None
         if not (isinstance(call, cst.Call) and call.func is node):
             continue
-        mixed = [
-            a for a in call.args
-            if a.keyword is not None and a.keyword.value == "device"
-            and isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"
-        ]
+        devices = [a for a in call.args if a.keyword is not None and a.keyword.value == "device"]
+        mixed = [a for a in devices if isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"]
+        if devices and not mixed and _device_unknown(ctx, devices[0]):
+            # a device variable that may hold "mixed" and cannot be rewritten: DM102 says so,
+            # and the call stays pipeline mode with it
+            state.fixes.remove(fix)
+            line = ctx.line_of(devices[0])
+            if not any(d.rule == "DM102" and d.line == line for d in state.diagnostics):
+                state.diagnostics.append(ctx.todo("DM101", node, "its device may be \"mixed\", which dynamic mode rejects"))
+            continue
         if not mixed:
             continue
         state.fixes.remove(fix)
@@ -171,6 +176,13 @@ def _join_mixed_device(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> No
             state.diagnostics.append(
                 ctx.todo("DM102", node, f"migrate {ctx.text(call.func)} to dynamic mode together with its device (rule DM101)")
             )
+
+
+def _device_unknown(ctx, arg: cst.Arg) -> bool:
+    """DM102 cannot vouch for this ``device=`` value (it reports a TODO for it)."""
+    from .mixed_device import MixedDevice  # the rule's own judgement, not a copy of it
+
+    return isinstance(MixedDevice().rewrite(ctx, arg, arg, LocalEnv()), Diagnostic)
 
 
 # -- walking the tree ------------------------------------------------------------------------------

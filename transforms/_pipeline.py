@@ -302,7 +302,7 @@ def emit_generator_body(
             for v in graph.outputs:
                 nv, diags = lower(ctx, v, env, local_rules, fired)
                 if diags:
-                    raise Refused("; ".join(d.message for d in diags))
+                    raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
                 values.append(nv)
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[]) if len(values) > 1 else cst.Tuple([cst.Element(values[0])])
             lowered.append(s.with_changes(body=[cst.Expr(cst.Yield(yielded))]))
@@ -317,7 +317,7 @@ def emit_generator_body(
                 continue
         ns, diags = lower(ctx, s, env, local_rules, fired)
         if diags:
-            raise Refused("; ".join(d.message for d in diags))
+            raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
         lowered.append(ns)
 
     # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
@@ -377,7 +377,7 @@ def emit_generator_body(
 def _lowered(ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list, fired: set[str]) -> cst.CSTNode:
     new, diags = lower(ctx, node, env, rules, fired)
     if diags:
-        raise Refused("; ".join(d.message for d in diags))
+        raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
     return new
 
 

@@ -48,8 +48,16 @@ class MixedDevice(LocalRule):
             if value.evaluated_value != "mixed":
                 return None
             return updated.with_changes(value=_gpu(updated.value))
-        if isinstance(value, cst.Name) and _literal_values(ctx, value) is not None:
-            return None  # its "mixed" literals are rewritten where they are assigned
+        literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None
+        if literals is not None:
+            if all(lit.evaluated_value != "mixed" or _device_literal(ctx, lit, lit) is not None for lit in literals):
+                return None  # its "mixed" literals are rewritten where they are assigned
+            return ctx.todo(
+                self.id,
+                original,
+                f'device={ctx.text(value)} may be "mixed", and the variable is also used for something else '
+                '(a comparison?), so its "mixed" cannot become "gpu" automatically: dynamic mode rejects "mixed"',
+            )
         if isinstance(value, (cst.Name, cst.Attribute, cst.IfExp)):
             return ctx.todo(
                 self.id,
