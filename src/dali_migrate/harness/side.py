@@ -213,15 +213,7 @@ def run_new(spec: dict, result: dict) -> None:
 
     recorder = rng.install_recorder()
     notes: list[str] = result["notes"]
-    module = load_module(spec["module"], "_dali_verify_new", spec["sys_path"])
-    if spec.get("adapter"):
-        adapter = load_module(spec["adapter"], "_dali_verify_adapter", spec["sys_path"])
-        obj = adapter.new_batches(module, **spec["kwargs"])
-    else:
-        target = getattr(module, spec["name"], None)
-        if target is None:
-            raise SideError(f"NEW defines no `{spec['name']}`")
-        obj = _call_with_supported(target, {**spec["kwargs"], **spec["pipe_kwargs"]}, notes)
+    obj = _new_object(spec, notes)
     step, mode = _stepper(obj, notes)
     result["mode"] = mode
     iterations = spec.get("iterations")
@@ -271,11 +263,21 @@ def _pipeline_epoch_batches(pipe) -> int | None:
     return math.ceil(max(sizes.values()) / pipe.max_batch_size)
 
 
-def run_old(spec: dict, result: dict) -> None:
-    from . import rng
+def _new_object(spec: dict, notes: list[str]):
+    """What NEW gives for the pipeline: the adapter's ``new_batches`` or the object named like
+    OLD's pipeline, called with the same arguments."""
+    module = load_module(spec["module"], "_dali_verify_new", spec["sys_path"])
+    if spec.get("adapter"):
+        adapter = load_module(spec["adapter"], "_dali_verify_adapter", spec["sys_path"])
+        return adapter.new_batches(module, **spec["kwargs"])
+    target = getattr(module, spec["name"], None)
+    if target is None:
+        raise SideError(f"NEW defines no `{spec['name']}`")
+    return _call_with_supported(target, {**spec["kwargs"], **spec["pipe_kwargs"]}, notes)
 
-    replay = spec.get("replay")
-    replayer = rng.install_replayer(replay) if replay is not None else None
+
+def _old_pipeline(spec: dict):
+    """OLD's pipeline object (not built): the adapter's ``build_old`` or the pipeline by name."""
     module = load_module(spec["module"], "_dali_verify_old", spec["sys_path"])
     if spec.get("adapter"):
         adapter = load_module(spec["adapter"], "_dali_verify_adapter", spec["sys_path"])
@@ -289,6 +291,15 @@ def run_old(spec: dict, result: dict) -> None:
 
     if not isinstance(pipe, Pipeline):
         raise SideError(f"`{spec.get('name') or 'build_old'}` gave a {type(pipe).__name__}, not a Pipeline")
+    return pipe
+
+
+def run_old(spec: dict, result: dict) -> None:
+    from . import rng
+
+    replay = spec.get("replay")
+    replayer = rng.install_replayer(replay) if replay is not None else None
+    pipe = _old_pipeline(spec)
     result["phase"] = "build"
     iterator = spec.get("iterator")
     if iterator is not None:
@@ -347,21 +358,13 @@ def run_bench(spec: dict, result: dict) -> None:
     import time
 
     notes: list[str] = result["notes"]
-    name = "_dali_bench_new" if spec["role"] == "new" else "_dali_bench_old"
-    module = load_module(spec["module"], name, spec["sys_path"])
     result["phase"] = "build"
-    if spec.get("adapter"):
-        adapter = load_module(spec["adapter"], "_dali_bench_adapter", spec["sys_path"])
-        obj = adapter.new_batches(module, **spec["kwargs"]) if spec["role"] == "new" else adapter.build_old(module, **spec["kwargs"])
-    else:
-        target = getattr(module, spec["name"])
-        kwargs = {**spec["kwargs"], **spec["pipe_kwargs"]}
-        obj = _call_with_supported(target, kwargs, notes) if spec["role"] == "new" else target(**kwargs)
     if spec["role"] == "old":
-        obj.build()
-        step = obj.run
+        pipe = _old_pipeline(spec)
+        pipe.build()
+        step = pipe.run
     else:
-        step, _ = _stepper(obj, notes)
+        step, _ = _stepper(_new_object(spec, notes), notes)
     try:
         import torch
 
