@@ -66,7 +66,7 @@ def random_helpers(ctx: FileContext, container: cst.CSTNode, refuse) -> dict[str
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
             raise refuse(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
         outside = [
-            n for n in walk(ctx.module) if isinstance(n, cst.Name) and n.value == name and n is not fn.name and not within(ctx, n, container)
+            n for n in ctx.nodes_of(cst.Name) if n.value == name and n is not fn.name and not within(ctx, n, container)
         ]
         if outside:
             raise refuse(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")

@@ -434,16 +434,12 @@ def _capturable(ctx: FileContext, graph: Graph, lowered: list[cst.BaseStatement]
 def pipeline_count(ctx: FileContext) -> int:
     """Pipeline definitions in the module: @pipeline_def functions, Pipeline(...) constructions
     and Pipeline subclasses."""
-    count = 0
-    for node in ctx.module_nodes():
-        if isinstance(node, cst.Decorator):
-            target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
-            count += (ctx.qualname(target) or "").endswith("pipeline_def")
-        elif isinstance(node, cst.Call):
-            count += ctx.qualname(node.func) in PIPELINE_CLASSES
-        elif isinstance(node, cst.ClassDef):
-            count += any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in node.bases)
-    return count
+    decorators = [d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator for d in ctx.nodes_of(cst.Decorator)]
+    return (
+        sum((ctx.qualname(target) or "").endswith("pipeline_def") for target in decorators)
+        + sum(ctx.qualname(call.func) in PIPELINE_CLASSES for call in ctx.nodes_of(cst.Call))
+        + sum(any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in c.bases) for c in ctx.nodes_of(cst.ClassDef))
+    )
 
 
 def _is_reader_stmt(graph: Graph, stmt: cst.CSTNode) -> bool:
