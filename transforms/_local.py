@@ -280,14 +280,6 @@ def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = 
     return nodes
 
 
-def function_env(ctx: FileContext, fn: cst.FunctionDef) -> LocalEnv:
-    return LocalEnv(nodes=collect_nodes(ctx, fn))
-
-
-def module_env(ctx: FileContext, module: cst.Module) -> LocalEnv:
-    return LocalEnv(nodes=collect_nodes(ctx, module))
-
-
 # -- composing every local rule over generated code -----------------------------------------
 
 

@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from dali_migrate.context import FileContext, attr_chain
+from dali_migrate.context import FileContext
 
 TYPES_PREFIX = "nvidia.dali.types."
 
@@ -91,14 +91,6 @@ def fresh(taken: set[str], candidates: list[str]) -> str:
         i += 1
     taken.add(f"{candidates[0]}{i}")
     return f"{candidates[0]}{i}"
-
-
-def np_attr(ctx: FileContext, name: str) -> cst.BaseExpression:
-    return attr_chain(f"{ctx.np}.{name}")
-
-
-def ndd_attr(ctx: FileContext, name: str) -> cst.BaseExpression:
-    return attr_chain(f"{ctx.ndd}.{name}")
 
 
 def parse_expr(code: str) -> cst.BaseExpression:
