@@ -272,6 +272,19 @@ def array_pipe(data_dir, *, batch_size=3):
 
 
 @pytest.mark.dali
+def test_a_data_folder_gives_file_arguments_their_file(tmp_path: Path) -> None:
+    from dali_migrate.harness.verify import _user_data_for
+
+    tf = make_dataset(spec_for_reader("tfrecord", 3), tmp_path / "tf")
+    folder = str(tf.root)
+    assert _user_data_for(folder, "path") == tf.paths["path"]
+    assert _user_data_for(folder, "index_path") == tf.paths["index_path"]
+    assert _user_data_for(folder, "file_root") == folder
+    (tf.root / "other.idx").write_text("")  # two candidates: no guess
+    assert _user_data_for(folder, "index_path") == folder
+    assert _user_data_for(tf.paths["path"], "path") == tf.paths["path"]
+
+
 def test_a_crash_is_a_verdict(tmp_path: Path) -> None:
     pytest.importorskip("nvidia.dali")
     from dali_migrate.harness.verify import verify

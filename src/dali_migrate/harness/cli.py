@@ -86,7 +86,8 @@ def _render(report, console) -> None:
 @click.option("--pipeline", "pipeline", metavar="NAME", help="Verify only this pipeline of OLD.")
 @click.option("--kwargs", "kwargs_text", metavar="JSON|FILE",
               help="Pipeline arguments: a JSON object or a .json/.toml file. Data arguments left out get synthetic data.")
-@click.option("--data", "data", type=click.Path(exists=True), help="Your data: the path every data argument (file_root=...) of the pipelines gets.")
+@click.option("--data", "data", type=click.Path(exists=True), help="Your data: the path every data argument (file_root=...) of the pipelines gets; for a folder, "
+              "file arguments (path=, index_path=, annotations_file=) get its one .tfrecord/.idx/.json file.")
 @click.option("--iterations", type=click.IntRange(min=1), help="Batches to compare (default: one past the first epoch boundary).")
 @click.option("--max-iterations", type=click.IntRange(min=1), default=50, show_default=True,
               help="Cap on the default number of batches.")

@@ -182,6 +182,24 @@ class _Data:
         return self._made[key]
 
 
+#: reader arguments that name one file, and the suffixes such a file has in a dataset folder
+_FILE_ARGUMENTS = {"path": (".tfrecord", ".rec", ".tfr"), "index_path": (".idx", ".index"),
+                   "annotations_file": (".json",), "file_list": (".txt", ".lst")}
+
+
+def _user_data_for(data_path: str, argument: str) -> str:
+    """The path ``--data`` gives a reader argument: the path itself, or, for an argument that
+    names one file (``path``, ``index_path``, ...) when ``--data`` is a folder, the one file in it
+    with a fitting suffix (the folder itself when there is none or several)."""
+    folder = Path(data_path)
+    suffixes = _FILE_ARGUMENTS.get(argument)
+    if suffixes and folder.is_dir():
+        found = [f for f in sorted(folder.iterdir()) if f.is_file() and f.suffix in suffixes]
+        if len(found) == 1:
+            return str(found[0])
+    return data_path
+
+
 def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str, data_path: str | None = None) -> tuple[dict, dict, list[str]]:
     """(function kwargs, pipeline kwargs, notes) for one pipeline."""
     notes: list[str] = []
@@ -194,7 +212,8 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
         if param in user:
             continue
         if data_path is not None:
-            values[param] = data_path
+            argument = next(a for a, p in reader.bound.items() if p == param)
+            values[param] = _user_data_for(data_path, argument)
             continue
         ds = data.for_reader(reader, info.uses_audio)
         argument = next(a for a, p in reader.bound.items() if p == param)
@@ -393,7 +412,8 @@ def verify(
     """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module docstring).
 
     ``kwargs``: arguments of the pipelines (missing data arguments get synthetic datasets of
-    ``samples`` samples, or ``data``: one path for every data argument); ``iterations``: batches compared (default: one past the first epoch
+    ``samples`` samples, or ``data``: one path for every data argument; for a folder, file
+    arguments such as ``path``/``index_path`` get its one ``.tfrecord``/``.idx`` file); ``iterations``: batches compared (default: one past the first epoch
     boundary of the new code's readers, at most ``max_iterations``); ``device``: ``auto``,
     ``cpu`` (both sides lowered to CPU) or ``gpu`` (as written); ``atol``/``rtol``: see
     :mod:`.compare`; ``adapter``: a Python file that says how to build both sides
