@@ -75,10 +75,12 @@ class PipelineObject(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
+        followed = set()
         for ctor_stmt, assign, call in _pipeline_constructions(ctx):
             block = _graph_block(ctx, ctor_stmt, assign.targets[0].target.value)
             if block is None:
-                continue  # not built with a `with` block: nothing this rule knows how to migrate
+                continue  # not built with a `with` block: refused below
+            followed.add(id(call))
             state.claimed += [ctor_stmt, block]
             notes: list[Diagnostic] = []
             try:
@@ -89,6 +91,11 @@ class PipelineObject(Rule):
             state.claimed += claimed
             message = f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode"
             propose_pipeline_fix(state, self.id, block, edits, message, included, notes)
+        for call in ctx.nodes_of(cst.Call):
+            if id(call) not in followed and ctx.qualname(call.func) in PIPELINE_CLASSES:
+                # its graph is built in a way this rule does not follow; its fn.* calls must not
+                # be rewritten one by one either (refusing withholds the file's local rewrites)
+                refuse_pipeline(state, self.id, ctx.enclosing_statement(call), _unfollowed_reason(ctx, call))
 
     def _migrate(self, ctx, ctor_stmt, assign, call, block: cst.With, notes):
         reasons: list[str] = []
@@ -166,6 +173,22 @@ def _pipeline_constructions(ctx):
             and ctx.qualname(assign.value.func) in PIPELINE_CLASSES
         ):
             yield node, assign, assign.value
+
+
+def _unfollowed_reason(ctx, call: cst.Call) -> str:
+    """Why a ``Pipeline(...)`` construction is not migrated."""
+    assign = ctx.parents.get(call)
+    if isinstance(assign, cst.WithItem) and isinstance(assign.asname, cst.AsName):
+        name = ctx.text(assign.asname.name)
+        return (f"`with Pipeline(...) as {name}:` is not migrated yet; written as `{name} = Pipeline(...)` "
+                f"followed by `with {name}:` it would be")
+    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1):
+        return "the Pipeline(...) object is not assigned to a variable, so its graph and runs cannot be followed"
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Name):
+        return (f"the Pipeline(...) object is stored in `{ctx.text(target)}`, not a local variable, so its graph "
+                "and runs cannot be followed: migrate it by hand, or build it in a local variable first")
+    return f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
 
 
 def _factory_instances(ctx, ctor_stmt, returns: list[cst.Return], reasons: list[str]) -> list[Instance]:
