@@ -68,15 +68,16 @@ TORCH_ITERATORS = {
         "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
         "last_batch_padded", "last_batch_policy", "prepare_first_batch",
     ),
+    "nvidia.dali.plugin.pytorch.DALIRaggedIterator": (
+        "output_map", "size", "reader_name", "output_types", "auto_reset", "fill_last_batch", "dynamic_shape",
+        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
+    ),
 }
+RAGGED = "nvidia.dali.plugin.pytorch.DALIRaggedIterator"
 POLICY_CLASSES = ("nvidia.dali.plugin.base_iterator.LastBatchPolicy", "nvidia.dali.plugin.pytorch.LastBatchPolicy")
 
-#: iterators of other frameworks (and the ragged PyTorch one): what to do by hand
+#: iterators of other frameworks: what to do by hand
 BY_HAND = {
-    "nvidia.dali.plugin.pytorch.DALIRaggedIterator": (
-        "DALIRaggedIterator is not migrated: iterate the migrated generator's epochs and convert each "
-        "ndd.Batch with .torch(pad=True) (or per sample: [t.torch() for t in batch.tensors])"
-    ),
     "nvidia.dali.plugin.jax": (
         "JAX iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
         "ndd.Batch with jax.dlpack.from_dlpack(ndd.as_tensor(batch))"
@@ -95,19 +96,66 @@ BY_HAND = {
     ),
 }
 
-HELPER_NAME = "dali_iterator_epochs"
-HELPER_SOURCE = '''\
-def dali_iterator_epochs(batches, meta, batch_size, policy):
-    """Cut the endless stream ``batches`` (one tuple of ndd.Batch per step, as Pipeline.run()
-    returned them) into the epochs DALIGenericIterator(reader_name=...) gave with
-    ``last_batch_policy`` ``policy`` ("FILL", "PARTIAL" or "DROP"). ``meta`` is the reader's
-    get_metadata(). Yields one generator of batches per epoch: exhaust it before the next one.
+EPOCHS_CLASS = "DaliIteratorEpochs"
+READER_PLAN = "dali_reader_epochs"
+SIZE_PLAN = "dali_size_epochs"
 
-    As nvidia.dali.plugin.base_iterator does: FILL without padding credits the samples read ahead
-    into the next epoch, PARTIAL trims the last batch to the samples left in the shard, DROP reads
-    the incomplete last batch and drops it. With padding every epoch has the same length. Where
-    PARTIAL would leave an empty last batch (uneven shards), it raises: an ndd.Batch of 0 samples
-    does not keep the sample shape.
+HELPER_SOURCES = {
+    EPOCHS_CLASS: '''\
+class DaliIteratorEpochs:
+    """The epochs a DALI framework iterator (DALIGenericIterator) gave, cut from ``batches``,
+    the endless stream of (ndd.Batch, ...) tuples Pipeline.run() returned, as ``plan`` says:
+    for each epoch it yields (batches in the epoch, samples the last batch keeps or None for
+    all, whether one more batch is read and dropped after it, what len(iterator) gave).
+
+    ``next(epochs)`` gives the next epoch, a generator of batches. An epoch left before its last
+    batch (``break``) is resumed by the next ``next(epochs)``, as the old iterator resumed it
+    (it ignored reset() until the epoch was over). ``len(epochs)`` is ``len(iterator)`` during
+    the current epoch (the first one before any ``next``).
+    """
+
+    def __init__(self, batches, plan):
+        self.batches, self.plan = batches, plan
+        self.count, self.keep, self.drop_extra, self.length = next(plan)
+        self.left = self.count  # batches the current epoch has still to give
+        self.epoch = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.epoch is not None and self.left == 0:
+            next(self.epoch, None)  # runs the finished epoch to its end (DROP: the dropped batch)
+            self.count, self.keep, self.drop_extra, self.length = next(self.plan)
+            self.left, self.epoch = self.count, None
+        if self.epoch is None:
+            self.epoch = self._epoch()
+        return self.epoch
+
+    def __len__(self):
+        return self.length
+
+    def _epoch(self):
+        for i in range(self.count):
+            outputs = next(self.batches)
+            self.left -= 1
+            if i == self.count - 1 and self.keep is not None:
+                if self.keep <= 0:
+                    # uneven shards: the old iterator returned tensors with 0 samples here
+                    raise RuntimeError("PARTIAL leaves no sample for the last batch of this shard's epoch")
+                outputs = tuple(ndd.as_batch([o.tensors[j] for j in range(self.keep)]) for o in outputs)
+            yield outputs
+        if self.drop_extra:
+            next(self.batches)
+''',
+    READER_PLAN: '''\
+def dali_reader_epochs(meta, batch_size, policy):
+    """The epochs DALIGenericIterator(reader_name=...) gave with ``last_batch_policy`` ``policy``
+    ("FILL", "PARTIAL" or "DROP") over the reader whose get_metadata() is ``meta``, as
+    DaliIteratorEpochs takes them. As nvidia.dali.plugin.base_iterator does: FILL without padding
+    credits the samples read ahead into the next epoch, PARTIAL trims the last batch to the
+    samples left in the shard, DROP reads the incomplete last batch and drops it; with padding
+    every epoch has the same length. len(iterator) is the epoch's batch count.
     """
     shards, shard, size = meta["number_of_shards"], meta["shard_id"], meta["epoch_size"]
     padded, stick = meta["pad_last_batch"], meta["stick_to_shard"]
@@ -118,22 +166,10 @@ def dali_iterator_epochs(batches, meta, batch_size, policy):
     def ceil_div(a, b):
         return -(-a // b)
 
-    def epoch(count, keep, drop_extra):
-        for i in range(count):
-            outputs = next(batches)
-            if i == count - 1 and keep < batch_size:
-                if keep <= 0:
-                    # uneven shards: the old iterator returned tensors with 0 samples here
-                    raise RuntimeError("PARTIAL leaves no sample for the last batch of this shard's epoch")
-                outputs = tuple(ndd.as_batch([o.tensors[j] for j in range(keep)]) for o in outputs)
-            yield outputs
-        if drop_extra:
-            next(batches)
-
     ahead = 0  # FILL without padding: samples of this epoch's shard read in the previous epoch
     while True:
         current = shard_size(shard)
-        keep, drop_extra = batch_size, False
+        keep, drop_extra = None, False
         if policy == "DROP":
             count = size // shards // batch_size
             drop_extra = size // shards % batch_size != 0
@@ -143,7 +179,7 @@ def dali_iterator_epochs(batches, meta, batch_size, policy):
             else:
                 total = ceil_div(ceil_div(size, shards), batch_size) * batch_size
             count = ceil_div(total, batch_size)
-            if policy == "PARTIAL":
+            if policy == "PARTIAL" and current < count * batch_size:
                 keep = current - (count - 1) * batch_size
         else:
             count = ceil_div(current - ahead, batch_size)
@@ -152,10 +188,33 @@ def dali_iterator_epochs(batches, meta, batch_size, policy):
                 ahead, current = 0, shard_size(shard)
                 count = ceil_div(current, batch_size)
             ahead += count * batch_size - current
-        yield epoch(count, keep, drop_extra)
+        yield count, keep, drop_extra, count
         if not stick:
             shard = (shard + 1) % shards
-'''
+''',
+    SIZE_PLAN: '''\
+def dali_size_epochs(size, batch_size, policy, last_batch_padded):
+    """The epochs DALIGenericIterator(size=size) without reader_name gave with
+    ``last_batch_policy`` ``policy`` ("FILL", "PARTIAL" or "DROP") and ``last_batch_padded``, as
+    DaliIteratorEpochs takes them. As nvidia.dali.plugin.base_iterator does: an epoch gives
+    batches until it has counted ``size`` samples; PARTIAL trims the last batch to ``size``, DROP
+    reads the incomplete last batch and drops it, FILL without last_batch_padded counts the
+    samples its last batch read past ``size`` into the next epoch. len(iterator) is
+    ceil(size / batch_size) in every epoch (size // batch_size for DROP).
+    """
+    full, rest = divmod(size, batch_size)
+    length = full if policy == "DROP" else full + (rest > 0)
+    ahead = 0  # FILL without last_batch_padded: samples the previous epoch counted into this one
+    while True:
+        if policy == "DROP":
+            yield full, None, rest > 0, length
+            continue
+        count = -(-(size - ahead) // batch_size)
+        if policy == "FILL" and not last_batch_padded:
+            ahead = (ahead + count * batch_size) % size
+        yield count, rest if policy == "PARTIAL" and rest else None, False, length
+''',
+}
 
 
 @dataclass
@@ -172,6 +231,14 @@ class IteratorUse:
     resets: list[cst.SimpleStatementLine] = field(default_factory=list)
     reads: list[tuple[cst.Subscript, str, int]] = field(default_factory=list)  # data[0]["x"], data, k
     mode: str = ""  # set when the generator is emitted: "plain", "helper" or "stream"
+    #: size= without reader_name: the literal, or the reader name of ``pipe.epoch_size("name")``
+    size: cst.BaseExpression | None = None
+    size_reader: str | None = None
+    last_batch_padded: bool = False
+    claimed: list[cst.CSTNode] = field(default_factory=list)  # pipeline references this iterator owns
+    lens: list[tuple[cst.Name, str]] = field(default_factory=list)  # len(loader): the name, "loop"/"first"/"other"
+    early_exit: bool = False  # a loop over the iterator can leave an epoch before its end
+    sparse_lists: set[int] = field(default_factory=set)  # DALIRaggedIterator SPARSE_LIST_TAG outputs
 
 
 def _enclosing_call(ctx: FileContext, ref: cst.CSTNode) -> cst.Call | None:
@@ -221,19 +288,17 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
         elif i - 1 < len(params):
             args[params[i - 1]] = a.value
     # arguments left at their defaults change nothing
-    for key, default in (("size", "-1"), ("last_batch_padded", "False"), ("fill_last_batch", "None")):
+    for key, default in (("size", "-1"), ("last_batch_padded", "False"), ("fill_last_batch", "None"), ("output_types", "None")):
         if key in args and _code(args[key]) == default:
             del args[key]
     pipes = args.get("pipelines")
     if isinstance(pipes, (cst.List, cst.Tuple)) and len(pipes.elements) != 1:
         reasons.append(
-            "a list of several pipelines (one per GPU) is not migrated: run one migrated generator per "
-            "GPU (in its own process or thread, with that GPU's shard_id) and iterate each"
+            "a list of several pipelines (one per GPU) is not migrated: by hand, run one process per GPU "
+            "(e.g. torchrun) that builds the reader once with shard_id=<rank> and num_shards=<world size>, "
+            "and iterate reader.next_epoch(batch_size=...) there; each batch is that GPU's entry of the "
+            "old iterator's list (data[rank])"
         )
-    if "size" in args:
-        reasons.append("size= is not migrated: give the reader a name and pass reader_name= instead")
-    if "last_batch_padded" in args:
-        reasons.append("last_batch_padded= is not migrated (it goes with size=): use reader_name=")
     output_map = ["data", "label"] if q.endswith("DALIClassificationIterator") else None
     if "output_map" in args:
         om = args["output_map"]
@@ -246,6 +311,7 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
                 reasons.append("output_map is not a list of distinct names")
     elif output_map is None:
         reasons.append("no output_map")
+    sparse_lists = _output_types(ctx, args.get("output_types"), reasons) if q == RAGGED else set()
     reader_name = None
     if "reader_name" in args:
         rn = args["reader_name"]
@@ -253,6 +319,20 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
             reader_name = rn.evaluated_value
         elif not (isinstance(rn, cst.Name) and rn.value == "None"):
             reasons.append("reader_name is not a string literal")
+    size, size_reader, claimed = None, None, []
+    if "size" in args:
+        size, size_reader, claimed = _size(ctx, inst, args["size"], reasons)
+        if reader_name is not None:
+            reasons.append("size= and reader_name= are given together (DALI's iterator refuses that)")
+    last_batch_padded = False
+    if "last_batch_padded" in args:
+        lbp = args["last_batch_padded"]
+        if reader_name is not None:
+            reasons.append("last_batch_padded= is given with reader_name= (DALI's iterator refuses that)")
+        elif not (isinstance(lbp, cst.Name) and lbp.value in ("True", "False")):
+            reasons.append("last_batch_padded is not True or False")
+        else:
+            last_batch_padded = lbp.value == "True"
     policy = "FILL"
     if "last_batch_policy" in args:
         p = args["last_batch_policy"]
@@ -268,9 +348,11 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
             policy = "FILL" if f.value == "True" else "PARTIAL"
         elif not (isinstance(f, cst.Name) and f.value == "None"):
             reasons.append("fill_last_batch is not True, False or None")
-    if reader_name is None and ("last_batch_policy" in args or "fill_last_batch" in args) and policy != "FILL":
-        # without reader_name and size the iterator forces FILL: it never ends an epoch
-        policy = "FILL"
+    if q == RAGGED and size is not None and policy == "PARTIAL":
+        reasons.append("DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories): use reader_name=")
+    if reader_name is None and size is None:
+        # without reader_name and size the iterator forces FILL (and no padding): it never ends an epoch
+        policy, last_batch_padded = "FILL", False
     assign = ctx.parents.get(call)
     stmt = ctx.parents.get(assign)
     if not (
@@ -285,8 +367,65 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
     if reasons:
         return None
     use = IteratorUse(stmt, call, assign.targets[0].target.value, output_map, reader_name, policy)
+    use.size, use.size_reader, use.claimed = size, size_reader, claimed
+    use.last_batch_padded, use.sparse_lists = last_batch_padded, sparse_lists
     _follow(ctx, inst, assign, use, reasons)
     return use
+
+
+def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
+    """``size=``: an integer literal, or ``pipe.epoch_size("Reader")`` of this pipeline (which
+    becomes the reader's ``get_metadata()["epoch_size_padded"]``, dali-semantics row 12):
+    (literal or None, reader name or None, the pipeline reference the iterator claims)."""
+    if isinstance(expr, cst.Integer) and int(expr.value, 0) > 0:
+        return expr, None, []
+    pipe = inst.assign.targets[0].target.value
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and isinstance(expr.func.value, cst.Name)
+        and expr.func.value.value == pipe
+        and expr.func.attr.value == "epoch_size"
+        and len(expr.args) == 1
+        and not expr.args[0].star
+        and (expr.args[0].keyword is None or expr.args[0].keyword.value == "name")
+        and isinstance(expr.args[0].value, cst.SimpleString)
+    ):
+        return None, expr.args[0].value.evaluated_value, [expr.func.value]
+    reasons.append(
+        f"size={_code(expr)} is not migrated (only an integer literal or {pipe}.epoch_size(\"<reader name>\")): "
+        "give the reader a name and pass reader_name= instead, or compute the size by hand from "
+        "reader.get_metadata()[\"epoch_size_padded\"]"
+    )
+    return None, None, []
+
+
+RAGGED_TAGS = {"DENSE_TAG": "dense", "SPARSE_LIST_TAG": "sparse_list", "SPARSE_COO_TAG": "sparse_coo"}
+
+
+def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: list[str]) -> set[int]:
+    """DALIRaggedIterator's ``output_types``: the indices of the SPARSE_LIST_TAG outputs; dense
+    outputs read like DALIGenericIterator's, SPARSE_COO_TAG is a reason."""
+    if expr is None:
+        return set()
+    items = expr.elements if isinstance(expr, (cst.List, cst.Tuple)) else None
+    tags = []
+    for e in items or ():
+        v = e.value
+        if isinstance(v, cst.SimpleString):
+            tags.append(v.evaluated_value)
+        elif isinstance(v, cst.Attribute) and (ctx.qualname(v) or "").startswith(RAGGED + ".") and v.attr.value in RAGGED_TAGS:
+            tags.append(RAGGED_TAGS[v.attr.value])
+        else:
+            tags.append(None)
+    if items is None or not all(t in ("dense", "sparse_list", "sparse_coo") for t in tags):
+        reasons.append("output_types is not a list of DALIRaggedIterator tags")
+    elif "sparse_coo" in tags:
+        reasons.append(
+            "DALIRaggedIterator's SPARSE_COO_TAG output is not migrated: by hand, build the torch sparse "
+            "COO tensor from the samples of the ndd.Batch ([t.torch() for t in batch.tensors])"
+        )
+    return {k for k, t in enumerate(tags) if t == "sparse_list"}
 
 
 def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reasons: list[str]) -> None:
@@ -320,13 +459,43 @@ def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reason
             continue
         if isinstance(parent, cst.Arg) and isinstance(ctx.parents.get(parent), cst.Call):
             func = ctx.parents.get(parent).func
-            if isinstance(func, cst.Name) and func.value == "len":
-                reasons.append(
-                    f"len({use.name}) at line {line} is not migrated: the batch count per epoch comes from "
-                    "reader.get_metadata() and the policy"
-                )
+            if isinstance(func, cst.Name) and func.value == "len" and len(ctx.parents.get(parent).args) == 1:
+                if ctx.scopes.get(node) is not scope:
+                    reasons.append(f"len({use.name}) at line {line} is in another scope")
+                elif use.reader_name is None and use.size is None and use.size_reader is None:
+                    reasons.append(
+                        f"len({use.name}) at line {line} is not migrated: an iterator without reader_name or size "
+                        "has no length (DALI's len() gives 0); the migrated generator never ends an epoch"
+                    )
+                else:
+                    use.lens.append((node, ""))
                 continue
-        reasons.append(f"`{use.name}` is used at line {line} in a way the tool cannot follow (only loops over it and reset())")
+        reasons.append(f"`{use.name}` is used at line {line} in a way the tool cannot follow (only loops over it, len() and reset())")
+    # where each len(loader) is: inside a loop over it (the current epoch), before any loop
+    # over it could have run (the first epoch), or elsewhere
+    loops = [_loop_of(ctx, r)[0] for r in use.loops]
+    first = min((ctx.line_of(lp) for lp in loops), default=None)
+    placed = []
+    for node, _ in use.lens:
+        where = "other"
+        ancestors = _loops_around(ctx, node)
+        if any(a is lp for a in ancestors for lp in loops):
+            where = "loop"
+        elif not ancestors and (first is None or ctx.line_of(node) < first):
+            where = "first"
+        placed.append((node, where))
+    use.lens = placed
+
+
+def _loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The for/while loops around ``node`` in its function (or module)."""
+    out = []
+    node = ctx.parents.get(node)
+    while node is not None and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+        if isinstance(node, (cst.For, cst.While)):
+            out.append(node)
+        node = ctx.parents.get(node)
+    return out
 
 
 def _loop_of(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.For | None, cst.Name | None]:
@@ -360,13 +529,11 @@ def _loop_reasons(ctx: FileContext, loop: cst.For, target: cst.Name | None, use:
         return False
     if loop.orelse is not None:
         reasons.append(f"the loop at line {line} has an else clause")
-    for n in _walk_loop(loop.body) if use.reader_name is not None else ():
-        # (without reader_name the iterator has no epochs: a later loop goes on where this one stopped)
-        if isinstance(n, (cst.Break, cst.Return, cst.Yield, cst.Raise)):
-            reasons.append(
-                f"the loop at line {line} can leave an epoch early ({type(n).__name__.lower()}): "
-                "DALI's iterator then resumes the same epoch, a new next_epoch() does not"
-            )
+    for n in _walk_loop(loop.body):
+        # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over):
+        # DaliIteratorEpochs does too; without reader_name or size there are no epochs to resume
+        if isinstance(n, (cst.Break, cst.Return, cst.Raise)):
+            use.early_exit = True
             break
     reads = []
     for n in walk(loop.body):
@@ -444,9 +611,9 @@ def _inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool
 
 
 def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances: list, refuse) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
-    """The generator body from :func:`emit_generator_body`, made a generator of epochs when the
-    pipeline is consumed through a framework iterator; also the helper to put before it (once
-    per module). ``refuse(reason)`` raises the front end's Refused."""
+    """The generator body from :func:`emit_generator_body`, made the epochs of the framework
+    iterator when the pipeline is consumed through one; also the helpers to put before it (each
+    once per module). ``refuse(reason)`` raises the front end's Refused."""
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return body, []
@@ -459,63 +626,97 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
         refuse("a framework iterator over a pipeline with several readers or an external source is not migrated")
     reader = graph.readers[0]
     reader_args = {a.keyword.value: a.value for a in reader.call.args if a.keyword is not None}
-    if use.reader_name is not None:
-        name = reader_args.get("name")
-        if not (isinstance(name, cst.SimpleString) and name.evaluated_value == use.reader_name):
-            refuse(f'reader_name="{use.reader_name}" does not name the reader of the pipeline')
+    name = reader_args.get("name")
+    for wanted in (use.reader_name, use.size_reader):
+        if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
+            refuse(f'"{wanted}" does not name the reader of the pipeline')
     loop = body[-1]
     if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
         refuse("the generated epoch loop has an unexpected shape")
-    if use.reader_name is None:
+    if use.reader_name is None and use.size is None and use.size_reader is None:
         use.mode = "stream"  # the iterator never ends an epoch: loop over the endless generator
         return body, []
+    padded = reader_args.get("pad_last_batch")
+    padded = isinstance(padded, cst.Name) and padded.value == "True"
+    if use.reader_name is not None and use.policy == "FILL" and not padded:
+        # FILL without padding: the batch count, and so len(), changes from epoch to epoch, and
+        # DALI's value between two epochs depends on when reset() ran
+        for node, where in use.lens:
+            if where == "other":
+                refuse(
+                    f"len({use.name}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
+                    "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
+                    f"value depends on when reset() ran; take len({use.name}) inside the loop over it (or before the "
+                    "first one), or give the reader pad_last_batch=True"
+                )
     epoch_for = loop.body.body[0]
     next_epoch = epoch_for.iter
     bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
     reader_var = next_epoch.func.value.value
     outputs = _docstring_outputs(body[0])
     taken = {n.value for s in body for n in walk(s) if isinstance(n, cst.Name)}
-    epoch_name = _fresh("epoch", taken)
-    batches_name = _fresh("batches", taken)
-    padded = reader_args.get("pad_last_batch")
-    if use.policy == "FILL" and isinstance(padded, cst.Name) and padded.value == "True":
+    doc = body[0]
+    if use.reader_name is not None and use.policy == "FILL" and padded and not use.lens and not use.early_exit:
+        # one next_epoch() is one epoch of the iterator (row 35)
         use.mode = "plain"
+        epoch_name = _fresh("epoch", taken)
         inner = _nested_def(
             epoch_name, f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
         )
-        tail = cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name(epoch_name)))))]),
-                         leading_lines=[cst.EmptyLine(indent=False)])
-        helpers: list[cst.BaseStatement] = []
+        tail = [cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name(epoch_name)))))]),
+                          leading_lines=[cst.EmptyLine(indent=False)])]
+        if _is_generated_doc(doc):
+            text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
+            doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
+        return [doc, *body[1:-1], inner, *tail], []
+    use.mode = "helper"
+    batches_name = _fresh("batches", taken)
+    plan_name = _fresh("plan", taken)
+    inner = _nested_def(
+        batches_name, f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
+        loop.leading_lines,
+    )
+    metadata = cst.Call(cst.Attribute(cst.Name(reader_var), cst.Name("get_metadata")))
+    policy = cst.SimpleString(f'"{use.policy}"')
+    if use.reader_name is not None:
+        plan_fn, plan_args = READER_PLAN, [metadata, bs, policy]
     else:
-        use.mode = "helper"
-        inner = _nested_def(
-            batches_name, f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
-            loop.leading_lines,
-        )
-        call = cst.Call(
-            cst.Name(HELPER_NAME),
-            args=[
-                cst.Arg(cst.Call(cst.Name(batches_name))),
-                cst.Arg(cst.Call(cst.Attribute(cst.Name(reader_var), cst.Name("get_metadata")))),
-                cst.Arg(bs),
-                cst.Arg(cst.SimpleString(f'"{use.policy}"')),
-            ],
-        )
-        tail = _stmt(cst.Expr(cst.Yield(cst.From(call)))).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        body = [_with_max_batch_size(s, reader_var, bs) for s in body]
-        # the helper is emitted once per module, before the first pipeline that needs it
-        if getattr(ctx, "_dali_iterator_helper", False):
-            helpers = []
-        elif _defines(ctx, HELPER_NAME):
-            refuse(f"the module already defines {HELPER_NAME}, the name of the helper this migration needs")
-        else:
-            helpers = _helper(ctx)
-            ctx._dali_iterator_helper = True
-    doc = body[0]
+        if use.size is not None:
+            size = use.size
+        else:  # pipe.epoch_size("Reader")
+            size = cst.Subscript(metadata, slice=[cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))])
+        plan_fn, plan_args = SIZE_PLAN, [size, bs, policy, cst.Name(str(use.last_batch_padded))]
+    if use.reader_name is not None or use.size is None:
+        body = [_with_max_batch_size(s, reader_var, bs) for s in body]  # get_metadata() before next_epoch()
+    tail = [
+        _stmt(cst.Assign([cst.AssignTarget(cst.Name(plan_name))], cst.Call(cst.Name(plan_fn), args=[cst.Arg(a) for a in plan_args]))).with_changes(
+            leading_lines=[cst.EmptyLine(indent=False)]
+        ),
+        _stmt(cst.Return(cst.Call(cst.Name(EPOCHS_CLASS), args=[cst.Arg(cst.Call(cst.Name(batches_name))), cst.Arg(cst.Name(plan_name))]))),
+    ]
+    helpers = _helpers(ctx, [EPOCHS_CLASS, plan_fn], refuse)
     if _is_generated_doc(doc):
-        text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
+        text = f'"""The epochs {_iterator_name(use)} gave: next() gives the next one, a generator of ({outputs}) batches."""'
         doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
-    return [doc, *body[1:-1], inner, tail], helpers
+    return [doc, *body[1:-1], inner, *tail], helpers
+
+
+def _helpers(ctx: FileContext, names: list[str], refuse) -> list[cst.BaseStatement]:
+    """The helpers ``names`` not yet emitted in this module (each once, before the first
+    pipeline that needs it)."""
+    done = getattr(ctx, "_dali_iterator_helpers", None)
+    if done is None:
+        done = ctx._dali_iterator_helpers = set()
+    out = []
+    for name in names:
+        if name in done:
+            continue
+        if _defines(ctx, name):
+            refuse(f"the module already defines {name}, the name of a helper this migration needs")
+        done.add(name)
+        node = cst.parse_module(HELPER_SOURCES[name].replace("ndd.", f"{ctx.ndd}.")).body[0]
+        out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
+    return out
 
 
 def _iterator_name(use: IteratorUse) -> str:
@@ -586,18 +787,14 @@ def _with_max_batch_size(stmt: cst.BaseStatement, reader_var: str, bs: cst.BaseE
 
 
 def _defines(ctx: FileContext, name: str) -> bool:
-    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in ctx.module.body)
-
-
-def _helper(ctx: FileContext) -> list[cst.BaseStatement]:
-    source = HELPER_SOURCE.replace("ndd.", f"{ctx.ndd}.")
-    fn = cst.parse_module(source).body[0]
-    return [fn.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)]
+    return any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in ctx.module.body)
 
 
 def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, refused) -> list[Edit]:
     """The code around the iterator: its construction and reset() calls removed, loops over it
-    made loops over one epoch of the generator, ``data[0]["name"]`` -> ``data[k].torch()``."""
+    made loops over one epoch of the generator, ``len(loader)`` -> ``len(pipe)``,
+    ``data[0]["name"]`` -> ``data[k].torch()`` (a list of per-sample tensors for the sparse-list
+    outputs of DALIRaggedIterator)."""
     edits: list[Edit] = []
     pipe = inst.assign.targets[0].target.value
     for use in inst.iterators:
@@ -608,7 +805,17 @@ def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, re
         for ref in use.loops:
             new = cst.Name(pipe) if use.mode == "stream" else cst.Call(cst.Name("next"), args=[cst.Arg(cst.Name(pipe))])
             edits.append(ctx.expr_edit(ref, new))
+        for ref, _ in use.lens:
+            edits.append(ctx.expr_edit(ref, cst.Name(pipe)))
         for outer, name, k in use.reads:
             pick = cst.Subscript(cst.Name(name), slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
-            edits.append(ctx.expr_edit(outer, cst.Call(cst.Attribute(pick, cst.Name("torch")))))
+            if k in use.sparse_lists:
+                sample = cst.Name("sample")
+                new = cst.ListComp(
+                    cst.Call(cst.Attribute(sample, cst.Name("torch"))),
+                    cst.CompFor(target=sample, iter=cst.Attribute(pick, cst.Name("tensors"))),
+                )
+            else:
+                new = cst.Call(cst.Attribute(pick, cst.Name("torch")))
+            edits.append(ctx.expr_edit(outer, new))
     return edits

@@ -539,8 +539,8 @@ def follow_pipeline(
         reasons.append(f"`{name.value}` is assigned more than once")
         return
     for ref in in_source_order(ctx, assignments[0].references):
-        if any(ref.node is n for n in ignore):
-            continue
+        if any(ref.node is n for n in ignore) or any(ref.node is n for u in inst.iterators for n in u.claimed):
+            continue  # (claimed: pipe.epoch_size("Reader") as an iterator's size=, see _iterators)
         attr = ctx.parents.get(ref.node)
         call = ctx.parents.get(attr)
         line = ctx.line_of(ref.node)
