@@ -155,7 +155,7 @@ def dali_reader_epochs(meta, batch_size, policy):
     DaliIteratorEpochs takes them. As nvidia.dali.plugin.base_iterator does: FILL without padding
     credits the samples read ahead into the next epoch, PARTIAL trims the last batch to the
     samples left in the shard, DROP reads the incomplete last batch and drops it; with padding
-    every epoch has the same length. len(iterator) is the epoch's batch count.
+    every epoch has the same length.
     """
     shards, shard, size = meta["number_of_shards"], meta["shard_id"], meta["epoch_size"]
     padded, stick = meta["pad_last_batch"], meta["stick_to_shard"]
@@ -166,28 +166,40 @@ def dali_reader_epochs(meta, batch_size, policy):
     def ceil_div(a, b):
         return -(-a // b)
 
-    ahead = 0  # FILL without padding: samples of this epoch's shard read in the previous epoch
+    if policy == "FILL" and not padded:
+        # base_iterator counts every shard at once (as if one pipeline read each): an epoch ends
+        # when each shard has given its samples; what a shard read past them counts into its next
+        # epoch, and the shard sizes move one shard on per epoch (unless stick_to_shard)
+        sizes = [shard_size(s) for s in range(shards)]
+        ahead = [0] * shards  # per shard: samples of its next epoch read in this one
+        start, end = 0, ceil_div(ceil_div(size, shards), batch_size) * batch_size
+        while True:
+            count = ceil_div(end - start, batch_size)
+            yield count, None, False, ceil_div(end, batch_size)
+            read = start + count * batch_size - min(ahead)
+            ahead = [a + read - n for a, n in zip(ahead, sizes)]
+            start = min(ahead)
+            if not stick:
+                sizes = sizes[-1:] + sizes[:-1]
+            end = ceil_div(max(n - a for n, a in zip(sizes, ahead)), batch_size) * batch_size
+            if end == 0:  # every shard read its whole next epoch ahead: the iterator skips it
+                ahead, start = [0] * shards, 0
+                sizes = sizes[-1:] + sizes[:-1]
+                end = ceil_div(max(sizes), batch_size) * batch_size
     while True:
-        current = shard_size(shard)
         keep, drop_extra = None, False
         if policy == "DROP":
             count = size // shards // batch_size
             drop_extra = size // shards % batch_size != 0
-        elif padded or policy == "PARTIAL":
+        else:
             if padded:
                 total = meta["epoch_size_padded"] // shards
             else:
                 total = ceil_div(ceil_div(size, shards), batch_size) * batch_size
             count = ceil_div(total, batch_size)
+            current = shard_size(shard)
             if policy == "PARTIAL" and current < count * batch_size:
                 keep = current - (count - 1) * batch_size
-        else:
-            count = ceil_div(current - ahead, batch_size)
-            if count == 0:  # the previous epoch read this one entirely: the iterator skips it
-                shard = shard if stick else (shard + 1) % shards
-                ahead, current = 0, shard_size(shard)
-                count = ceil_div(current, batch_size)
-            ahead += count * batch_size - current
         yield count, keep, drop_extra, count
         if not stick:
             shard = (shard + 1) % shards
@@ -348,9 +360,9 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
             policy = "FILL" if f.value == "True" else "PARTIAL"
         elif not (isinstance(f, cst.Name) and f.value == "None"):
             reasons.append("fill_last_batch is not True, False or None")
-    if q == RAGGED and size is not None and policy == "PARTIAL":
+    if q == RAGGED and "size" in args and policy == "PARTIAL":
         reasons.append("DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories): use reader_name=")
-    if reader_name is None and size is None:
+    if reader_name is None and "size" not in args:
         # without reader_name and size the iterator forces FILL (and no padding): it never ends an epoch
         policy, last_batch_padded = "FILL", False
     assign = ctx.parents.get(call)
