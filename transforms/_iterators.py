@@ -1,12 +1,13 @@
 """Framework iterators over a migrated pipeline (issue 5 items 1 and 2): the part of DM200 that
-turns ``DALIGenericIterator([pipe], ...)`` / ``DALIClassificationIterator([pipe], ...)`` and the
-loops over it into loops over the epochs of the dynamic-mode generator.
+turns ``DALIGenericIterator([pipe], ...)`` / ``DALIClassificationIterator`` / ``DALIRaggedIterator``
+and the loops over it into loops over the epochs of the dynamic-mode generator.
 
 Before::
 
     pipe = train_pipe(data_dir)
     loader = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader",
                                  last_batch_policy=LastBatchPolicy.PARTIAL)
+    steps = len(loader) * 2
     for epoch in range(2):
         for data in loader:
             train_step(data[0]["data"], data[0]["label"])
@@ -15,7 +16,7 @@ Before::
 After::
 
     def train_pipe(data_dir, *, batch_size=64):
-        \"\"\"Yields the epochs DALIGenericIterator gave, each a generator of (images, labels) batches.\"\"\"
+        \"\"\"The epochs DALIGenericIterator gave: next() gives the next one, a generator of (images, labels) batches.\"\"\"
         reader = ndd.readers.File(file_root=data_dir, max_batch_size=batch_size)
 
         def batches():
@@ -25,9 +26,11 @@ After::
                     ...
                     yield images, labels
 
-        yield from dali_iterator_epochs(batches(), reader.get_metadata(), batch_size, "PARTIAL")
+        plan = dali_reader_epochs(reader.get_metadata(), batch_size, "PARTIAL")
+        return DaliIteratorEpochs(batches(), plan)
 
     pipe = train_pipe(data_dir)
+    steps = len(pipe) * 2
     for epoch in range(2):
         for data in next(pipe):
             train_step(data[0].torch(), data[1].torch())
@@ -35,16 +38,24 @@ After::
 Why this shape: the generator the back end emits already reproduces the ``pipe.run()`` stream
 exactly (dali-semantics section 3); a framework iterator only cuts that stream into epochs (how
 many batches, the last one trimmed for PARTIAL, one extra read and dropped for DROP, samples read
-ahead credited for FILL without padding: ``plugin/base_iterator.py``). So the generator becomes a
-generator of epochs, and the policy arithmetic lives in one helper emitted into the user's module
-(``dali_iterator_epochs``), which reads the reader's metadata (built with ``max_batch_size``,
-pitfall 4). FILL over a reader with ``pad_last_batch=True`` needs no helper: one ``next_epoch()``
-is one epoch of the iterator (row 35). An iterator without ``reader_name`` (and without ``size``)
-never ends an epoch: the loop runs over the endless generator itself.
+ahead credited for FILL without padding: ``plugin/base_iterator.py``). So the pipeline function
+returns a ``DaliIteratorEpochs`` (emitted once per module, like the plans): ``next()`` gives an
+epoch, ``len()`` what ``len(iterator)`` gave, and an epoch left early (``break``) is resumed by the
+next ``next()``, as DALI's iterator ignores ``reset()`` until its epoch is over. The policy
+arithmetic is a plan: ``dali_reader_epochs`` (``reader_name=``, from the reader's metadata, built
+with ``max_batch_size``, pitfall 4) or ``dali_size_epochs`` (``size=`` without ``reader_name``:
+an integer literal, or ``pipe.epoch_size("Reader")``, which is ``epoch_size_padded``, row 12).
+FILL over a reader with ``pad_last_batch=True``, with no ``len()`` and no early exit, needs no
+helper: one ``next_epoch()`` is one epoch of the iterator (row 35). An iterator without
+``reader_name`` and ``size`` never ends an epoch: the loop runs over the endless generator itself.
 
 Loops over the loader become loops over one epoch (``next(pipe)``); ``data[0]["name"]`` becomes
-``data[k].torch()`` for output ``k`` of ``output_map``; ``loader.reset()`` disappears (each epoch
-is a fresh generator). What cannot be proved equal gives a reason and the pipeline stays as it was.
+``data[k].torch()`` for output ``k`` of ``output_map`` (a list of per-sample tensors for a
+DALIRaggedIterator SPARSE_LIST_TAG output); ``len(loader)`` becomes ``len(pipe)`` (for FILL over
+an unpadded reader, whose count changes per epoch, only inside a loop over it or before the first
+one); ``loader.reset()`` disappears. What cannot be proved equal gives a reason and the pipeline
+stays as it was: several pipelines (one per GPU), iterator subclasses, SPARSE_COO_TAG, other
+``size=`` expressions, other frameworks' iterators.
 """
 
 from __future__ import annotations
@@ -271,7 +282,9 @@ def iterator_use(ctx: FileContext, inst, ref: cst.CSTNode) -> str | None:
     "" when the iterator is recorded on ``inst.iterators``, or the reason it cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
-    if not q or not q.startswith("nvidia.dali.plugin."):
+    if call is not None and (not q or not q.startswith("nvidia.dali.plugin.")):
+        return _subclass_reason(ctx, call)
+    if not q:
         return None
     line = ctx.line_of(call)
     for prefix, why in BY_HAND.items():
@@ -285,6 +298,27 @@ def iterator_use(ctx: FileContext, inst, ref: cst.CSTNode) -> str | None:
         return "; ".join(f"{r} (iterator at line {line})" for r in reasons)
     inst.iterators.append(use)
     return ""
+
+
+def _subclass_reason(ctx: FileContext, call: cst.Call) -> str | None:
+    """``MyIterator([pipe], ...)`` where ``class MyIterator(DALIGenericIterator)`` is defined in
+    this module: what to do by hand (its methods may change anything about the batches)."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value == call.func.value:
+            bases = [ctx.qualname(b.value) or "" for b in stmt.bases]
+            base = next((b for b in bases if b.startswith("nvidia.dali.plugin.")), None)
+            if base is None:
+                return None
+            name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
+            return (
+                f"{name} (line {ctx.line_of(call)}) subclasses {parent} and is not migrated: by hand, migrate "
+                f"the pipeline as for {parent} (a loop over the epochs of its generator, each batch a tuple of "
+                f"ndd.Batch whose .torch() is the tensor {parent} put in data[0][name]) and move what {name} "
+                "adds (its __next__ and other overrides) into that loop"
+            )
+    return None
 
 
 def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]) -> IteratorUse | None:
@@ -307,9 +341,9 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
     if isinstance(pipes, (cst.List, cst.Tuple)) and len(pipes.elements) != 1:
         reasons.append(
             "a list of several pipelines (one per GPU) is not migrated: by hand, run one process per GPU "
-            "(e.g. torchrun) that builds the reader once with shard_id=<rank> and num_shards=<world size>, "
-            "and iterate reader.next_epoch(batch_size=...) there; each batch is that GPU's entry of the "
-            "old iterator's list (data[rank])"
+            "(e.g. torchrun) that builds one pipeline with shard_id=<rank>, num_shards=<world size> and "
+            "device_id=<local rank> and wraps it alone (DALIGenericIterator([pipe], ...)), which dali-migrate "
+            "then migrates; each process's batch is what data[rank] was"
         )
     output_map = ["data", "label"] if q.endswith("DALIClassificationIterator") else None
     if "output_map" in args:
