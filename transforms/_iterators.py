@@ -521,6 +521,10 @@ def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reason
     # over it could have run (the first epoch), or elsewhere
     loops = [_loop_of(ctx, r)[0] for r in use.loops]
     first = min((ctx.line_of(lp) for lp in loops), default=None)
+    for r in use.resets:
+        if any(a is lp for a in _loops_around(ctx, r) for lp in loops):
+            # after the last batch DALI's reset() starts the next epoch inside the same loop
+            reasons.append(f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over {use.name}")
     placed = []
     for node, _ in use.lens:
         where = "other"
@@ -673,9 +677,9 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
     reader = graph.readers[0]
     reader_args = {a.keyword.value: a.value for a in reader.call.args if a.keyword is not None}
     name = reader_args.get("name")
-    for wanted in (use.reader_name, use.size_reader):
+    for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
         if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
-            refuse(f'"{wanted}" does not name the reader of the pipeline')
+            refuse(f"{what.format(wanted)} does not name the reader of the pipeline")
     loop = body[-1]
     if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
         refuse("the generated epoch loop has an unexpected shape")
