@@ -46,6 +46,14 @@ With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-
 split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
 which shapes are supported; the others are refused).
 
+Where a call site needs the reader or the pipeline's state (``pipe.epoch_size()``,
+``pipe.reader_meta()``, ``pipe.checkpoint()``), the function builds them eagerly and returns them
+before the generator of batches: ``reader, pipe = train_pipe(...)``, then
+``reader.get_metadata()["epoch_size_padded"]``; checkpoints become an ``ndd.checkpoint.Checkpoint``
+(``ckpt.collect()``, ``ckpt.serialize()``; ``train_pipe(..., checkpoint=s)`` restores), whose JSON
+format is not the pipeline's. ``pipe.reset()`` of a pipeline without external sources does nothing
+and is removed (``_handles.py``).
+
 The whole pipeline (definition and use sites) is one fix. When anything in it is beyond what
 this rule can prove equivalent (several readers, ``external_source``, unsupported conditionals,
 ``pipe`` passed to other code, ...), nothing is changed: the definition gets a TODO that lists
@@ -65,6 +73,7 @@ from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._conditionals import branch_reasons, has_data_branches
+from ._handles import FORMAT_NOTE, RESTORE_PARAM, dropped_checkpointing, handle_reasons, name_handles, needs_of, wrap_body
 from ._iterators import epoch_body
 from ._local import collect_nodes
 from ._pipeline import (
@@ -119,6 +128,8 @@ class PipelineDef(Rule):
                 continue
             state.claimed += [inst.stmt for inst in instances] + graph.claimed
             message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
+            if needs_of(instances).checkpointing:
+                message += f"; {FORMAT_NOTE}"
             propose_pipeline_fix(state, self.id, fn, edits, message, included, notes)
             if ctx.project is not None:
                 ctx.project.migrated.add(fn.name.value)
@@ -137,7 +148,7 @@ class PipelineDef(Rule):
             reasons.append("positional or ** arguments to @pipeline_def")
         if fn.params.star_kwarg is not None:
             reasons.append("the pipeline function takes **kwargs")
-        reasons += check_pipeline_args(dec_kwargs, "decorator")
+        reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
         if truthy(dec_kwargs.get("enable_conditionals")):
             reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
         last = fn.body.body[-1] if fn.body.body else None
@@ -148,7 +159,11 @@ class PipelineDef(Rule):
         if method is not None:
             instances = _method_instances(ctx, method, fn, reasons)
         else:
-            instances = find_instances(ctx, fn, reasons, pipeline_args=True)
+            instances = find_instances(ctx, fn, reasons, pipeline_args=True, handles=True)
+        # epoch_size/reader_meta, checkpoints and reset (``_handles``); graph None: refused already
+        reasons += handle_reasons(ctx, graph, instances, truthy(dec_kwargs.get("enable_checkpointing")), param_names(fn))
+        if fn.name.value in getattr(ctx.project, "external_uses", {}) and needs_of(instances).handles:
+            reasons.append("it is also used in other modules, and its migration here must return the reader or checkpoint too")
         seed_source = "decorator" if "seed" in dec_kwargs else None
         if seed_source is None and any("seed" in i.kwargs for i in instances):
             if all("seed" in i.kwargs for i in instances):
@@ -173,6 +188,10 @@ class PipelineDef(Rule):
         existing = param_names(fn)
         bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
         new_params = [("batch_size", bs_arg)] + ([("seed", dec_kwargs.get("seed"))] if seed_source else [])
+        needs = needs_of(instances)
+        if needs.restore:
+            # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
+            new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
         for pname, default in new_params:
             if pname in existing:
                 raise Refused(f"the pipeline function already has a parameter named {pname}")
@@ -193,10 +212,15 @@ class PipelineDef(Rule):
             single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
             dropped=dropped_comments(
                 ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-            ),
+            )
+            + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
             notes=notes,
+            reader_meta=needs.reader,
+            checkpointing=needs.checkpointing,
         )
         body, helpers = epoch_body(ctx, graph, body, instances, _refuse)  # framework iterators
+        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
+        name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(
             decorators=[],
             params=params.with_changes(kwonly_params=kwonly, star_arg=star),
@@ -206,8 +230,14 @@ class PipelineDef(Rule):
             # comments above the decorator stay above the function
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
         edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
+        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
+        runs = tuple(r for inst in instances for r in inst.runs)
         for inst in instances:
-            edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), existing, notes)
+            peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
+            edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers)
+        # the outputs of two instances' runs in one scope are found from each of them
+        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
         return edits, fired
 
 
