@@ -22,6 +22,8 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from ._conditionals import lower_branches
 from ._devices import move_cpu_operands
 from ._external_source import SourceUse, analyse_source, fetch, wrap
+from ._handles import record_use as record_handle_use
+from ._handles import site_edits as handle_site_edits
 from ._helpers import HelperCalls, helper_edits, random_helpers
 from ._iterators import iterator_use
 from ._iterators import site_edits as iterator_site_edits
@@ -61,6 +63,8 @@ UNSUPPORTED_ARGS = {
     "checkpoint": "checkpointing (ndd.checkpoint.Checkpoint) is not migrated yet",
     "debug": "debug-mode pipelines are not migrated yet",
 }
+#: the pipeline arguments of checkpointing, migrated by the front ends that handle them (``_handles``)
+CHECKPOINT_ARGS = ("enable_checkpointing", "checkpoint")
 #: what TensorList methods become on a Batch: (kind, template)
 OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape", "is_dense_tensor"}
 
@@ -112,6 +116,9 @@ class Graph:
     #: (helpers that now take the RNG), and the nodes they cover (claimed by the rule)
     extra_edits: list[Edit] = field(default_factory=list)
     claimed: list[cst.CSTNode] = field(default_factory=list)
+    #: filled by emit_generator_body: "readers" (the reader variables) and "rng" (the RNG's), for
+    #: the code that needs a handle on them (``_handles``)
+    handles: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -127,6 +134,15 @@ class Instance:
     device_todo: str | None = None
     #: framework iterators over the pipeline (``_iterators.IteratorUse``), see follow_pipeline
     iterators: list = field(default_factory=list)
+    #: ``pipe.epoch_size()``/``reader_meta()`` and ``pipe.checkpoint()`` calls, ``pipe.reset()``
+    #: statements (recorded by follow_pipeline with ``handles``, see ``_handles``)
+    meta_calls: list[cst.Call] = field(default_factory=list)
+    checkpoints: list[cst.Call] = field(default_factory=list)
+    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: the names the call site binds to the handles the migrated function returns, in order
+    handle_names: dict[str, str] = field(default_factory=dict)
+    #: the name= of the pipeline's reader (the key of ``pipe.epoch_size()`` without a name)
+    reader_name: str | None = None
 
 
 def analyse_graph(
@@ -201,12 +217,16 @@ def emit_generator_body(
     dropped: list[cst.EmptyLine],
     notes: list[Diagnostic],
     single_use: bool = False,
+    reader_meta: bool = False,
+    checkpointing: bool = False,
 ) -> tuple[list[cst.BaseStatement], list[str]]:
     """The body of the generator that replaces ``graph``: setup code, the readers built once,
     one RNG, and an endless loop over batches that yields the outputs. ``batch_size`` and
     ``seed`` are the expressions to use inside it. ``single_use``: this is the module's only
     pipeline and it is instantiated once (a condition of capture mode, see :func:`_capturable`,
-    and :func:`pipeline_count`). Returns the
+    and :func:`pipeline_count`). ``reader_meta``: the readers' metadata is read (they get
+    ``max_batch_size``, pitfall 4); ``checkpointing``: their state is (``enable_checkpointing=True``,
+    no capture mode). The reader and RNG variables go to ``graph.handles``. Returns the
     statements and the ids of the local rules that rewrote something."""
     taken = _names_in(graph.container)
     rng_var = fresh_name("rng", taken)
@@ -230,8 +250,12 @@ def emit_generator_body(
         reader_vars[id(use.stmt)] = var
         args = remove_args(list(use.call.args), {"name"})
         args = _reader_seed(ctx, use, args, seed, rule_id, notes)
-        if not single:
+        if not single or reader_meta:
             args = append_arg(args, kwarg("max_batch_size", batch_size))
+        if checkpointing and not any(a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args):
+            args = remove_args(args, {"enable_checkpointing"})
+            args = append_arg(args, kwarg("enable_checkpointing", cst.Name("True")))
+        graph.handles.setdefault("readers", []).append(var)
         cls = attr_chain(f"{ndd}.{use.op.target.ndd_path}")
         hoisted.append(
             cst.SimpleStatementLine(
@@ -258,7 +282,7 @@ def emit_generator_body(
     iterable = [u for u in graph.sources if u.kind == "iterable"]
     if iterable and (graph.readers or len(graph.sources) > 1):
         raise Refused("an iterable external source next to a reader or another external source")
-    counted = any(u.kind == "call1" for u in graph.sources)
+    counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
     iteration = cst.Name(fresh_name("iteration", taken)) if counted else None
     data_var = cst.Name(fresh_name("data", taken))
     for use in graph.sources:
@@ -288,7 +312,7 @@ def emit_generator_body(
     for s in loop_body:
         source = next((u for u in graph.sources if u.stmt is s), None)
         if source is not None:
-            lowered += _source_statements(ctx, source, iteration, data_var)
+            lowered += _source_statements(ctx, source, iteration, data_var, batch_size)
             continue
         if _is_reader_stmt(graph, s):
             if single:
@@ -324,7 +348,7 @@ def emit_generator_body(
     lowered, moved = move_cpu_operands(lowered, nodes)
     if single:
         epoch_args = [kwarg("batch_size", batch_size)]
-        capture = single_use and not moved and _capturable(ctx, graph, lowered)
+        capture = single_use and not moved and not checkpointing and _capturable(ctx, graph, lowered)
         if capture:
             epoch_args.append(kwarg("capture", cst.Name("True")))
         next_epoch = cst.Call(
@@ -335,6 +359,8 @@ def emit_generator_body(
         loop_body_block = lowered
     if iterable:
         loop: cst.BaseCompoundStatement = cst.For(target=data_var, iter=iterable[0].source, body=cst.IndentedBlock(body=lowered))
+        if iterable[0].cycle:  # cycle=True/"quiet": DALI starts the source over when it ends
+            loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=[loop]))
     else:
         loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=loop_body_block))
     if dropped and not hoisted:
@@ -354,6 +380,7 @@ def emit_generator_body(
     new_body += setup
     new_body += hoisted
     if _has_random(ctx, graph.container) or helpers:
+        graph.handles["rng"] = rng_var
         rng_args = [kwarg("seed", seed)] if seed is not None else []
         new_body.append(
             cst.SimpleStatementLine(
@@ -387,11 +414,11 @@ def _first_name(target: cst.BaseAssignTargetExpression) -> str:
     return target.value if isinstance(target, cst.Name) else "input"
 
 
-def _source_statements(ctx: FileContext, use: SourceUse, iteration: cst.Name | None, data: cst.Name) -> list[cst.BaseStatement]:
+def _source_statements(ctx: FileContext, use: SourceUse, iteration: cst.Name | None, data: cst.Name, batch_size=None) -> list[cst.BaseStatement]:
     """``x = fn.external_source(source=...)`` in the loop: the batch the source gives now."""
     if use.kind == "iterable":
         return [use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, data))])]
-    call = fetch(use, iteration)
+    call = fetch(use, iteration, batch_size)
     if not use.stops:
         return [use.stmt.with_changes(body=[use.stmt.body[0].with_changes(value=wrap(ctx.ndd, use, call))])]
     # pipeline mode ended the run when the source raised StopIteration; so does the generator
@@ -527,11 +554,19 @@ def propose_pipeline_fix(
 
 
 def follow_pipeline(
-    ctx: FileContext, inst: Instance, reasons: list[str], ignore: tuple[cst.CSTNode, ...] = (), returns: list | None = None
+    ctx: FileContext,
+    inst: Instance,
+    reasons: list[str],
+    ignore: tuple[cst.CSTNode, ...] = (),
+    returns: list | None = None,
+    *,
+    handles: bool = False,
 ) -> None:
     """Find ``pipe.build()`` and ``pipe.run()`` for the name ``inst`` binds; any other use of
     the pipeline object is a reason to refuse. References in ``ignore`` are the front end's.
-    With ``returns`` (a list), ``return pipe`` is allowed and collected there."""
+    With ``returns`` (a list), ``return pipe`` is allowed and collected there. With ``handles``
+    (the front end migrates them, see ``_handles``), ``pipe.epoch_size()``, ``reader_meta()``,
+    ``checkpoint()`` and ``reset()`` are recorded on ``inst``."""
     name = inst.assign.targets[0].target
     scope = ctx.scopes.get(inst.assign)
     assignments = list(scope.assignments[name.value]) if scope else []
@@ -561,11 +596,15 @@ def follow_pipeline(
         if method == "run" and not call.args:
             inst.runs.append(call)
             continue
+        if handles and record_handle_use(ctx, inst, method, call):
+            continue
         hint = PIPELINE_METHOD_HINTS.get(method)
         reasons.append(f"`{name.value}.{method}(...)` at line {line} is not migrated yet" + (f" ({hint})" if hint else ""))
 
 
-def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *, pipeline_args: bool) -> list[Instance]:
+def find_instances(
+    ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *, pipeline_args: bool, handles: bool = False
+) -> list[Instance]:
     """``pipe = fn(...)`` statements in this file, each followed to its build and run calls.
     With ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of
     ``fn`` are pipeline arguments. Uses in other modules of the project count too: their
@@ -580,13 +619,14 @@ def find_instances(ctx: FileContext, fn: cst.FunctionDef, reasons: list[str], *,
         reasons.extend(external)
     if not refs and external is None:
         reasons.append("it is not instantiated in the files given (pass the modules that use it too)")
-    return instances_of(ctx, refs, fn.name.value, params, reasons, pipeline_args=pipeline_args)
+    return instances_of(ctx, refs, fn.name.value, params, reasons, pipeline_args=pipeline_args, handles=handles)
 
 
 def instances_of(
-    ctx: FileContext, refs, name: str, params: set[str], reasons: list[str], *, pipeline_args: bool
+    ctx: FileContext, refs, name: str, params: set[str], reasons: list[str], *, pipeline_args: bool, handles: bool = False
 ) -> list[Instance]:
-    """Follow each reference to a pipeline factory ``name``: only ``pipe = name(...)`` is migrated."""
+    """Follow each reference to a pipeline factory ``name``: only ``pipe = name(...)`` is migrated.
+    ``handles``: see :func:`follow_pipeline`; checkpoint arguments are then the front end's too."""
     instances: list[Instance] = []
     for ref in refs:
         call = ctx.parents.get(ref.node)
@@ -611,9 +651,9 @@ def instances_of(
             continue
         # keyword arguments naming the function's own parameters go to the function
         kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        reasons += check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}")
+        reasons += check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=handles)
         inst = Instance(stmt, assign, call, kwargs)
-        follow_pipeline(ctx, inst, reasons)
+        follow_pipeline(ctx, inst, reasons, handles=handles)
         instances.append(inst)
     return instances
 
@@ -626,17 +666,24 @@ def pipeline_def_instance_edits(
     params: set[str],
     notes: list[Diagnostic],
     comments: list[cst.EmptyLine] = (),
+    peers: tuple[cst.Call, ...] = (),
 ) -> list[Edit]:
     """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
-    before it (the call's, else the decorator's), then the build and run sites."""
+    before it (the call's, else the decorator's), then the build and run sites. When the function
+    now returns handles before the batches (``inst.handle_names``), the call site unpacks them."""
     threads = inst.kwargs.get("num_threads", threads_default)
     keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params)
     keep = [
         a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
         for a in keep
     ]
-    new_stmt = inst.stmt.with_changes(body=[inst.assign.with_changes(value=inst.call.with_changes(args=keep))])
+    assign = inst.assign.with_changes(value=inst.call.with_changes(args=keep))
+    if inst.handle_names:
+        names = [*inst.handle_names.values(), inst.assign.targets[0].target.value]
+        target = cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
+        assign = assign.with_changes(targets=[assign.targets[0].with_changes(target=target)])
+    new_stmt = inst.stmt.with_changes(body=[assign])
     stmts: list[cst.BaseStatement] = []
     todo_lines = list(comments)
     if inst.device_todo:
@@ -648,20 +695,27 @@ def pipeline_def_instance_edits(
     else:
         new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
     stmts.append(new_stmt)
-    return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes)
+    return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes, peers=peers)
 
 
 def run_site_edits(
-    ctx: FileContext, inst: Instance, notes: list[Diagnostic], moved: cst.CSTNode | None = None
+    ctx: FileContext, inst: Instance, notes: list[Diagnostic], moved: cst.CSTNode | None = None, peers: tuple[cst.Call, ...] = ()
 ) -> list[Edit]:
     """``pipe.build()`` removed, ``pipe.run()`` -> ``next(pipe)`` and its outputs' API.
     ``moved`` is graph code of the same scope that moves into the generator: names it assigns
-    are no longer the run site's."""
+    are no longer the run site's. ``peers``: the ``run()`` calls of the other instances migrated
+    in the same fix (``data = pipe.run()`` then ``data = restored.run()`` in one scope: a use
+    after both may hold either; the caller drops the edits found twice)."""
     edits = [removed_stmt(ctx, b) for b in inst.builds]
     edits += iterator_site_edits(ctx, inst, notes, removed_stmt, Refused)
+    edits += handle_site_edits(ctx, inst, removed_stmt)
     for run in inst.runs:
-        edits.append(ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])))
-        edits += _output_edits(ctx, run, notes, moved)
+        call = ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)]))
+        outputs = _output_edits(ctx, run, notes, moved, peers)
+        # `pipe.run()[0].as_array()` is rewritten whole, its next(pipe) included
+        if not any(e.start <= call.start and call.end <= e.end for e in outputs):
+            edits.append(call)
+        edits += outputs
     return edits
 
 
@@ -704,7 +758,9 @@ def dropped_comments(ctx: FileContext, kwarg_sets: list[dict[str, cst.Arg]], *, 
 # -- outputs of pipe.run() --------------------------------------------------------------------
 
 
-def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], moved: cst.CSTNode | None) -> list[Edit]:
+def _output_edits(
+    ctx: FileContext, run: cst.Call, notes: list[Diagnostic], moved: cst.CSTNode | None, peers: tuple[cst.Call, ...] = ()
+) -> list[Edit]:
     """Rewrite TensorList API uses of the names bound by ``a, b = pipe.run()`` /
     ``out = pipe.run()`` in the same scope, following ``a, b = out``, ``x = a`` and
     ``a = a.as_cpu()``. A TensorList handed to other code (``train_step(images)``) cannot be
@@ -715,7 +771,7 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
     """
     assign = ctx.parents.get(run)
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
-        return []
+        return _unnamed_output_edits(ctx, run, notes)
     scope = ctx.scopes.get(assign)
     if scope is None:
         return []
@@ -784,6 +840,10 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
         return edits, todos, binds
 
     bind(assign.targets[0].target, True)
+    for peer in peers:
+        holder = ctx.parents.get(peer)
+        if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and ctx.scopes.get(holder) is scope:
+            bind(holder.targets[0].target, True)
     while True:
         before = len(tuples) + len(lists)
         edits, todos, binds = plan()
@@ -794,6 +854,48 @@ def _output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic], move
     # a use reachable from several tracked assignments is found once per assignment
     notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
     return list({(e.start, e.end): e for e in edits}.values())
+
+
+def _unnamed_output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
+    """Outputs of a ``pipe.run()`` that is not assigned: ``pipe.run()[0].as_array()`` is
+    rewritten whole; any other use of the outputs (iterated, returned, handed to a function,
+    bound by ``x = pipe.run()[0]``) gets a TODO, since they are ndd Batches now."""
+    parent = ctx.parents.get(run)
+    if isinstance(parent, cst.Expr):
+        return []  # the batch is dropped
+    batch = cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])
+    if isinstance(parent, cst.Subscript) and parent.value is run and _int_index(parent) is not None:
+        outer, new = _tensorlist_use(ctx, parent, cst.Subscript(value=batch, slice=parent.slice))
+        if outer is not None and _ends_conversion(new):
+            return [ctx.expr_edit(outer, new)]
+    if _unread_list(ctx, run):
+        return []  # `warmup = [pipe.run() for _ in range(3)]` and never read
+    what = ctx.text(run.func.value)
+    notes.append(
+        ctx.todo(
+            "DM200",
+            run,
+            f"the outputs of {what}.run() are ndd Batches now (they were TensorLists), used here in a way the tool "
+            "cannot follow: rewrite their TensorList calls with the Batch API (as_array() -> "
+            "np.asarray(ndd.as_tensor(b)), at(i) -> np.asarray(b.tensors[i]), len() -> b.batch_size)",
+        )
+    )
+    return []
+
+
+def _unread_list(ctx: FileContext, run: cst.Call) -> bool:
+    """``name = [pipe.run() for ...]`` where ``name`` is never read."""
+    comp = ctx.parents.get(run)
+    assign = ctx.parents.get(comp)
+    if not (isinstance(comp, (cst.ListComp, cst.GeneratorExp)) and comp.elt is run and isinstance(assign, cst.Assign)):
+        return False
+    targets = [t.target for t in assign.targets]
+    scope = ctx.scopes.get(assign)
+    if scope is None or not all(isinstance(t, cst.Name) for t in targets):
+        return False
+    return all(
+        not a.references for t in targets for a in scope.assignments[t.value] if a.node is t
+    )
 
 
 def _ends_conversion(new: cst.BaseExpression) -> bool:
@@ -923,9 +1025,13 @@ def pipeline_ctor_kwargs(call: cst.Call, reasons: list[str], where: str) -> dict
     return out
 
 
-def check_pipeline_args(kwargs: dict[str, cst.Arg], where: str) -> list[str]:
+def check_pipeline_args(kwargs: dict[str, cst.Arg], where: str, *, checkpoints: bool = False) -> list[str]:
+    """Reasons the pipeline arguments give to refuse; ``checkpoints``: the front end migrates
+    ``enable_checkpointing`` and ``checkpoint`` itself (``_handles``)."""
     reasons = []
     for name in kwargs:
+        if checkpoints and name in CHECKPOINT_ARGS:
+            continue
         if name in UNSUPPORTED_ARGS:
             reasons.append(f"{name} ({where}): {UNSUPPORTED_ARGS[name]}")
     return reasons
