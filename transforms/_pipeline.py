@@ -1143,7 +1143,8 @@ def _output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[s
             else:
                 break
         names.append(v.value if isinstance(v, cst.Name) else "output")
-    return names
+    # two outputs derived from one name (`volumes[0], fn.reductions.sum(volumes)`) tell nothing apart
+    return [n if names.count(n) == 1 or n == "output" else "output" for n in names]
 
 
 def _loop_target(use: ReaderUse, batch_size: cst.BaseExpression) -> tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]:
