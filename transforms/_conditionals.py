@@ -86,7 +86,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, produces_node, walk
+from ._local import LocalEnv, fresh_name, produces_node, walk
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
 SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round", "tuple", "list", "range"}
@@ -367,8 +367,6 @@ class _Lowerer:
         self.ctx, self.lower_node, self.taken, self.nodes = ctx, lower_node, taken, nodes
 
     def fresh(self, base: str) -> str:
-        from ._pipeline import fresh_name
-
         return fresh_name(base, self.taken)
 
     def advance_else(self, env: LocalEnv, draws: int) -> cst.Else | None:

@@ -68,7 +68,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Edit
 
-from ._local import walk
+from ._local import fresh_name, is_generated_doc, truthy, walk
 
 META_METHODS = ("epoch_size", "reader_meta")
 #: the parameter that takes a checkpoint to restore, as ``Pipeline(checkpoint=...)`` did
@@ -167,7 +167,7 @@ def handle_reasons(ctx: FileContext, graph, instances: list, enabled: bool, para
                     f"`{pipe}.reset()` at line {ctx.line_of(stmt)} restarts external sources that ended: not migrated "
                     "yet (make the source start over, then create the pipeline again)"
                 )
-        checkpointed = enabled or _truthy(inst.kwargs.get("enable_checkpointing"))
+        checkpointed = enabled or truthy(inst.kwargs.get("enable_checkpointing"))
         for call in inst.checkpoints:
             where = f"`{pipe}.checkpoint(...)` at line {ctx.line_of(call)}"
             if call.args:
@@ -204,13 +204,13 @@ def wrap_body(ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Nee
         return body
     doc, setup, loop = body[0], list(body[1:-1]), body[-1]
     taken = {n.value for s in body for n in walk(s) if isinstance(n, cst.Name)} | {RESTORE_PARAM}
-    ckpt = _fresh("ckpt", taken)
+    ckpt = fresh_name("ckpt", taken)
     if needs.checkpointing:
         setup += _checkpoint_setup(ctx, graph, ckpt, needs.restore)
     if not needs.handles:
         return [doc, *setup, loop]
     outputs, until = _doc_parts(doc)
-    batches = _fresh("batches", taken)
+    batches = fresh_name("batches", taken)
     inner_doc = _doc(f"({outputs}) batches {until} as Pipeline.run() gave them.")
     first = loop.with_changes(leading_lines=list(loop.leading_lines))
     inner = cst.FunctionDef(
@@ -225,7 +225,7 @@ def wrap_body(ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Nee
         [cst.Return(cst.Tuple([cst.Element(v) for v in returned], lpar=[], rpar=[]))],
         leading_lines=[cst.EmptyLine(indent=False)],
     )
-    if _is_generated(doc):
+    if is_generated_doc(doc):
         said = {"reader": "the reader (for its metadata)", "checkpoint": "an ndd.checkpoint.Checkpoint of its state"}
         handles = ", ".join(said[k] for k in needs.handles)
         doc = _doc(f"Returns {handles} and a generator of its ({outputs}) batches, as Pipeline.run() gave them.")
@@ -270,9 +270,9 @@ def name_handles(ctx: FileContext, instances: list, needs: Needs) -> None:
             if not used[kind] and underscore:
                 inst.handle_names[kind] = "_"
             elif base[kind] not in taken:
-                inst.handle_names[kind] = _fresh(base[kind], taken)
+                inst.handle_names[kind] = fresh_name(base[kind], taken)
             else:
-                inst.handle_names[kind] = _fresh(f"{pipe}_{base[kind]}", taken)
+                inst.handle_names[kind] = fresh_name(f"{pipe}_{base[kind]}", taken)
 
 
 def site_edits(ctx: FileContext, inst, removed_stmt) -> list[Edit]:
@@ -364,13 +364,6 @@ def _underscore_read(ctx: FileContext) -> bool:
     return False
 
 
-def _truthy(arg: cst.Arg | None) -> bool:
-    if arg is None:
-        return False
-    v = arg.value
-    return not (isinstance(v, cst.Name) and v.value in ("False", "None")) and not (isinstance(v, cst.Integer) and v.value == "0")
-
-
 def _call_stmt(obj: str, method: str, args: list[cst.Arg]) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine([cst.Expr(cst.Call(cst.Attribute(cst.Name(obj), cst.Name(method)), args=args))])
 
@@ -379,25 +372,11 @@ def _doc(text: str) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(f'"""{text}"""'))])
 
 
-def _is_generated(doc: cst.BaseStatement) -> bool:
-    if not (isinstance(doc, cst.SimpleStatementLine) and isinstance(doc.body[0], cst.Expr)):
-        return False
-    value = doc.body[0].value
-    return isinstance(value, cst.SimpleString) and value.evaluated_value.startswith("Yields (") and "as Pipeline.run() did" in value.evaluated_value
-
-
 def _doc_parts(doc: cst.BaseStatement) -> tuple[str, str]:
     """The output names and the "until" phrase of a generated docstring."""
-    if not _is_generated(doc):
+    if not is_generated_doc(doc):
         return "output", "epoch after epoch, without end,"
     text = doc.body[0].value.evaluated_value
     outputs = text[text.index("(") + 1 : text.index(")")]
     until = text[text.index("batches ") + len("batches ") : text.index(" as Pipeline.run()")]
     return outputs, until
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    while base in taken:
-        base += "_"
-    taken.add(base)
-    return base

@@ -67,7 +67,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from ._local import in_source_order, walk
+from ._local import fresh_name, in_source_order, is_generated_doc, walk
 
 #: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
 TORCH_ITERATORS = {
@@ -709,19 +709,19 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
     if use.reader_name is not None and use.policy == "FILL" and padded and not use.lens and not use.early_exit:
         # one next_epoch() is one epoch of the iterator (row 35)
         use.mode = "plain"
-        epoch_name = _fresh("epoch", taken)
+        epoch_name = fresh_name("epoch", taken)
         inner = _nested_def(
             epoch_name, f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
         )
         tail = [cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name(epoch_name)))))]),
                           leading_lines=[cst.EmptyLine(indent=False)])]
-        if _is_generated_doc(doc):
+        if is_generated_doc(doc):
             text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
             doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
         return [doc, *body[1:-1], inner, *tail], []
     use.mode = "helper"
-    batches_name = _fresh("batches", taken)
-    plan_name = _fresh("plan", taken)
+    batches_name = fresh_name("batches", taken)
+    plan_name = fresh_name("plan", taken)
     inner = _nested_def(
         batches_name, f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
         loop.leading_lines,
@@ -745,7 +745,7 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
         _stmt(cst.Return(cst.Call(cst.Name(EPOCHS_CLASS), args=[cst.Arg(cst.Call(cst.Name(batches_name))), cst.Arg(cst.Name(plan_name))]))),
     ]
     helpers = _helpers(ctx, [EPOCHS_CLASS, plan_fn], refuse)
-    if _is_generated_doc(doc):
+    if is_generated_doc(doc):
         text = f'"""The epochs {_iterator_name(use)} gave: next() gives the next one, a generator of ({outputs}) batches."""'
         doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
     return [doc, *body[1:-1], inner, *tail], helpers
@@ -774,13 +774,6 @@ def _iterator_name(use: IteratorUse) -> str:
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    while base in taken:
-        base += "_"
-    taken.add(base)
-    return base
-
-
 def _code(expr: cst.BaseExpression) -> str:
     return cst.Module([]).code_for_node(expr)
 
@@ -801,20 +794,10 @@ def _nested_def(name: str, doc: str, body: list[cst.BaseStatement], leading) -> 
 
 
 def _docstring_outputs(doc: cst.BaseStatement) -> str:
-    if _is_generated_doc(doc):
+    if is_generated_doc(doc):
         text = doc.body[0].value.evaluated_value
         return text[text.index("(") + 1 : text.index(")")]
     return "output"
-
-
-def _is_generated_doc(doc: cst.BaseStatement) -> bool:
-    return (
-        isinstance(doc, cst.SimpleStatementLine)
-        and isinstance(doc.body[0], cst.Expr)
-        and isinstance(doc.body[0].value, cst.SimpleString)
-        and doc.body[0].value.evaluated_value.startswith("Yields (")
-        and "as Pipeline.run() did" in doc.body[0].value.evaluated_value
-    )
 
 
 def _with_max_batch_size(stmt: cst.BaseStatement, reader_var: str, bs: cst.BaseExpression) -> cst.BaseStatement:

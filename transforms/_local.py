@@ -369,3 +369,33 @@ def kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
         value=value,
         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
     )
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_``, ``base__``... the first not in ``taken`` (which gets it)."""
+    name = base
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def truthy(arg: cst.Arg | None) -> bool:
+    """A keyword argument that is given and not literally False, None or 0."""
+    if arg is None:
+        return False
+    v = arg.value
+    return not (isinstance(v, cst.Name) and v.value in ("False", "None")) and not (
+        isinstance(v, cst.Integer) and v.value == "0"
+    )
+
+
+def is_generated_doc(doc: cst.BaseStatement) -> bool:
+    """The docstring the structural rules give a migrated pipeline ("Yields (...) ... as Pipeline.run() did")."""
+    return (
+        isinstance(doc, cst.SimpleStatementLine)
+        and isinstance(doc.body[0], cst.Expr)
+        and isinstance(doc.body[0].value, cst.SimpleString)
+        and doc.body[0].value.evaluated_value.startswith("Yields (")
+        and "as Pipeline.run() did" in doc.body[0].value.evaluated_value
+    )

@@ -27,7 +27,19 @@ from ._handles import site_edits as handle_site_edits
 from ._helpers import HelperCalls, helper_edits, random_helpers
 from ._iterators import iterator_use
 from ._iterators import site_edits as iterator_site_edits
-from ._local import LocalEnv, append_arg, collect_nodes, kwarg, lower, remove_args, in_source_order, walk, within
+from ._local import (  # noqa: F401  (fresh_name, truthy: also imported from here by the front ends)
+    LocalEnv,
+    append_arg,
+    collect_nodes,
+    fresh_name,
+    in_source_order,
+    kwarg,
+    lower,
+    remove_args,
+    truthy,
+    walk,
+    within,
+)
 from .constants import Constants
 from .fn_to_ndd import HANDED_OFF, FnToNdd
 from .mixed_device import MixedDevice
@@ -1044,15 +1056,6 @@ def is_unset(expr: cst.BaseExpression) -> bool:
     )
 
 
-def truthy(arg: cst.Arg | None) -> bool:
-    if arg is None:
-        return False
-    v = arg.value
-    return not (isinstance(v, cst.Name) and v.value in ("False", "None")) and not (
-        isinstance(v, cst.Integer) and v.value == "0"
-    )
-
-
 def _is_literal(expr: cst.BaseExpression, values: tuple) -> bool:
     if isinstance(expr, cst.Integer):
         return int(expr.value) in values
@@ -1097,14 +1100,6 @@ def param_names(fn: cst.FunctionDef) -> set[str]:
 
 def _names_in(fn: cst.FunctionDef) -> set[str]:
     return {n.value for n in walk(fn) if isinstance(n, cst.Name)}
-
-
-def fresh_name(base: str, taken: set[str]) -> str:
-    name = base
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
 
 
 def is_docstring(stmt: cst.BaseStatement) -> bool:
