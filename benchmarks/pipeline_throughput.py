@@ -77,11 +77,12 @@ print("RESULT " + json.dumps({"batches_per_s": rate, "first_batch_s": stamps[0] 
 """
 
 
-def make_data(kind: str, root: Path, samples: int) -> Path:
-    """Deterministic synthetic data: JPEG class folders, .npy volumes or WAV files."""
+def make_data(kind: str, root: Path, samples: int, scale: int = 1) -> Path:
+    """Deterministic synthetic data: JPEG class folders, .npy volumes or WAV files. ``scale``
+    multiplies the size of a volume (its depth) and the length of a clip (JPEGs keep theirs)."""
     import numpy as np
 
-    out = root / kind
+    out = root / (kind if scale == 1 else f"{kind}-x{scale}")
     if out.exists():
         return out
     rng = np.random.default_rng(0)
@@ -98,12 +99,12 @@ def make_data(kind: str, root: Path, samples: int) -> Path:
     elif kind == "npy":
         out.mkdir(parents=True)
         for i in range(samples):
-            np.save(out / f"vol_{i:05d}.npy", rng.integers(0, 255, size=(128, 128, 16)).astype(np.uint8))
+            np.save(out / f"vol_{i:05d}.npy", rng.integers(0, 255, size=(128, 128, 16 * scale)).astype(np.uint8))
     elif kind == "wav":
         for i in range(samples):
             folder = out / f"class_{i % 4}"
             folder.mkdir(parents=True, exist_ok=True)
-            t = np.arange(16000) / 16000.0
+            t = np.arange(16000 * scale) / 16000.0
             tone = 0.3 * np.sin(2 * np.pi * (200 + 10 * i) * t) + 0.05 * rng.standard_normal(t.size)
             with wave.open(str(folder / f"clip_{i:05d}.wav"), "wb") as f:
                 f.setnchannels(1)
@@ -160,6 +161,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20, help="batches before timing starts")
     ap.add_argument("--repeat", type=int, default=3, help="runs per side (median reported)")
     ap.add_argument("--samples", type=int, default=1024, help="files per synthetic dataset")
+    ap.add_argument("--scale", type=int, default=1,
+                    help="multiply the size of each volume / audio clip (how the ratio depends on the work per batch)")
     ap.add_argument("--extra", nargs="*", type=Path, default=[], help="hand-written variants <workload>_<name>.py")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -171,10 +174,11 @@ def main() -> int:
 
         device = "gpu" if torch.cuda.is_available() else "cpu"
     work = Path(tempfile.mkdtemp(prefix="dm-bench-"))
-    print(f"device={device} batches={args.batches} warmup={args.warmup} repeat={args.repeat} samples={args.samples}")
+    print(f"device={device} batches={args.batches} warmup={args.warmup} repeat={args.repeat} samples={args.samples}"
+          f" scale={args.scale}")
     report = {"device": device, "args": {k: str(v) for k, v in vars(args).items()}, "workloads": {}}
     for workload in args.workloads:
-        data = make_data(DATA[workload], work / "data", args.samples)
+        data = make_data(DATA[workload], work / "data", args.samples, args.scale)
         paths = programs(workload, device, work, args.extra)
         runs: dict[str, list[dict]] = {name: [] for name in paths}
         for _ in range(args.repeat):

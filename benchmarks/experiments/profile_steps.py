@@ -87,13 +87,14 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--samples", type=int, default=1024)
+    ap.add_argument("--scale", type=int, default=1, help="size multiplier of each volume / clip (as pipeline_throughput.py)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     results: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for workload in args.workloads:
-            data = make_data(DATA[workload], work / "data", args.samples)
+            data = make_data(DATA[workload], work / "data", args.samples, args.scale)
             print(workload)
             for side, path in programs(workload, args.device, work, []).items():
                 plain = run(RUNNER, path, data, args.batches, args.warmup, args.device)
