@@ -260,7 +260,7 @@ def name_handles(ctx: FileContext, instances: list, needs: Needs) -> None:
     first instance that uses them (``<pipe>_reader`` when taken), ``_`` where unused."""
     if not needs.handles:
         return
-    taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
+    taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)} | ctx.skipped_names
     underscore = "_" not in taken or not _underscore_read(ctx)
     base = {"reader": "reader", "checkpoint": "ckpt"}
     for inst in instances:
@@ -351,6 +351,8 @@ def _in_iterator_call(ctx: FileContext, call: cst.Call) -> bool:
 
 def _underscore_read(ctx: FileContext) -> bool:
     """Whether the module reads a variable named ``_`` (then it is not free for unused handles)."""
+    if "_" in ctx.skipped_reads:
+        return True
     for n in walk(ctx.module):
         if isinstance(n, cst.Name) and n.value == "_":
             node, parent = n, ctx.parents.get(n)

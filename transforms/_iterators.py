@@ -820,7 +820,9 @@ def _with_max_batch_size(stmt: cst.BaseStatement, reader_var: str, bs: cst.BaseE
 
 
 def _defines(ctx: FileContext, name: str) -> bool:
-    return any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in ctx.module.body)
+    return name in ctx.skipped_names or any(
+        isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in ctx.module.body
+    )
 
 
 def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, refused) -> list[Edit]:

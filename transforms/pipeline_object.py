@@ -133,7 +133,7 @@ class PipelineObject(Rule):
             dropped=dropped_comments(ctx, [kwargs], branches=has_data_branches(ctx, block.body, collect_nodes(ctx, block))),
             notes=notes,
         )
-        gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)})
+        gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),

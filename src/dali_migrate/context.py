@@ -3,9 +3,10 @@ resolution and helpers that turn CST replacements into :class:`~dali_migrate.fix
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -28,6 +29,9 @@ NDD_MODULE = "nvidia.dali.experimental.dynamic"
 FN_PREFIX = "nvidia.dali.fn."
 OPS_PREFIX = "nvidia.dali.ops."
 MATH_PREFIX = "nvidia.dali.math."
+#: parse only the statements that can involve DALI (:func:`dali_part`); False: the whole module,
+#: which must give the same result (tests/test_dali_part.py compares the two)
+REDUCE_TO_DALI_PART = True
 _SUPPRESS = re.compile(r"#\s*dali-migrate:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 
 
@@ -42,7 +46,15 @@ class FileContext:
     project: Any = None
 
     def __post_init__(self) -> None:
-        self.module = cst.parse_module(self.source)
+        # Only the statements that can involve DALI are parsed by libcst (the others are
+        # placeholders over the same lines: see dali_part).
+        if REDUCE_TO_DALI_PART:
+            foreign = self.project.foreign if self.project is not None else ()
+            part = dali_part(self.source, foreign)
+        else:
+            part = DaliPart(self.source)
+        self._skipped, self._skipped_names = part.skipped, None
+        self.module = cst.parse_module(part.source)
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._by_type: dict | None = None
@@ -93,6 +105,21 @@ class FileContext:
             wrapper = MetadataWrapper(self._relevant_module(), unsafe_skip_copy=True)
             self._names = wrapper.resolve_many([ScopeProvider, QualifiedNameProvider])
         return self._names
+
+    @property
+    def skipped_names(self) -> frozenset[str]:
+        """The names of the statements left out of :attr:`module` (see :func:`dali_part`)."""
+        return self._skipped_name_sets()[0]
+
+    @property
+    def skipped_reads(self) -> frozenset[str]:
+        """Those of :attr:`skipped_names` that are read there."""
+        return self._skipped_name_sets()[1]
+
+    def _skipped_name_sets(self) -> tuple[frozenset[str], frozenset[str]]:
+        if self._skipped_names is None:
+            self._skipped_names = names_of(self._skipped)
+        return self._skipped_names
 
     @property
     def positions(self):
@@ -580,3 +607,183 @@ def attr_chain(path: str) -> cst.BaseExpression:
     for p in parts[1:]:
         expr = cst.Attribute(value=expr, attr=cst.Name(p))
     return expr
+
+
+# -- the DALI part of a module -----------------------------------------------------------------
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+
+
+class DaliPart(NamedTuple):
+    source: str
+    #: the statements replaced (:mod:`ast` nodes)
+    skipped: tuple = ()
+
+
+def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
+    """``source`` with every top-level statement that cannot involve DALI replaced by a
+    placeholder expression over the same lines (``0``, or ``(`` ... ``0)``), and the names of
+    the statements replaced.
+
+    Kept: imports, the module docstring, statements that mention a name bound by an import of
+    ``nvidia`` (anywhere in the file) or one of ``words``, and transitively statements that
+    mention a name bound by a kept statement, or bind a name a kept statement uses. Lines,
+    columns, comments and the text of every kept statement are unchanged, so positions in the
+    reduced module are positions in ``source`` and edits apply to ``source`` as they are.
+
+    The libcst parse and every walk of the rules then cost in proportion to the DALI part of a
+    file, not to its length. Found with :mod:`ast` (the CPython parser), many times faster than
+    a libcst parse. A source that :mod:`ast` cannot parse is returned whole."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return DaliPart(source)
+    units: list[list] = []  # [first line, last line, statements]
+    for stmt in tree.body:
+        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        last = stmt.end_lineno or stmt.lineno
+        if units and first <= units[-1][1]:  # statements sharing a line (``a = 1; b = 2``)
+            units[-1][1] = max(units[-1][1], last)
+            units[-1][2].append(stmt)
+        else:
+            units.append([first, last, [stmt]])
+    if len(units) < 2:
+        return DaliPart(source)
+    lines = _LINE.findall(source)  # only \n, \r\n and \r end a line, as for ast and libcst
+    if len(source) > sum(map(len, lines)):
+        lines.append(source[sum(map(len, lines)) :])
+    texts = ["".join(lines[a - 1 : b]) for a, b, _ in units]
+    seeds = set(words)
+    relevant = [False] * len(units)  # may hold DALI objects: what they bind is followed
+    needed = [False] * len(units)  # define something a relevant statement uses
+    for i, (_, _, stmts) in enumerate(units):
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                needed[i] = True
+            if "nvidia" not in texts[i]:
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name.startswith("nvidia"):
+                            seeds.add(alias.asname or alias.name.split(".")[0])
+                            relevant[i] = True
+                elif isinstance(node, ast.ImportFrom):
+                    if (node.module or "").startswith("nvidia"):
+                        seeds.update(a.asname or a.name for a in node.names if a.name != "*")
+                        relevant[i] = True
+    first_stmt = units[0][2][0]
+    if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant):
+        needed[0] = True  # the module docstring
+    bound = [_ast_bound_names(stmts, text) for (_, _, stmts), text in zip(units, texts)]
+    seen_words: set[str] = set()
+    pending = seeds
+    uses: set[str] = set()
+    visited = [False] * len(units)
+    while True:
+        if pending:
+            seen_words |= pending
+            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pending, key=len, reverse=True))) + r")\b")
+            for i in range(len(units)):
+                if not relevant[i] and pattern.search(texts[i]):
+                    relevant[i] = True
+            pending = set()
+        grew = False
+        for i in range(len(units)):
+            if visited[i] or not (relevant[i] or needed[i]):
+                continue
+            visited[i] = True
+            if relevant[i]:
+                pending |= bound[i] - seen_words
+            new_uses = {n.id for s in units[i][2] for n in ast.walk(s) if isinstance(n, ast.Name)} - uses
+            if new_uses:
+                uses |= new_uses
+                grew = True
+        if grew:
+            for i in range(len(units)):
+                if not relevant[i] and not needed[i] and bound[i] & uses:
+                    needed[i] = True
+        if not pending and not any(not visited[i] and (relevant[i] or needed[i]) for i in range(len(units))):
+            break
+    keep = [r or n for r, n in zip(relevant, needed)]
+    if all(keep):
+        return DaliPart(source)
+    out = list(lines)
+    skipped: list = []
+    for (a, b, stmts), k in zip(units, keep):
+        if k:
+            continue
+        skipped += stmts
+        for n in range(a - 1, b):
+            body = out[n].rstrip("\r\n")
+            end = out[n][len(body):]
+            out[n] = ("0" if a == b else "(" if n == a - 1 else "0)" if n == b - 1 else "") + end
+    return DaliPart("".join(out), tuple(skipped))
+
+
+def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str]]:
+    """The identifiers of the statements that libcst would give Name nodes (not strings,
+    comments or keywords), and those of them that are read (``ast.Load``)."""
+    names: set[str] = set()
+    reads: set[str] = set()
+    for node in (n for stmt in stmts for n in ast.walk(stmt)):
+        t = type(node)
+        if t is ast.Name:
+            names.add(node.id)
+            if type(node.ctx) is ast.Load:
+                reads.add(node.id)
+        elif t is ast.Attribute:
+            names.add(node.attr)
+        elif t is ast.arg:
+            names.add(node.arg)
+        elif t is ast.keyword and node.arg:
+            names.add(node.arg)
+        elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            names.add(node.name)
+        elif t is ast.alias:
+            names.update(node.name.split("."))
+            if node.asname:
+                names.add(node.asname)
+        elif t in (ast.Global, ast.Nonlocal):
+            names.update(node.names)
+        elif t is ast.ExceptHandler and node.name:
+            names.add(node.name)
+        elif t is ast.ImportFrom and node.module:
+            names.update(node.module.split("."))
+        elif t in (ast.MatchAs, ast.MatchStar) and node.name:
+            names.add(node.name)
+        elif t is ast.MatchMapping and node.rest:
+            names.add(node.rest)
+    return frozenset(names), frozenset(reads)
+
+
+def _ast_bound_names(stmts: list, text: str) -> set[str]:
+    """Module-level names the statements bind: targets, definitions, imports (also nested ones),
+    ``global`` names."""
+    names: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        if "global" in text or "import" in text:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Global):
+                    names.update(node.names)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for node in _outside_scopes(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    names.add(node.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+    return names
+
+
+def _outside_scopes(stmt: ast.AST):
+    """The nodes of a statement outside nested function and class bodies (and lambdas)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and node is not stmt:
+            continue
+        stack.extend(ast.iter_child_nodes(node))
