@@ -99,3 +99,26 @@ def test_migrated_project_computes_the_same(case: str, tmp_path: Path, synthetic
         for k, (x, y) in enumerate(zip(a, b)):
             assert x.dtype == y.dtype and x.shape == y.shape, f"iteration {i} output {k}"
             np.testing.assert_array_equal(x, y, err_msg=f"iteration {i} output {k}")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_migrations_done_while_planning_are_reused_not_repeated(case: str, monkeypatch) -> None:
+    """The plan migrates linked modules in memory; a module whose final inputs are those of that
+    migration is not migrated again, and its result is the one a fresh migration gives."""
+    from dali_migrate import engine
+
+    calls: list[str] = []
+    real = engine._migrate
+
+    def counting(text, path, options, project):
+        calls.append(path)
+        return real(text, path, options, project)
+
+    monkeypatch.setattr(engine, "_migrate", counting)
+    results = {fr.path: fr for fr in engine.run([PROJECTS / case / "old"], engine.Options(mode="diff", jobs=1))}
+    linked = [p for p, fr in results.items() if fr.project is not None]
+    assert linked, "the case links no modules"
+    assert len(calls) < len(set(calls)) + len(linked), f"every linked module was migrated again: {calls}"
+    for path in linked:
+        fresh = real(Path(path).read_text(encoding="utf-8"), path, engine.Options(mode="diff"), results[path].project)
+        assert results[path].result.code == fresh.code

@@ -112,9 +112,13 @@ def unified_diff(path: str, old: str, new: str) -> str:
     )
 
 
-def process_file(path: str, options: Options, project: ModuleInfo | None = None) -> FileResult:
+def process_file(
+    path: str, options: Options, project: ModuleInfo | None = None, known: tuple[str, Result] | None = None
+) -> FileResult:
     """Migrate one file; never raises for a bad file (the result says what went wrong).
-    ``project``: what other modules of the run say about this one (it may then not mention DALI)."""
+    ``project``: what other modules of the run say about this one (it may then not mention DALI).
+    ``known``: (text, result) of a migration of this file with the same ``project`` done earlier
+    in the run, used when the file still holds that text."""
     try:
         sf = read_source(Path(path))
     except SourceError as e:
@@ -122,7 +126,7 @@ def process_file(path: str, options: Options, project: ModuleInfo | None = None)
     if project is None and not mentions_dali(sf.raw):
         return FileResult(path, "skipped")
     try:
-        result = _migrate(sf.text, path, options, project)
+        result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
     except SourceParseError as e:
         return FileResult(path, "error", error=f"{path}: not valid Python: {str(e).split(': ', 1)[-1]}")
     except RecursionError:
@@ -207,8 +211,22 @@ def _process(
     done = 0
     candidates = list(_candidates(files))
     dali = {path for path, wanted in candidates if wanted}
-    # pipelines defined in one module and run in another: settled before any file is migrated
-    links = plan(files, roots or [], dali, lambda text, path, info: _migrate(text, path, options, info))
+    # pipelines defined in one module and run in another: settled before any file is migrated;
+    # a migration done there with the inputs the file ends up with is not done again
+    memo: dict[str, tuple[tuple, str, Result]] = {}
+
+    def migrate_in_plan(text: str, path: str, info: ModuleInfo) -> Result:
+        inputs = _project_inputs(info)
+        result = _migrate(text, path, options, info)
+        memo[path] = (inputs, text, result)
+        return result
+
+    links = plan(files, roots or [], dali, migrate_in_plan)
+    known = {
+        path: (text, result)
+        for path, (inputs, text, result) in memo.items()
+        if path in links and inputs == _project_inputs(links[path])
+    }
     todo = [path for path, _ in candidates if path in dali or path in links]
     for path, wanted in candidates:
         if not wanted and path not in links:
@@ -216,6 +234,12 @@ def _process(
             if progress:
                 progress(done, total)
             yield FileResult(path, "skipped")
+    for path in [p for p in todo if p in known]:
+        done += 1
+        if progress:
+            progress(done, total)
+        yield process_file(path, options, links[path], known[path])
+    todo = [p for p in todo if p not in known]
     infos = [links.get(path) for path in todo]
     jobs = options.jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) >= PARALLEL_THRESHOLD:
@@ -233,6 +257,16 @@ def _process(
             if progress:
                 progress(done, total)
             yield fr
+
+
+def _project_inputs(info: ModuleInfo) -> tuple:
+    """What a migration reads of ``info`` (its other fields are what it reports)."""
+    return (
+        tuple(sorted(info.external_uses.items())),
+        tuple(sorted(info.foreign.items())),
+        tuple(sorted((k, tuple(v)) for k, v in info.use_reasons.items())),
+        tuple(sorted(info.migrated)),
+    )
 
 
 class ConfigError(Exception):
