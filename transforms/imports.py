@@ -62,12 +62,19 @@ def _is_dali(module_name: str) -> bool:
 
 
 def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
-    """Edits on the original source that make its imports fit ``new_code``."""
+    """Edits on the original source that make its imports fit ``new_code``: the migrated text
+    of the statements analysed (``ctx.analysed_source`` with the chosen edits)."""
     try:
-        before = _used_names(ctx.source)
+        before = _used_names(ctx.analysed_source)
         after = _used_names(new_code)
     except (SyntaxError, ValueError):
         return []
+    # the statements left out of the analysis are the same before and after
+    dali_names = {_bound_name(a) for s in ctx.module.body if isinstance(s, cst.SimpleStatementLine)
+                  for small in s.body for a in (_aliases(small)[0] or ())}
+    for name in ctx.skipped_variables({ctx.ndd, ctx.np} | dali_names):
+        before[name] += 1
+        after[name] += 1
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
 

@@ -109,7 +109,7 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
     if a.imports_enabled and applied:
-        edits = _import_edits(ctx, code)
+        edits = _import_edits(ctx, splice(ctx.analysed_source, taken_edits + marker_fixes))
         if edits:
             imp = ctx.make_fix(
                 import_rule_id(),
@@ -129,10 +129,10 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
     return Result(source=ctx.source, code=code, fixes=fixes, diagnostics=diagnostics, applied=[f.id for f in applied])
 
 
-def _import_edits(ctx: FileContext, code: str) -> list[Edit]:
+def _import_edits(ctx: FileContext, analysed_code: str) -> list[Edit]:
     from dali_migrate.transforms.imports import import_edits
 
-    return import_edits(ctx, code)
+    return import_edits(ctx, analysed_code)
 
 
 def _overlap(a: Iterable[Edit], b: Iterable[Edit]) -> bool:

@@ -53,7 +53,8 @@ class FileContext:
             part = dali_part(self.source, foreign)
         else:
             part = DaliPart(self.source)
-        self._skipped, self._skipped_names = part.skipped, None
+        self.analysed_source = part.source
+        self._skipped, self._skipped_text, self._skipped_names = part.skipped, part.skipped_text, None
         self.module = cst.parse_module(part.source)
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -114,9 +115,14 @@ class FileContext:
     @property
     def skipped_reads(self) -> frozenset[str]:
         """Those of :attr:`skipped_names` that are read there."""
-        return self._skipped_name_sets()[1]
+        return self._skipped_name_sets()[2]
 
-    def _skipped_name_sets(self) -> tuple[frozenset[str], frozenset[str]]:
+    def skipped_variables(self, among: Iterable[str]) -> set[str]:
+        """Which of ``among`` are variables (``ast.Name``) in the statements left out."""
+        maybe = [n for n in among if re.search(rf"\b{re.escape(n)}\b", self._skipped_text)]
+        return set(maybe) & self._skipped_name_sets()[1] if maybe else set()
+
+    def _skipped_name_sets(self) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
         if self._skipped_names is None:
             self._skipped_names = names_of(self._skipped)
         return self._skipped_names
@@ -615,20 +621,21 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
 
 class DaliPart(NamedTuple):
     source: str
-    #: the statements replaced (:mod:`ast` nodes)
+    #: the statements replaced (:mod:`ast` nodes), and their text
     skipped: tuple = ()
+    skipped_text: str = ""
 
 
 def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
     """``source`` with every top-level statement that cannot involve DALI replaced by a
-    placeholder expression over the same lines (``0``, or ``(`` ... ``0)``), and the names of
-    the statements replaced.
+    placeholder expression over the same characters (``0``, or ``(`` ... ``)``, padded with
+    spaces), and the statements replaced.
 
     Kept: imports, the module docstring, statements that mention a name bound by an import of
     ``nvidia`` (anywhere in the file) or one of ``words``, and transitively statements that
-    mention a name bound by a kept statement, or bind a name a kept statement uses. Lines,
-    columns, comments and the text of every kept statement are unchanged, so positions in the
-    reduced module are positions in ``source`` and edits apply to ``source`` as they are.
+    mention a name bound by a kept statement, or bind a name a kept statement uses. Offsets,
+    lines, columns, comments and the text of every kept statement are unchanged, so positions
+    in the reduced module are positions in ``source``, and edits apply to either text.
 
     The libcst parse and every walk of the rules then cost in proportion to the DALI part of a
     file, not to its length. Found with :mod:`ast` (the CPython parser), many times faster than
@@ -709,26 +716,29 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
         return DaliPart(source)
     out = list(lines)
     skipped: list = []
-    for (a, b, stmts), k in zip(units, keep):
+    skipped_text: list[str] = []
+    for (a, b, stmts), text, k in zip(units, texts, keep):
         if k:
             continue
         skipped += stmts
+        skipped_text.append(text)
         for n in range(a - 1, b):
             body = out[n].rstrip("\r\n")
-            end = out[n][len(body):]
-            out[n] = ("0" if a == b else "(" if n == a - 1 else "0)" if n == b - 1 else "") + end
-    return DaliPart("".join(out), tuple(skipped))
+            mark = "0" if a == b else "(" if n == a - 1 else ")" if n == b - 1 else ""
+            out[n] = mark.ljust(len(body)) + out[n][len(body) :]
+    return DaliPart("".join(out), tuple(skipped), "".join(skipped_text))
 
 
-def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str]]:
+def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """The identifiers of the statements that libcst would give Name nodes (not strings,
-    comments or keywords), and those of them that are read (``ast.Load``)."""
+    comments or keywords), those that are variables (``ast.Name``), and those read."""
     names: set[str] = set()
+    variables: set[str] = set()
     reads: set[str] = set()
     for node in (n for stmt in stmts for n in ast.walk(stmt)):
         t = type(node)
         if t is ast.Name:
-            names.add(node.id)
+            variables.add(node.id)
             if type(node.ctx) is ast.Load:
                 reads.add(node.id)
         elif t is ast.Attribute:
@@ -753,7 +763,7 @@ def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str]]:
             names.add(node.name)
         elif t is ast.MatchMapping and node.rest:
             names.add(node.rest)
-    return frozenset(names), frozenset(reads)
+    return frozenset(names | variables), frozenset(variables), frozenset(reads)
 
 
 def _ast_bound_names(stmts: list, text: str) -> set[str]:
