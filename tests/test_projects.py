@@ -122,3 +122,17 @@ def test_migrations_done_while_planning_are_reused_not_repeated(case: str, monke
     for path in linked:
         fresh = real(Path(path).read_text(encoding="utf-8"), path, engine.Options(mode="diff"), results[path].project)
         assert results[path].result.code == fresh.code
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_plan_and_migration_in_worker_processes_give_the_same_tree(case: str, monkeypatch) -> None:
+    from dali_migrate import engine
+
+    def codes(jobs: int) -> dict[str, str | None]:
+        results = engine.run([PROJECTS / case / "old"], engine.Options(mode="diff", jobs=jobs))
+        return {fr.path: (fr.status, fr.result.code if fr.result else None) for fr in results}
+
+    serial = codes(1)
+    monkeypatch.setattr(engine, "PARALLEL_THRESHOLD", 1)
+    assert codes(2) == serial
+    assert any(status == "changed" for status, _ in serial.values())

@@ -208,18 +208,33 @@ def _process(
     files: list[Path], options: Options, progress: Callable[[int, int], None] | None, roots: list[Path] | None = None
 ) -> Iterator[FileResult]:
     total = len(files)
-    done = 0
     candidates = list(_candidates(files))
     dali = {path for path, wanted in candidates if wanted}
-    # pipelines defined in one module and run in another: settled before any file is migrated;
-    # a migration done there with the inputs the file ends up with is not done again
+    jobs = options.jobs or os.cpu_count() or 1
+    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 and len(dali) >= PARALLEL_THRESHOLD else None
+    try:
+        yield from _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _process_with(candidates, dali, total, options, progress, roots, pool, jobs) -> Iterator[FileResult]:
+    done = 0
+    files = [Path(path) for path, _ in candidates]
+    # pipelines defined in one module and run in another: settled before any file is migrated
+    # (in the pool when there is one); a migration done there with the inputs the file ends up
+    # with is not done again
     memo: dict[str, tuple[tuple, str, Result]] = {}
 
-    def migrate_in_plan(text: str, path: str, info: ModuleInfo) -> Result:
-        inputs = _project_inputs(info)
-        result = _migrate(text, path, options, info)
-        memo[path] = (inputs, text, result)
-        return result
+    def migrate_in_plan(items: list[tuple[str, str, ModuleInfo]]) -> None:
+        inputs = [_project_inputs(info) for _, _, info in items]
+        work = [(text, path, options, info) for text, path, info in items]
+        outcomes = pool.map(_plan_migration, work) if pool is not None and len(work) > 1 else map(_plan_migration, work)
+        for (text, path, info), before, (use_reasons, migrated, result) in zip(items, inputs, outcomes):
+            info.use_reasons, info.migrated = use_reasons, migrated
+            if result is not None:
+                memo[path] = (before, text, result)
 
     links = plan(files, roots or [], dali, migrate_in_plan)
     known = {
@@ -234,29 +249,34 @@ def _process(
             if progress:
                 progress(done, total)
             yield FileResult(path, "skipped")
-    for path in [p for p in todo if p in known]:
-        done += 1
-        if progress:
-            progress(done, total)
-        yield process_file(path, options, links[path], known[path])
-    todo = [p for p in todo if p not in known]
     infos = [links.get(path) for path in todo]
-    jobs = options.jobs or os.cpu_count() or 1
-    if jobs > 1 and len(todo) >= PARALLEL_THRESHOLD:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            chunk = max(1, len(todo) // (jobs * 4))
-            for fr in pool.map(process_file, todo, [options] * len(todo), infos, chunksize=chunk):
-                done += 1
-                if progress:
-                    progress(done, total)
-                yield fr
-    else:
-        for path, info in zip(todo, infos):
-            fr = process_file(path, options, info)
+    knowns = [known.get(path) for path in todo]
+    if pool is not None and len(todo) > 1:
+        chunk = max(1, len(todo) // (jobs * 4))
+        for fr in pool.map(process_file, todo, [options] * len(todo), infos, knowns, chunksize=chunk):
             done += 1
             if progress:
                 progress(done, total)
             yield fr
+    else:
+        for path, info, earlier in zip(todo, infos, knowns):
+            fr = process_file(path, options, info, earlier)
+            done += 1
+            if progress:
+                progress(done, total)
+            yield fr
+
+
+def _plan_migration(work: tuple[str, str, Options, ModuleInfo]) -> tuple[dict, set, Result | None]:
+    """One in-memory migration of the cross-module plan (in a worker process or not): what it
+    reports through its ModuleInfo, and its result (None when it failed: the file's own run
+    reports the error; here it takes no part)."""
+    text, path, options, info = work
+    try:
+        return info.use_reasons, info.migrated, _migrate(text, path, options, info)
+    except Exception:
+        info.migrated.clear()
+        return info.use_reasons, info.migrated, None
 
 
 def _project_inputs(info: ModuleInfo) -> tuple:

@@ -18,6 +18,7 @@ mention a pipeline name are not parsed at all.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
@@ -101,7 +102,7 @@ def _definitions(path: str, tree: ast.Module, names: tuple[str, ...], source: st
                 name=node.name,
                 defined_in=path,
                 params=params,
-                num_threads=ast.get_source_segment(source, threads) if isinstance(threads, ast.Constant) else None,
+                num_threads=_segment(source, threads) if isinstance(threads, ast.Constant) else None,
                 batch_size_given="batch_size" in kwargs or "max_batch_size" in kwargs,
                 seed_given="seed" in kwargs,
             )
@@ -109,11 +110,40 @@ def _definitions(path: str, tree: ast.Module, names: tuple[str, ...], source: st
     return out
 
 
+def _segment(source: str, node: ast.expr) -> str | None:
+    """The source text of a one-line expression (``ast.get_source_segment`` splits the whole
+    source on each call)."""
+    if node.lineno != node.end_lineno:
+        return ast.get_source_segment(source, node)
+    start = 0
+    for _ in range(node.lineno - 1):
+        start = _LINE_END.search(source, start).end()
+    end = _LINE_END.search(source, start)
+    line = source[start : end.start() if end else len(source)]
+    return line.encode()[node.col_offset : node.end_col_offset].decode()
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def _statements(body: list) -> Iterable[ast.stmt]:
+    """Every statement under ``body``, nested blocks included (expressions are not entered:
+    imports are statements)."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field_name, None)
+            if isinstance(block, list):
+                stack.extend(reversed(block))
+
+
 def _imports(tree: ast.Module, own_names: tuple[str, ...], is_package: bool) -> list[tuple[str, str, str]]:
     """(module, name, local alias) for each ``from module import name`` (relative ones resolved)."""
     out = []
     package = own_names[0].split(".") if is_package else own_names[0].split(".")[:-1]
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if not isinstance(node, ast.ImportFrom):
             continue
         module = node.module or ""
@@ -147,12 +177,20 @@ def discover(
         return trees[key]
 
     definitions: list[_Definition] = []
-    names_of = {str(p): module_names(p, roots) for p in files}
+    known_names: dict[str, tuple[str, ...]] = {}
+
+    def names_of(p: Path) -> tuple[str, ...]:  # computed for the files parsed only
+        if str(p) not in known_names:
+            known_names[str(p)] = module_names(p, roots)
+        return known_names[str(p)]
     for p in files:
         if str(p) in dali_files:
+            text = read(p)
+            if text is None or not any(name in text for name in PIPELINE_DEF_NAMES):
+                continue  # defines no pipeline: not parsed
             parsed = parse(p)
             if parsed is not None:
-                definitions += _definitions(str(p), parsed[0], names_of[str(p)], parsed[1])
+                definitions += _definitions(str(p), parsed[0], names_of(p), parsed[1])
     if not definitions:
         return {}
     by_module: dict[tuple[str, str], _Definition] = {}
@@ -167,12 +205,12 @@ def discover(
             raw = p.read_bytes()
         except OSError:
             continue
-        if not any(w in raw for w in wanted):
+        if not any(w in raw for w in wanted):  # (faster than one regex of them all)
             continue
         parsed = parse(p)
         if parsed is None:
             continue
-        for module, name, alias in _imports(parsed[0], names_of[str(p)], p.name == "__init__.py"):
+        for module, name, alias in _imports(parsed[0], names_of(p), p.name == "__init__.py"):
             d = by_module.get((module, name))
             if d is None or d.path == str(p):
                 continue
@@ -183,26 +221,27 @@ def discover(
 
 def settle(
     infos: dict[str, ModuleInfo],
-    analyse: Callable[[str, ModuleInfo], None],
+    analyse: Callable[[list[tuple[str, ModuleInfo]]], None],
 ) -> dict[str, ModuleInfo]:
-    """Decide what migrates across modules. ``analyse(path, info)`` migrates a file in memory
-    with ``info`` (filling ``use_reasons`` / ``migrated``). First every importing module reports
-    what it cannot follow (assuming the definitions migrate); then each defining module learns
-    those reasons and reports what migrates; then importing modules learn which of their imports
-    are migrated."""
+    """Decide what migrates across modules. ``analyse([(path, info), ...])`` migrates the files
+    in memory, each with its ``info`` (filling ``use_reasons`` / ``migrated``), in any order.
+    First every importing module reports what it cannot follow (assuming the definitions
+    migrate); then each defining module learns those reasons and reports what migrates; then
+    importing modules learn which of their imports are migrated."""
     reasons: dict[tuple[str, str], list[str]] = {}
-    for path, info in infos.items():
-        if info.foreign:
-            analyse(path, info)
-            for alias, fp in info.foreign.items():
-                found = [f"in {Path(path).name}: {r}" for r in info.use_reasons.get(alias, [])]
-                reasons.setdefault((fp.defined_in, fp.name), []).extend(found)
+    importers = [(path, info) for path, info in infos.items() if info.foreign]
+    analyse(importers)
+    for path, info in importers:
+        for alias, fp in info.foreign.items():
+            found = [f"in {Path(path).name}: {r}" for r in info.use_reasons.get(alias, [])]
+            reasons.setdefault((fp.defined_in, fp.name), []).extend(found)
     migrated: set[tuple[str, str]] = set()
-    for path, info in infos.items():
-        if info.external_uses:
-            info.external_uses = {name: tuple(reasons.get((path, name), ())) for name in info.external_uses}
-            analyse(path, info)
-            migrated |= {(path, name) for name in info.migrated}
+    definers = [(path, info) for path, info in infos.items() if info.external_uses]
+    for path, info in definers:
+        info.external_uses = {name: tuple(reasons.get((path, name), ())) for name in info.external_uses}
+    analyse(definers)
+    for path, info in definers:
+        migrated |= {(path, name) for name in info.migrated}
     for info in infos.values():
         info.foreign = {a: replace(fp, migrated=(fp.defined_in, fp.name) in migrated) for a, fp in info.foreign.items()}
         info.use_reasons.clear()
@@ -214,11 +253,12 @@ def plan(
     files: list[Path],
     roots: list[Path],
     dali_files: set[str],
-    migrate: Callable[[str, str, ModuleInfo], object],
+    migrate: Callable[[list[tuple[str, str, ModuleInfo]]], object],
 ) -> dict[str, ModuleInfo]:
     """Discover the links between ``files`` and settle what migrates across modules.
-    ``migrate(text, path, info)`` runs the migration in memory (its result is not used: the
-    analysis reports through ``info``). Files that cannot be read or parsed take no part."""
+    ``migrate([(text, path, info), ...])`` runs the migrations in memory; the analysis reports
+    through each ``info``, and a migration that fails must leave its ``info.migrated`` empty.
+    Files that cannot be read or parsed take no part."""
     from .sourcefile import SourceError, read_source
 
     def read(p: Path) -> str | None:
@@ -229,13 +269,8 @@ def plan(
 
     infos = discover(files, roots, read, dali_files)
 
-    def analyse(path: str, info: ModuleInfo) -> None:
-        text = read(Path(path))
-        if text is None:
-            return
-        try:
-            migrate(text, path, info)
-        except Exception:  # the file's own run reports its error; here it just takes no part
-            info.migrated.clear()
+    def analyse(items: list[tuple[str, ModuleInfo]]) -> None:
+        texts = [(read(Path(path)), path, info) for path, info in items]
+        migrate([t for t in texts if t[0] is not None])
 
     return settle(infos, analyse)
