@@ -11,7 +11,6 @@ The library API (it never prints and never exits; errors derive from :class:`Mig
 
 from .api import apply_fixes, migrate_paths, migrate_source
 from .engine import FileResult
-from .harness import verify
 from .fixes import (
     Diagnostic,
     Edit,
@@ -25,6 +24,16 @@ from .fixes import (
 )
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # the harness (and libcst.matchers under it) is imported when first used: the migration
+    # alone, and the CLI's start-up, do not need it
+    if name == "verify":
+        from .harness import verify
+
+        return verify
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Diagnostic",
