@@ -56,7 +56,7 @@ def kept_lines(source: str) -> list[int]:
 
 
 def test_keeps_dali_statements_their_users_and_what_they_use():
-    reduced, skipped_stmts, _ = dali_part(MODULE)
+    reduced, skipped_stmts, _, _ = dali_part(MODULE)
     skipped = names_of(skipped_stmts)[0]
     assert reduced.count("\n") == MODULE.count("\n")
     kept = {MODULE.splitlines()[i - 1] for i in kept_lines(MODULE)}
@@ -70,11 +70,16 @@ def test_keeps_dali_statements_their_users_and_what_they_use():
     compile(reduced, "<reduced>", "exec")
 
 
-def test_placeholders_keep_every_offset_line_and_column():
+def test_placeholders_keep_every_line_and_column():
     source = MODULE.replace("\n", "\r\n") + "x = '\x0c form feed \u2028 not a newline'\n"
-    reduced = dali_part(source).source
-    assert len(reduced) == len(source)
-    assert [m.start() for m in re.finditer(r"\r\n|\r|\n", reduced)] == [m.start() for m in re.finditer(r"\r\n|\r|\n", source)]
+    part = dali_part(source)
+    reduced = part.source
+    assert len(re.findall(r"\r\n|\r|\n", reduced)) == len(re.findall(r"\r\n|\r|\n", source))
+    # the aligned text keeps every character offset too (the import fix-up splices edits into it)
+    assert len(part.aligned) == len(source)
+    newlines = [m.start() for m in re.finditer(r"\r\n|\r|\n", source)]
+    assert [m.start() for m in re.finditer(r"\r\n|\r|\n", part.aligned)] == newlines
+    assert ast.dump(ast.parse(part.aligned)).count("Name(") == ast.dump(ast.parse(reduced)).count("Name(")
     tree, original = ast.parse(reduced), ast.parse(source)
     kept = {(s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in tree.body}
     assert {(s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in original.body
@@ -85,14 +90,19 @@ def test_placeholder_never_becomes_a_docstring():
     source = "def pad():\n    pass\nimport nvidia.dali.fn as fn\nx = fn.cast\n"
     reduced = dali_part(source).source
     assert ast.get_docstring(ast.parse(reduced)) is None
-    assert reduced.splitlines()[:2] == ["(         ", ")       "]
+    assert reduced.splitlines()[:2] == ['f"""', '"""']
 
 
 def test_files_that_do_not_parse_or_are_all_dali_come_back_whole():
     broken = "def broken(:\n  pass\nx = 1\n"
-    assert dali_part(broken) == (broken, (), "")
+    assert dali_part(broken) == (broken, (), "", "")
     whole = "from nvidia.dali import fn\nx = fn.cast\n"
     assert dali_part(whole).source == whole
+
+
+def test_a_star_import_from_dali_keeps_the_whole_module():
+    source = "def pad():\n    pass\nfrom nvidia.dali.fn import *\nx = readers.file(file_root='.')\n"
+    assert dali_part(source).source == source
 
 
 def test_a_global_written_in_a_function_is_followed():

@@ -53,7 +53,7 @@ class FileContext:
             part = dali_part(self.source, foreign)
         else:
             part = DaliPart(self.source)
-        self.analysed_source = part.source
+        self.analysed_source = part.aligned or part.source
         self._skipped, self._skipped_text, self._skipped_names = part.skipped, part.skipped_text, None
         self.module = cst.parse_module(part.source)
         self._nodes: list[cst.CSTNode] = []
@@ -624,18 +624,21 @@ class DaliPart(NamedTuple):
     #: the statements replaced (:mod:`ast` nodes), and their text
     skipped: tuple = ()
     skipped_text: str = ""
+    #: ``source`` with placeholders that also keep every character offset (``0``, or ``(`` ...
+    #: ``)`` padded with spaces): edits of the original apply to it
+    aligned: str = ""
 
 
 def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
     """``source`` with every top-level statement that cannot involve DALI replaced by a
-    placeholder expression over the same characters (``0``, or ``(`` ... ``)``, padded with
-    spaces), and the statements replaced.
+    placeholder expression over the same lines (``0``, or one ``f\"\"\"`` string: a single node,
+    never a docstring), and the statements replaced.
 
     Kept: imports, the module docstring, statements that mention a name bound by an import of
     ``nvidia`` (anywhere in the file) or one of ``words``, and transitively statements that
-    mention a name bound by a kept statement, or bind a name a kept statement uses. Offsets,
-    lines, columns, comments and the text of every kept statement are unchanged, so positions
-    in the reduced module are positions in ``source``, and edits apply to either text.
+    mention a name bound by a kept statement, or bind a name a kept statement uses. Lines,
+    columns, comments and the text of every kept statement are unchanged, so positions in the
+    reduced module are positions in ``source``; edits of ``source`` also apply to ``aligned``.
 
     The libcst parse and every walk of the rules then cost in proportion to the DALI part of a
     file, not to its length. Found with :mod:`ast` (the CPython parser), many times faster than
@@ -676,7 +679,9 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
                             relevant[i] = True
                 elif isinstance(node, ast.ImportFrom):
                     if (node.module or "").startswith("nvidia"):
-                        seeds.update(a.asname or a.name for a in node.names if a.name != "*")
+                        if any(a.name == "*" for a in node.names):
+                            return DaliPart(source)  # names DALI binds cannot be listed: keep all
+                        seeds.update(a.asname or a.name for a in node.names)
                         relevant[i] = True
     first_stmt = units[0][2][0]
     if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant):
@@ -714,7 +719,7 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
     keep = [r or n for r, n in zip(relevant, needed)]
     if all(keep):
         return DaliPart(source)
-    out = list(lines)
+    out, aligned = list(lines), list(lines)
     skipped: list = []
     skipped_text: list[str] = []
     for (a, b, stmts), text, k in zip(units, texts, keep):
@@ -724,9 +729,11 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
         skipped_text.append(text)
         for n in range(a - 1, b):
             body = out[n].rstrip("\r\n")
+            end = out[n][len(body) :]
             mark = "0" if a == b else "(" if n == a - 1 else ")" if n == b - 1 else ""
-            out[n] = mark.ljust(len(body)) + out[n][len(body) :]
-    return DaliPart("".join(out), tuple(skipped), "".join(skipped_text))
+            aligned[n] = mark.ljust(len(body)) + end
+            out[n] = ("0" if a == b else 'f"""' if n == a - 1 else '"""' if n == b - 1 else "") + end
+    return DaliPart("".join(out), tuple(skipped), "".join(skipped_text), "".join(aligned))
 
 
 def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
