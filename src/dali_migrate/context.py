@@ -67,43 +67,20 @@ class FileContext:
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
         self._layout: dict | None = None
-        self._rlayout: dict | None = None
         self._names: dict | None = None
-        self._relevant: tuple | None = None
 
-    # Metadata is computed on first use: a file that imports nothing from DALI needs none.
-    # Everything is computed over the top-level statements that can involve DALI names
-    # (:meth:`_relevant_module`), which is where most of the analysis time would otherwise go in
-    # large files: scopes and qualified names only there; positions and parents there first,
-    # mapped back to the whole module, and over the whole module only when a rule asks about a
-    # node elsewhere (then the answers are the same as before, just slower).
+    # Metadata is computed on first use, over the module parsed: the statements that can involve
+    # DALI (dali_part), so its cost follows the DALI part of a file, not its length.
     def _layout_meta(self) -> dict:
-        """Positions of every node of the whole module (only when a rule asks about a node
-        outside the relevant statements)."""
+        """Positions of every node of the module (both kinds: one code generation)."""
         if self._layout is None:
             syntactic, inclusive = _positions(self.module)
             self._layout = {PositionProvider: syntactic, WhitespaceInclusivePositionProvider: inclusive}
         return self._layout
 
-    def _relevant_layout(self) -> dict:
-        if self._rlayout is None:
-            module, deltas = self._relevance()[2:]
-            syntactic, inclusive = _positions(module)
-            full = self._layout_meta
-            self._rlayout = {
-                PositionProvider: _MappedRanges(
-                    syntactic, module, deltas, self._parents, self.module, lambda: full()[PositionProvider]
-                ),
-                WhitespaceInclusivePositionProvider: _MappedRanges(
-                    inclusive, module, deltas, self._parents, self.module,
-                    lambda: full()[WhitespaceInclusivePositionProvider],
-                ),
-            }
-        return self._rlayout
-
     def _name_meta(self) -> dict:
         if self._names is None:
-            wrapper = MetadataWrapper(self._relevant_module(), unsafe_skip_copy=True)
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
             self._names = wrapper.resolve_many([ScopeProvider, QualifiedNameProvider])
         return self._names
 
@@ -129,11 +106,11 @@ class FileContext:
 
     @property
     def positions(self):
-        return self._relevant_layout()[PositionProvider]
+        return self._layout_meta()[PositionProvider]
 
     @property
     def ws_positions(self):
-        return self._relevant_layout()[WhitespaceInclusivePositionProvider]
+        return self._layout_meta()[WhitespaceInclusivePositionProvider]
 
     @property
     def parents(self):
@@ -146,42 +123,6 @@ class FileContext:
     @property
     def qualnames(self):
         return self._name_meta()[QualifiedNameProvider]
-
-    def _relevant_module(self) -> cst.Module:
-        """The top-level statements that mention a DALI import name, or a name bound by such a
-        statement, transitively. The others cannot refer to anything DALI."""
-        return self._relevance()[2]
-
-    def _relevance(self) -> tuple:
-        """(texts of the top-level statements, which are relevant, the module of the relevant
-        ones, and for each of those how many lines the statements left out before it span)."""
-        if self._relevant is not None:
-            return self._relevant
-        words = set(self.dali_names)
-        body = list(self.module.body)
-        included = [False] * len(body)
-        texts = [self.module.code_for_node(stmt) for stmt in body] if words else []
-        grew = bool(words)
-        while grew:
-            grew = False
-            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")\b")
-            for i, stmt in enumerate(body):
-                if not included[i] and pattern.search(texts[i]):
-                    included[i] = True
-                    new = _bound_names(stmt) - words
-                    if new:
-                        words |= new
-                        grew = True
-        deltas = []
-        skipped = 0
-        for i, inc in enumerate(included):
-            if inc:
-                deltas.append(skipped)
-            else:
-                skipped += texts[i].count("\n")
-        module = self.module.with_changes(body=[s for s, inc in zip(body, included) if inc])
-        self._relevant = (texts, included, module, deltas)
-        return self._relevant
 
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
@@ -445,76 +386,6 @@ class FileContext:
         return False
 
 
-class _Fallback:
-    """A read-only mapping over the relevant statements' metadata that asks the whole module's
-    (computed on first need) about any other node."""
-
-    __slots__ = ("_data", "_full", "_absent")
-
-    def __init__(self, data, full, absent=None) -> None:
-        self._data = data
-        self._full = full
-        self._absent = absent  # a node known to have no entry (the module has no parent)
-
-    def get(self, node, default=None):
-        v = self._data.get(node, _MISSING)
-        if v is _MISSING:
-            if node is self._absent:
-                return default
-            return self._full().get(node, default)
-        return v
-
-    def __getitem__(self, node):
-        v = self.get(node, _MISSING)
-        if v is _MISSING:
-            raise KeyError(node)
-        return v
-
-    def __contains__(self, node) -> bool:
-        return self.get(node, _MISSING) is not _MISSING
-
-
-class _MappedRanges(_Fallback):
-    """Positions in the module of the relevant statements, moved to the lines they have in the
-    whole module: each kept top-level statement shifts by the lines of the statements left out
-    before it (``deltas``, one per kept statement). A node's statement is found through the
-    parents of the relevant module."""
-
-    __slots__ = ("_module", "_shift", "_parents", "_cache")
-
-    def __init__(self, data, module: cst.Module, deltas: list[int], parents, top: cst.Module, full) -> None:
-        super().__init__(data, full)
-        self._module = top
-        self._shift = {id(stmt): d for stmt, d in zip(module.body, deltas)}
-        self._parents = parents
-        self._cache: dict = {}
-
-    def get(self, node, default=None):
-        v = self._cache.get(node, _MISSING)
-        if v is not _MISSING:
-            return v
-        r = self._data.get(node)
-        top = node
-        if r is not None:
-            parents, module = self._parents, self._module
-            while True:
-                up = parents.get(top)
-                if up is None or up is module:
-                    break
-                top = up
-        delta = self._shift.get(id(top)) if r is not None else None
-        if delta is None:  # not in a kept statement (the module itself, or elsewhere)
-            return self._full().get(node, default)
-        v = r if not delta else CodeRange(
-            CodePosition(r.start.line + delta, r.start.column), CodePosition(r.end.line + delta, r.end.column)
-        )
-        self._cache[node] = v
-        return v
-
-
-_MISSING = object()
-
-
 class _Computed:
     __slots__ = ("_computed",)
 
@@ -547,55 +418,6 @@ def _positions(module: cst.Module) -> tuple[dict, dict]:
     )
     module._codegen(state)
     return holder._computed, state.inclusive
-
-
-def _bound_names(stmt: cst.CSTNode) -> set[str]:
-    """Names a top-level statement binds (not looking into function or class bodies)."""
-    names: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            names.add(node.name.value)
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            names.add(node.name.value)
-            return False
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            names.update(_target_names(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            names.update(_target_names(node.target))
-
-        def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
-            names.add(node.asname.name.value if node.asname else dotted(node.name).split(".")[0])
-            return False
-
-    stmt.visit(V())
-    return names
-
-
-def _target_names(target: cst.CSTNode) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return set().union(*(_target_names(e.value) for e in target.elements)) if target.elements else set()
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
 
 
 def dotted(node: cst.BaseExpression | cst.Name | cst.Attribute) -> str:
@@ -686,7 +508,7 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
     first_stmt = units[0][2][0]
     if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant):
         needed[0] = True  # the module docstring
-    bound = [_ast_bound_names(stmts, text) for (_, _, stmts), text in zip(units, texts)]
+    bound = [_bound_names(stmts, text) for (_, _, stmts), text in zip(units, texts)]
     seen_words: set[str] = set()
     pending = seeds
     uses: set[str] = set()
@@ -773,7 +595,7 @@ def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str], 
     return frozenset(names | variables), frozenset(variables), frozenset(reads)
 
 
-def _ast_bound_names(stmts: list, text: str) -> set[str]:
+def _bound_names(stmts: list, text: str) -> set[str]:
     """Module-level names the statements bind: targets, definitions, imports (also nested ones),
     ``global`` names."""
     names: set[str] = set()
