@@ -166,10 +166,10 @@ def discover(
     pipelines); ``read`` returns a file's text, or None when it cannot be read or parsed."""
     trees: dict[str, tuple[ast.Module, str]] = {}
 
-    def parse(p: Path):
+    def parse(p: Path, text: str | None = None):
         key = str(p)
         if key not in trees:
-            text = read(p)
+            text = read(p) if text is None else text
             try:
                 trees[key] = (ast.parse(text), text) if text is not None else None
             except (SyntaxError, ValueError):
@@ -188,7 +188,7 @@ def discover(
             text = read(p)
             if text is None or not any(name in text for name in PIPELINE_DEF_NAMES):
                 continue  # defines no pipeline: not parsed
-            parsed = parse(p)
+            parsed = parse(p, text)
             if parsed is not None:
                 definitions += _definitions(str(p), parsed[0], names_of(p), parsed[1])
     if not definitions:
