@@ -56,32 +56,25 @@ import libcst as cst
 
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import OPS_PREFIX, FileContext
+from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._conditionals import branch_reasons, has_data_branches
-from ._local import collect_nodes
-from ._pipeline import (
-    PIPELINE_CLASSES,
-    Refused,
-    analyse_graph,
+from ._backend.arguments import (
     device_todo,
     dropped_comments,
-    emit_generator_body,
-    find_instances,
-    is_docstring,
     is_unset,
-    output_values,
-    pipeline_count,
     pipeline_ctor_kwargs,
-    propose_pipeline_fix,
-    refuse_pipeline,
-    removed_stmt,
-    run_site_edits,
     set_threads_stmt,
-    truthy,
-    walk,
 )
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.edits import removed_stmt
+from ._backend.emit import emit_generator_body
+from ._backend.model import Instance, PipelinePlan, Refused
+from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
+from ._backend.sites import propose_pipeline_fix, refuse_pipeline, run_site_edits
+from ._cst import comment_line, is_docstring, truthy, walk
+from ._local import collect_nodes
 
 _GRAPH_FN = "__dali_migrate_graph__"
 
@@ -110,7 +103,7 @@ class PipelineClass(Rule):
             fired: set[str] = set()
             try:
                 for cls, chain in leaves:
-                    cls_edits, cls_fired, instances = self._migrate(ctx, cls, chain, notes)
+                    cls_edits, cls_fired, instances = self._migrate(state, cls, chain, notes)
                     edits += cls_edits
                     fired |= set(cls_fired)
                     state.claimed += [i.stmt for i in instances]
@@ -124,7 +117,10 @@ class PipelineClass(Rule):
             message = f"migrate pipeline class {names} and its use sites to dynamic mode"
             propose_pipeline_fix(state, self.id, leaves[0][0], edits, message, sorted(fired), notes)
 
-    def _migrate(self, ctx: FileContext, cls: cst.ClassDef, chain: list[cst.ClassDef], notes):
+    def _migrate(
+        self, state: FileState, cls: cst.ClassDef, chain: list[cst.ClassDef], notes: list[Diagnostic]
+    ) -> tuple[list[Edit], list[str], list[Instance]]:
+        ctx = state.ctx
         reasons: list[str] = []
         methods = _methods(chain)
         init, graph_fn = methods.get("__init__"), methods.get("define_graph")
@@ -172,24 +168,22 @@ class PipelineClass(Rule):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         seed = kwargs.get("seed")
         mini_notes: list[Diagnostic] = []
-        body, fired = emit_generator_body(
-            mini,
-            graph,
+        branches = conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
+        plan = PipelinePlan(
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
-            dropped=dropped_comments(
-                ctx, [kwargs], branches=conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
-            ),
-            notes=mini_notes,
+            dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=len(instances) == 1 and len(chain) == 1 and pipeline_count(ctx) == 1,
+            lowering=state.lowering,
         )
+        body, fired = emit_generator_body(mini, graph, plan, mini_notes)
         # what the back end noted is about the class (the small module's lines mean nothing here)
         notes += [Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes]
         leading = list(cls.leading_lines)
         todo = device_todo(mini, mini_fn, kwargs.get("device_id"))
         if todo:
-            leading.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {todo}")))
+            leading.append(comment_line(f"{TODO_PREFIX} {self.id}: {todo}"))
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
         new_fn = cst.FunctionDef(
             name=cls.name, params=params, body=cst.IndentedBlock(body), leading_lines=leading

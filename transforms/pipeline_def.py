@@ -72,38 +72,31 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._conditionals import branch_reasons, has_data_branches
-from ._handles import FORMAT_NOTE, RESTORE_PARAM, dropped_checkpointing, handle_reasons, name_handles, needs_of, wrap_body
-from ._iterators import epoch_body
-from ._local import collect_nodes
-from ._pipeline import (
-    Graph,
-    Instance,
-    Refused,
+from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.emit import emit_generator_body
+from ._backend.handles import (
+    FORMAT_NOTE,
+    RESTORE_PARAM,
+    dropped_checkpointing,
+    handle_reasons,
+    name_handles,
+    needs_of,
+    wrap_body,
+)
+from ._backend.iterators import epoch_body
+from ._backend.model import Graph, Instance, PipelinePlan, Refused
+from ._backend.recognise import (
     analyse_graph,
-    check_pipeline_args,
-    device_todo,
-    dropped_comments,
-    emit_generator_body,
     find_instances,
     instances_of,
-    kwargs_of,
     output_values,
-    param_names,
     pipeline_count,
-    pipeline_def_instance_edits,
-    propose_pipeline_fix,
-    refuse_pipeline,
-    truthy,
-    within,
+    pipeline_decorator,
 )
-
-PIPELINE_DEFS = {
-    "nvidia.dali.pipeline_def",
-    "nvidia.dali.pipeline.pipeline_def",
-    "nvidia.dali.pipeline.experimental.pipeline_def",
-    "nvidia.dali.experimental.pipeline_def",
-}
+from ._backend.sites import pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
+from ._cst import kwargs_of, no_space_equal, param_names, truthy, within
+from ._local import collect_nodes
 
 
 class PipelineDef(Rule):
@@ -115,14 +108,14 @@ class PipelineDef(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         for fn in ctx.nodes_of(cst.FunctionDef):
-            dec = _pipeline_decorator(ctx, fn)
+            dec = pipeline_decorator(ctx, fn)
             if dec is None:
                 continue
             state.claimed.append(fn)
             notes: list[Diagnostic] = []
             try:
                 graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec)
-                edits, included = self._rewrite(ctx, fn, graph, dec_kwargs, instances, seed_source, notes)
+                edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes)
             except Refused as why:
                 refuse_pipeline(state, self.id, fn, why)
                 continue
@@ -159,7 +152,7 @@ class PipelineDef(Rule):
         if method is not None:
             instances = _method_instances(ctx, method, fn, reasons)
         else:
-            instances = find_instances(ctx, fn, reasons, pipeline_args=True, handles=True)
+            instances = find_instances(ctx, fn, reasons, pipeline_args=True, with_handles=True)
         # epoch_size/reader_meta, checkpoints and reset (``_handles``); graph None: refused already
         reasons += handle_reasons(ctx, graph, instances, truthy(dec_kwargs.get("enable_checkpointing")), param_names(fn))
         if fn.name.value in getattr(ctx.project, "external_uses", {}) and needs_of(instances).handles:
@@ -181,7 +174,18 @@ class PipelineDef(Rule):
         return graph, dec_kwargs, instances, seed_source
 
     # -- rewriting ---------------------------------------------------------------------------
-    def _rewrite(self, ctx, fn, graph: Graph, dec_kwargs, instances, seed_source, notes) -> tuple[list[Edit], list[str]]:
+    def _rewrite(
+        self,
+        state: FileState,
+        fn: cst.FunctionDef,
+        graph: Graph,
+        dec_kwargs: dict[str, cst.Arg],
+        instances: list[Instance],
+        seed_source: str | None,
+        notes: list[Diagnostic],
+    ) -> tuple[list[Edit], list[str]]:
+        ctx = state.ctx
+        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
         # batch_size and seed become keyword-only parameters, defaulting to the decorator's
         params = fn.params
         kwonly = list(params.kwonly_params)
@@ -199,26 +203,23 @@ class PipelineDef(Rule):
                 cst.Param(
                     cst.Name(pname),
                     default=default.value if default is not None else None,
-                    equal=_eq() if default is not None else cst.MaybeSentinel.DEFAULT,
+                    equal=no_space_equal() if default is not None else cst.MaybeSentinel.DEFAULT,
                 )
             )
         star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
-        body, fired = emit_generator_body(
-            ctx,
-            graph,
+        plan = PipelinePlan(
             rule_id=self.id,
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
             single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(
-                ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-            )
+            dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
             + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
-            notes=notes,
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
+            lowering=state.lowering,
         )
-        body, helpers = epoch_body(ctx, graph, body, instances, _refuse)  # framework iterators
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
+        body, helpers = epoch_body(ctx, graph, body, instances)  # framework iterators
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(
@@ -239,16 +240,6 @@ class PipelineDef(Rule):
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
         return edits, fired
-
-
-
-def _pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
-    for d in fn.decorators:
-        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if ctx.qualname(expr) in PIPELINE_DEFS:
-            return d
-    return None
-
 
 
 
@@ -283,11 +274,3 @@ def _is_self(expr: cst.BaseExpression) -> bool:
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
     return ctx.project is not None and fn.name.value in ctx.project.external_uses
-
-
-def _refuse(reason: str):
-    raise Refused(reason)
-
-
-def _eq() -> cst.AssignEqual:
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))

@@ -37,34 +37,30 @@ Safety: safe. Random values differ from the old pipeline's, as for DM200.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
-from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.context import FileContext
+from dali_migrate.dali_api import PIPELINE_CLASSES
+from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._conditionals import branch_reasons, has_data_branches
-from ._local import collect_nodes
-from ._pipeline import (
-    PIPELINE_CLASSES,
-    Instance,
-    Refused,
-    analyse_graph,
+from ._backend.arguments import (
     device_todo,
     dropped_comments,
-    emit_generator_body,
-    find_instances,
-    follow_pipeline,
     is_unset,
-    pipeline_count,
     pipeline_ctor_kwargs,
-    propose_pipeline_fix,
-    refuse_pipeline,
-    removed_stmt,
-    run_site_edits,
     set_threads_stmt,
-    fresh_name,
-    truthy,
 )
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.edits import removed_stmt
+from ._backend.emit import emit_generator_body
+from ._backend.model import Instance, PipelinePlan, Refused
+from ._backend.recognise import analyse_graph, find_instances, follow_pipeline, pipeline_count
+from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
+from ._cst import fresh_name, truthy
+from ._local import collect_nodes
 
 
 class PipelineObject(Rule):
@@ -84,7 +80,7 @@ class PipelineObject(Rule):
             state.claimed += [ctor_stmt, block]
             notes: list[Diagnostic] = []
             try:
-                edits, included, inst, claimed = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
+                edits, included, inst, claimed = self._migrate(state, ctor_stmt, assign, call, block, notes)
             except Refused as why:
                 refuse_pipeline(state, self.id, ctor_stmt, why)
                 continue
@@ -97,7 +93,16 @@ class PipelineObject(Rule):
                 # be rewritten one by one either (refusing withholds the file's local rewrites)
                 refuse_pipeline(state, self.id, ctx.enclosing_statement(call), _unfollowed_reason(ctx, call))
 
-    def _migrate(self, ctx, ctor_stmt, assign, call, block: cst.With, notes):
+    def _migrate(
+        self,
+        state: FileState,
+        ctor_stmt: cst.SimpleStatementLine,
+        assign: cst.Assign,
+        call: cst.Call,
+        block: cst.With,
+        notes: list[Diagnostic],
+    ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
+        ctx = state.ctx
         reasons: list[str] = []
         var = assign.targets[0].target.value
         kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
@@ -123,16 +128,16 @@ class PipelineObject(Rule):
         assert graph is not None and batch_size is not None
 
         seed = kwargs.get("seed")
-        body, fired = emit_generator_body(
-            ctx,
-            graph,
+        branches = has_data_branches(ctx, block.body, collect_nodes(ctx, block))
+        plan = PipelinePlan(
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             single_use=(len(factory_uses) == 1 if returns else True) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(ctx, [kwargs], branches=has_data_branches(ctx, block.body, collect_nodes(ctx, block))),
-            notes=notes,
+            dropped=dropped_comments(ctx, [kwargs], branches=branches),
+            lowering=state.lowering,
         )
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
@@ -143,8 +148,7 @@ class PipelineObject(Rule):
         )
         todo_lines = []
         if inst.device_todo:
-            todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {inst.device_todo}")))
-            notes.append(Diagnostic(self.id, inst.device_todo, ctx.line_of(block), 0, "todo"))
+            todo_lines.append(device_todo_line(ctx, inst, self.id, notes, block))
         instantiate = cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))], leading_lines=blank + todo_lines
         )
@@ -160,7 +164,9 @@ class PipelineObject(Rule):
         return edits, fired, inst, graph.claimed
 
 
-def _pipeline_constructions(ctx):
+def _pipeline_constructions(
+    ctx: FileContext,
+) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign, cst.Call]]:
     """``pipe = Pipeline(...)`` statements anywhere in the module."""
     for node in ctx.nodes_of(cst.SimpleStatementLine):
         if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
@@ -175,7 +181,7 @@ def _pipeline_constructions(ctx):
             yield node, assign, assign.value
 
 
-def _unfollowed_reason(ctx, call: cst.Call) -> str:
+def _unfollowed_reason(ctx: FileContext, call: cst.Call) -> str:
     """Why a ``Pipeline(...)`` construction is not migrated."""
     assign = ctx.parents.get(call)
     if isinstance(assign, cst.WithItem) and isinstance(assign.asname, cst.AsName):
@@ -191,7 +197,9 @@ def _unfollowed_reason(ctx, call: cst.Call) -> str:
     return f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
 
 
-def _factory_instances(ctx, ctor_stmt, returns: list[cst.Return], reasons: list[str]) -> list[Instance]:
+def _factory_instances(
+    ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, returns: list[cst.Return], reasons: list[str]
+) -> list[Instance]:
     """A function that builds the pipeline and ends with ``return pipe``: its callers in this
     file are followed like the pipeline itself."""
     fn = ctx.parents.get(ctx.parents.get(ctor_stmt))
@@ -206,7 +214,7 @@ def _factory_instances(ctx, ctor_stmt, returns: list[cst.Return], reasons: list[
     return find_instances(ctx, fn, reasons, pipeline_args=False)
 
 
-def _graph_block(ctx, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
+def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
     """The first ``with <var>:`` statement after the constructor in the same block."""
     block = ctx.parents.get(ctor_stmt)
     siblings = list(getattr(block, "body", ()))

@@ -38,8 +38,11 @@ import libcst as cst
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._local import in_source_order
-from ._pipeline import Refused, dropped_comments, instances_of, pipeline_def_instance_edits
+from ._backend.arguments import dropped_comments
+from ._backend.model import Refused
+from ._backend.recognise import instances_of
+from ._backend.sites import pipeline_def_instance_edits
+from ._cst import in_source_order
 
 
 class PipelineUses(Rule):

@@ -47,7 +47,7 @@ def _analyse(code: str, path: str | None, select, ignore, project=None) -> _Anal
         ctx = FileContext(code, path, project=project)
     except cst.ParserSyntaxError as e:
         raise SourceParseError(f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: cannot parse: {e.message}") from None
-    state = FileState(ctx)
+    state = FileState(ctx, lowering=[r() for r in all_rules() if r.composable])
     active = rules_for(select, ignore)
     for rule in all_rules():
         if not rule.structural:

@@ -68,7 +68,10 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Edit
 
-from ._local import fresh_name, is_generated_doc, truthy, walk
+from .._cst import fresh_name, truthy, walk
+from .docstrings import is_generated_doc
+from .edits import removed_stmt
+from .model import Graph, Instance
 
 META_METHODS = ("epoch_size", "reader_meta")
 #: the parameter that takes a checkpoint to restore, as ``Pipeline(checkpoint=...)`` did
@@ -275,7 +278,7 @@ def name_handles(ctx: FileContext, instances: list, needs: Needs) -> None:
                 inst.handle_names[kind] = fresh_name(f"{pipe}_{base[kind]}", taken)
 
 
-def site_edits(ctx: FileContext, inst, removed_stmt) -> list[Edit]:
+def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
     """``pipe.epoch_size(...)`` / ``reader_meta(...)`` read the reader's metadata,
     ``pipe.checkpoint()`` collects and serializes the Checkpoint, ``pipe.reset()`` goes."""
     edits = [removed_stmt(ctx, stmt) for stmt in inst.resets]

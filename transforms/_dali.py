@@ -1,8 +1,7 @@
-"""Helpers shared by the rules that replace operators dynamic mode lacks (DM105-DM107)."""
+"""DALI's data types by name, and whether code refers to DALI: shared by the rules that
+replace operators dynamic mode lacks (DM105-DM107)."""
 
 from __future__ import annotations
-
-import ast
 
 import libcst as cst
 
@@ -38,24 +37,6 @@ def dali_dtype(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
     return name if name in DTYPES else None
 
 
-def literal(node: cst.CSTNode):
-    """The Python value of a literal expression (numbers, strings, lists, tuples), or raises ValueError."""
-    code = cst.Module(body=[]).code_for_node(node)
-    return ast.literal_eval(code.strip())
-
-
-def kwargs_of(call: cst.Call) -> dict[str, cst.Arg]:
-    return {a.keyword.value: a for a in call.args if a.keyword is not None}
-
-
-def positional(call: cst.Call) -> list[cst.Arg]:
-    return [a for a in call.args if a.keyword is None]
-
-
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
-
-
 def mentions_dali(ctx: FileContext, node: cst.CSTNode) -> bool:
     """Whether ``node`` refers to any name bound by a DALI import."""
     found = False
@@ -68,30 +49,3 @@ def mentions_dali(ctx: FileContext, node: cst.CSTNode) -> bool:
 
     node.visit(V())
     return found
-
-
-def names_in(node: cst.CSTNode) -> set[str]:
-    out: set[str] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.add(n.value)
-
-    node.visit(V())
-    return out
-
-
-def fresh(taken: set[str], candidates: list[str]) -> str:
-    for c in candidates:
-        if c not in taken:
-            taken.add(c)
-            return c
-    i = 0
-    while f"{candidates[0]}{i}" in taken:
-        i += 1
-    taken.add(f"{candidates[0]}{i}")
-    return f"{candidates[0]}{i}"
-
-
-def parse_expr(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)

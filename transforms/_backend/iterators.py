@@ -60,6 +60,7 @@ stays as it was: several pipelines (one per GPU), iterator subclasses, SPARSE_CO
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -67,7 +68,11 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from ._local import fresh_name, in_source_order, is_generated_doc, walk
+from .._cst import fresh_name, in_source_order, walk
+from . import runtime
+from .docstrings import is_generated_doc
+from .edits import removed_stmt
+from .model import Graph, Instance, Refused
 
 #: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
 TORCH_ITERATORS = {
@@ -111,133 +116,11 @@ EPOCHS_CLASS = "DaliIteratorEpochs"
 READER_PLAN = "dali_reader_epochs"
 SIZE_PLAN = "dali_size_epochs"
 
-HELPER_SOURCES = {
-    EPOCHS_CLASS: '''\
-class DaliIteratorEpochs:
-    """The epochs a DALI framework iterator (DALIGenericIterator) gave, cut from ``batches``,
-    the endless stream of (ndd.Batch, ...) tuples Pipeline.run() returned, as ``plan`` says:
-    for each epoch it yields (batches in the epoch, samples the last batch keeps or None for
-    all, whether one more batch is read and dropped after it, what len(iterator) gave).
 
-    ``next(epochs)`` gives the next epoch, a generator of batches. An epoch left before its last
-    batch (``break``) is resumed by the next ``next(epochs)``, as the old iterator resumed it
-    (it ignored reset() until the epoch was over). ``len(epochs)`` is ``len(iterator)`` during
-    the current epoch (the first one before any ``next``).
-    """
 
-    def __init__(self, batches, plan):
-        self.batches, self.plan = batches, plan
-        self.count, self.keep, self.drop_extra, self.length = next(plan)
-        self.left = self.count  # batches the current epoch has still to give
-        self.epoch = None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self.epoch is not None and self.left == 0:
-            next(self.epoch, None)  # runs the finished epoch to its end (DROP: the dropped batch)
-            self.count, self.keep, self.drop_extra, self.length = next(self.plan)
-            self.left, self.epoch = self.count, None
-        if self.epoch is None:
-            self.epoch = self._epoch()
-        return self.epoch
-
-    def __len__(self):
-        return self.length
-
-    def _epoch(self):
-        for i in range(self.count):
-            outputs = next(self.batches)
-            self.left -= 1
-            if i == self.count - 1 and self.keep is not None:
-                if self.keep <= 0:
-                    # uneven shards: the old iterator returned tensors with 0 samples here
-                    raise RuntimeError("PARTIAL leaves no sample for the last batch of this shard's epoch")
-                outputs = tuple(ndd.as_batch([o.tensors[j] for j in range(self.keep)]) for o in outputs)
-            yield outputs
-        if self.drop_extra:
-            next(self.batches)
-''',
-    READER_PLAN: '''\
-def dali_reader_epochs(meta, batch_size, policy):
-    """The epochs DALIGenericIterator(reader_name=...) gave with ``last_batch_policy`` ``policy``
-    ("FILL", "PARTIAL" or "DROP") over the reader whose get_metadata() is ``meta``, as
-    DaliIteratorEpochs takes them. As nvidia.dali.plugin.base_iterator does: FILL without padding
-    credits the samples read ahead into the next epoch, PARTIAL trims the last batch to the
-    samples left in the shard, DROP reads the incomplete last batch and drops it; with padding
-    every epoch has the same length.
-    """
-    shards, shard, size = meta["number_of_shards"], meta["shard_id"], meta["epoch_size"]
-    padded, stick = meta["pad_last_batch"], meta["stick_to_shard"]
-
-    def shard_size(s):
-        return (s + 1) * size // shards - s * size // shards
-
-    def ceil_div(a, b):
-        return -(-a // b)
-
-    if policy == "FILL" and not padded:
-        # base_iterator counts every shard at once (as if one pipeline read each): an epoch ends
-        # when each shard has given its samples; what a shard read past them counts into its next
-        # epoch, and the shard sizes move one shard on per epoch (unless stick_to_shard)
-        sizes = [shard_size(s) for s in range(shards)]
-        ahead = [0] * shards  # per shard: samples of its next epoch read in this one
-        start, end = 0, ceil_div(ceil_div(size, shards), batch_size) * batch_size
-        while True:
-            count = ceil_div(end - start, batch_size)
-            yield count, None, False, ceil_div(end, batch_size)
-            read = start + count * batch_size - min(ahead)
-            ahead = [a + read - n for a, n in zip(ahead, sizes)]
-            start = min(ahead)
-            if not stick:
-                sizes = sizes[-1:] + sizes[:-1]
-            end = ceil_div(max(n - a for n, a in zip(sizes, ahead)), batch_size) * batch_size
-            if end == 0:  # every shard read its whole next epoch ahead: the iterator skips it
-                ahead, start = [0] * shards, 0
-                sizes = sizes[-1:] + sizes[:-1]
-                end = ceil_div(max(sizes), batch_size) * batch_size
-    while True:
-        keep, drop_extra = None, False
-        if policy == "DROP":
-            count = size // shards // batch_size
-            drop_extra = size // shards % batch_size != 0
-        else:
-            if padded:
-                total = meta["epoch_size_padded"] // shards
-            else:
-                total = ceil_div(ceil_div(size, shards), batch_size) * batch_size
-            count = ceil_div(total, batch_size)
-            current = shard_size(shard)
-            if policy == "PARTIAL" and current < count * batch_size:
-                keep = current - (count - 1) * batch_size
-        yield count, keep, drop_extra, count
-        if not stick:
-            shard = (shard + 1) % shards
-''',
-    SIZE_PLAN: '''\
-def dali_size_epochs(size, batch_size, policy, last_batch_padded):
-    """The epochs DALIGenericIterator(size=size) without reader_name gave with
-    ``last_batch_policy`` ``policy`` ("FILL", "PARTIAL" or "DROP") and ``last_batch_padded``, as
-    DaliIteratorEpochs takes them. As nvidia.dali.plugin.base_iterator does: an epoch gives
-    batches until it has counted ``size`` samples; PARTIAL trims the last batch to ``size``, DROP
-    reads the incomplete last batch and drops it, FILL without last_batch_padded counts the
-    samples its last batch read past ``size`` into the next epoch. len(iterator) is
-    ceil(size / batch_size) in every epoch (size // batch_size for DROP).
-    """
-    full, rest = divmod(size, batch_size)
-    length = full if policy == "DROP" else full + (rest > 0)
-    ahead = 0  # FILL without last_batch_padded: samples the previous epoch counted into this one
-    while True:
-        if policy == "DROP":
-            yield full, None, rest > 0, length
-            continue
-        count = -(-(size - ahead) // batch_size)
-        if policy == "FILL" and not last_batch_padded:
-            ahead = (ahead + count * batch_size) % size
-        yield count, rest if policy == "PARTIAL" and rest else None, False, length
-''',
-}
+def helper_source(name: str) -> str:
+    """The text of the runtime definition ``name``, as it is copied into the output."""
+    return inspect.getsource(getattr(runtime, name))
 
 
 @dataclass
@@ -660,29 +543,31 @@ def _inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool
 # -- emitting ------------------------------------------------------------------------------------
 
 
-def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances: list, refuse) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+def epoch_body(
+    ctx: FileContext, graph: Graph, body: list[cst.BaseStatement], instances: list[Instance]
+) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
     """The generator body from :func:`emit_generator_body`, made the epochs of the framework
     iterator when the pipeline is consumed through one; also the helpers to put before it (each
-    once per module). ``refuse(reason)`` raises the front end's Refused."""
+    once per module). Raises Refused where a configuration cannot be carried over."""
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return body, []
     if len(instances) != 1 or len(uses) != 1:
-        refuse("a pipeline iterated through framework iterators must be instantiated once and wrapped once")
+        raise Refused("a pipeline iterated through framework iterators must be instantiated once and wrapped once")
     inst, use = instances[0], uses[0]
     if inst.runs:
-        refuse("the pipeline is both run (pipe.run()) and iterated through a framework iterator")
+        raise Refused("the pipeline is both run (pipe.run()) and iterated through a framework iterator")
     if len(graph.readers) != 1 or graph.sources:
-        refuse("a framework iterator over a pipeline with several readers or an external source is not migrated")
+        raise Refused("a framework iterator over a pipeline with several readers or an external source is not migrated")
     reader = graph.readers[0]
     reader_args = {a.keyword.value: a.value for a in reader.call.args if a.keyword is not None}
     name = reader_args.get("name")
     for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
         if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
-            refuse(f"{what.format(wanted)} does not name the reader of the pipeline")
+            raise Refused(f"{what.format(wanted)} does not name the reader of the pipeline")
     loop = body[-1]
     if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
-        refuse("the generated epoch loop has an unexpected shape")
+        raise Refused("the generated epoch loop has an unexpected shape")
     if use.reader_name is None and use.size is None and use.size_reader is None:
         use.mode = "stream"  # the iterator never ends an epoch: loop over the endless generator
         return body, []
@@ -693,7 +578,7 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
         # DALI's value between two epochs depends on when reset() ran
         for node, where in use.lens:
             if where == "other":
-                refuse(
+                raise Refused(
                     f"len({use.name}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
                     "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
                     f"value depends on when reset() ran; take len({use.name}) inside the loop over it (or before the "
@@ -744,14 +629,14 @@ def epoch_body(ctx: FileContext, graph, body: list[cst.BaseStatement], instances
         ),
         _stmt(cst.Return(cst.Call(cst.Name(EPOCHS_CLASS), args=[cst.Arg(cst.Call(cst.Name(batches_name))), cst.Arg(cst.Name(plan_name))]))),
     ]
-    helpers = _helpers(ctx, [EPOCHS_CLASS, plan_fn], refuse)
+    helpers = _helpers(ctx, [EPOCHS_CLASS, plan_fn])
     if is_generated_doc(doc):
         text = f'"""The epochs {_iterator_name(use)} gave: next() gives the next one, a generator of ({outputs}) batches."""'
         doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
     return [doc, *body[1:-1], inner, *tail], helpers
 
 
-def _helpers(ctx: FileContext, names: list[str], refuse) -> list[cst.BaseStatement]:
+def _helpers(ctx: FileContext, names: list[str]) -> list[cst.BaseStatement]:
     """The helpers ``names`` not yet emitted in this module (each once, before the first
     pipeline that needs it)."""
     done = getattr(ctx, "_dali_iterator_helpers", None)
@@ -762,9 +647,9 @@ def _helpers(ctx: FileContext, names: list[str], refuse) -> list[cst.BaseStateme
         if name in done:
             continue
         if _defines(ctx, name):
-            refuse(f"the module already defines {name}, the name of a helper this migration needs")
+            raise Refused(f"the module already defines {name}, the name of a helper this migration needs")
         done.add(name)
-        node = cst.parse_module(HELPER_SOURCES[name].replace("ndd.", f"{ctx.ndd}.")).body[0]
+        node = cst.parse_module(helper_source(name).replace("ndd.", f"{ctx.ndd}.")).body[0]
         out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
     return out
 
@@ -825,7 +710,7 @@ def _defines(ctx: FileContext, name: str) -> bool:
     )
 
 
-def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, refused) -> list[Edit]:
+def site_edits(ctx: FileContext, inst: Instance, notes: list[Diagnostic]) -> list[Edit]:
     """The code around the iterator: its construction and reset() calls removed, loops over it
     made loops over one epoch of the generator, ``len(loader)`` -> ``len(pipe)``,
     ``data[0]["name"]`` -> ``data[k].torch()`` (a list of per-sample tensors for the sparse-list
@@ -834,7 +719,7 @@ def site_edits(ctx: FileContext, inst, notes: list[Diagnostic], removed_stmt, re
     pipe = inst.assign.targets[0].target.value
     for use in inst.iterators:
         if not use.mode:
-            raise refused("a framework iterator over this kind of pipeline is not migrated yet")
+            raise Refused("a framework iterator over this kind of pipeline is not migrated yet")
         edits.append(removed_stmt(ctx, use.stmt))
         edits += [removed_stmt(ctx, r) for r in use.resets]
         for ref in use.loops:

@@ -86,7 +86,9 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, fresh_name, produces_node, walk
+from .._cst import fresh_name, walk
+from .._local import LocalEnv, produces_node
+from .model import Refused
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
 SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round", "tuple", "list", "range"}
@@ -374,8 +376,6 @@ class _Lowerer:
         if not draws:
             return None
         if env.rng is None:
-            from ._pipeline import Refused
-
             raise Refused("a random operator inside an `if` on data without an RNG")
         words = str(STATE_WORDS) if draws == 1 else f"{STATE_WORDS} * {draws}"
         advance = _stmt(f"{self.ctx.render(env.rng, [])}.advance({words})\n").with_changes(leading_lines=_comment(EMPTY_BRANCH_COMMENT))
@@ -500,7 +500,6 @@ def lower_branches(
     None when ``stmt`` is not an ``if`` on data. ``lower_node`` applies the local rules to one
     original node with the given environment; ``taken`` are the names already in use (new names are
     added to it). Unsupported shapes raise the back end's ``Refused``."""
-    from ._pipeline import Refused
 
     nodes = _owner_nodes(ctx, stmt, env.nodes)
     if not _is_data_if(ctx, stmt, nodes):

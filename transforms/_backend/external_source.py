@@ -49,6 +49,8 @@ import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 
+from .model import Refused
+
 #: external_source arguments that only tune pipeline mode's copies and queues
 IGNORED = {"no_copy", "blocking", "prefetch_queue_depth", "cuda_stream", "use_copy_kernel", "ndim", "name", "bytes_per_sample_hint"}
 #: arguments ndd.as_batch takes with the same meaning
@@ -293,8 +295,6 @@ def fetch(use: SourceUse, iteration: cst.Name | None, batch_size: cst.BaseExpres
         args = [cst.Arg(iteration)] if use.kind == "call1" and iteration is not None else []
         return cst.Call(use.source, args)
     if batch_size is None or (use.kind == "sample1" and iteration is None):
-        from ._pipeline import Refused
-
         raise Refused("a per-sample external_source needs the batch size and the iteration number here")
     if use.kind == "sample1":
         i = cst.Name("i")

@@ -40,7 +40,9 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from ._local import LocalEnv, LocalRule, append_arg, collect_nodes, kwarg, lower, walk, within
+from .._cst import append_arg, kwarg, walk, within
+from .._local import LocalEnv, LocalRule, collect_nodes, lower
+from .model import Refused
 
 
 @dataclass
@@ -49,9 +51,9 @@ class RandomHelper:
     needs_batch_size: bool
 
 
-def random_helpers(ctx: FileContext, container: cst.CSTNode, refuse) -> dict[str, RandomHelper]:
-    """The module-level functions with random operators that ``container`` calls. ``refuse``
-    is the back end's exception type, raised with the reason when one cannot be migrated."""
+def random_helpers(ctx: FileContext, container: cst.CSTNode) -> dict[str, RandomHelper]:
+    """The module-level functions with random operators that ``container`` calls; Refused with
+    the reason when one cannot be migrated."""
     defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
     called = {n.func.value for n in walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
     helpers: dict[str, RandomHelper] = {}
@@ -61,26 +63,26 @@ def random_helpers(ctx: FileContext, container: cst.CSTNode, refuse) -> dict[str
         if not randoms:
             continue
         if fn.decorators or fn.asynchronous is not None:
-            raise refuse(f"helper {name} with random operators is decorated or async")
+            raise Refused(f"helper {name} with random operators is decorated or async")
         taken = {p.name.value for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]}
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
-            raise refuse(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
+            raise Refused(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
         outside = [
             n for n in ctx.nodes_of(cst.Name) if n.value == name and n is not fn.name and not within(ctx, n, container)
         ]
         if outside:
-            raise refuse(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
+            raise Refused(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
         needs_bs = any(not any(a.keyword is None and not a.star for a in call.args) for call in randoms)
         helpers[name] = RandomHelper(fn, needs_bs)
     for h in helpers.values():
         inner = {n.func.value for n in walk(h.fn.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
         if inner & set(helpers) - {h.fn.name.value}:
-            raise refuse(f"helper {h.fn.name.value} calls another helper with random operators")
+            raise Refused(f"helper {h.fn.name.value} calls another helper with random operators")
     return helpers
 
 
 def helper_edits(
-    ctx: FileContext, helpers: dict[str, RandomHelper], rules: list[LocalRule], fired: set[str], refuse
+    ctx: FileContext, helpers: dict[str, RandomHelper], rules: list[LocalRule], fired: set[str]
 ) -> list[Edit]:
     """Each helper lowered with the RNG and batch size it now receives as parameters."""
     edits = []
@@ -88,7 +90,7 @@ def helper_edits(
         env = LocalEnv(batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn))
         new, diags = lower(ctx, h.fn, env, rules, fired)
         if diags:
-            raise refuse("; ".join(dict.fromkeys(d.message for d in diags)))
+            raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
         extra = [cst.Param(cst.Name("rng"))] + ([cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else [])
         params = new.params
         star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._local import walk
+from .._cst import walk
 
 _OPERATORS = (cst.BinaryOperation, cst.Comparison)
 
