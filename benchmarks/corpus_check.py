@@ -29,7 +29,8 @@ Definitions (counted on the input and on the output by this script's own ``ast``
   NAME:``). Its key is its kind and its qualified name (for an object: the enclosing
   function and the name). It counts as *migrated* when the output has no definition with the
   same key.
-* A *pipeline-mode use* is one expression of the module (never a comment or a string):
+* A *pipeline-mode use* is one expression of the module (never a comment, a string or an
+  import statement):
 
   - a name or attribute chain that resolves, through the imports of the module, to
     ``nvidia.dali.fn...``, ``nvidia.dali.ops...``, ``pipeline_def``, ``Pipeline`` (and its
@@ -1099,7 +1100,7 @@ def shorten(text: str, width: int = 110) -> str:
 
 CATEGORIES = (
     "migrated",
-    "follow-ups",
+    "migrated with follow-ups",
     "not migrated",
     "crashed",
     "output does not parse",
@@ -1134,7 +1135,7 @@ class FileRecord:
     seconds: float = 0.0
 
     def label(self) -> str:
-        if self.category == "follow-ups":
+        if self.category == "migrated with follow-ups":
             return f"migrated with {self.todos} follow-up{'s' if self.todos != 1 else ''}"
         return self.category
 
@@ -1172,9 +1173,8 @@ def build_record(
     rec.idempotent = second["status"] != "changed"
     if second["status"] in ("crash", "timeout") and first["status"] not in ("crash", "timeout"):
         rec.status, rec.error = second["status"], f"second run: {second.get('error')}"
-    rec.reasons = list(
-        dict.fromkeys(f"{rule}: {r}" for rule, r in file_reasons(first.get("diagnostics", [])))
-    )
+    # every occurrence (the reasons are counted); shown once each
+    rec.reasons = [f"{rule}: {r}" for rule, r in file_reasons(first.get("diagnostics", []))]
     if isinstance(scan_in, ModuleScan):
         rec.uses_before = len(scan_in.uses)
         rec.uses_before_by_kind = dict(Counter(u.kind for u in scan_in.uses))
@@ -1225,7 +1225,7 @@ def _category(rec: FileRecord, input_parsed: bool) -> str:
     if rec.uses_left == 0 and rec.todos == 0:
         return "migrated"
     progress = rec.uses_left < rec.uses_before or rec.definitions_migrated > 0
-    return "follow-ups" if progress else "not migrated"
+    return "migrated with follow-ups" if progress else "not migrated"
 
 
 def _pct(part: int, whole: int) -> float:
@@ -1432,10 +1432,11 @@ def _format_files(records: Iterable[dict]) -> list[str]:
         out.append(head + (f"  [{', '.join(flags)}]" if flags else ""))
         if rec.error:
             out.append(f"    error: {shorten(rec.error)}")
-        if rec.category in ("not migrated", "follow-ups"):
-            out += [f"    - {shorten(reason)}" for reason in rec.reasons[:6]]
-            if len(rec.reasons) > 6:
-                out.append(f"    - ... {len(rec.reasons) - 6} more")
+        if rec.category in ("not migrated", "migrated with follow-ups"):
+            reasons = list(dict.fromkeys(rec.reasons))
+            out += [f"    - {shorten(reason)}" for reason in reasons[:6]]
+            if len(reasons) > 6:
+                out.append(f"    - ... {len(reasons) - 6} more")
     return out + [""] if out else out
 
 
