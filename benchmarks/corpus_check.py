@@ -72,7 +72,8 @@ Definitions (counted on the input and on the output by this script's own ``ast``
   lines from the TODO to the first use (or the quote) in that code, not counting the other TODO
   lines of its block; it is *far* beyond two lines, and *unanchored* when it names no code.
 * A use left in the output is *marked* when a TODO block ends right above one of the statements
-  that contain it (a TODO above a class marks the class), or within the two lines above it.
+  that contain it (a TODO above a class marks the class; one above ``pipe = Pipeline(...)``
+  marks the graph of its ``with pipe:`` block), or within the two lines above it.
   Files with unmarked uses are listed; files with uses left and no TODO at all are *silent*
   (a file that crashed is counted as a crash only).
 * Reasons are the texts of the diagnostics (severity todo or error, and DM100's note that local
@@ -310,6 +311,8 @@ class _Raw:
     aliases: list = field(default_factory=list)  # (scope, name, chain text)
     stmts: dict[int, int] = field(default_factory=dict)  # first line -> last line of its header
     imported: set[str] = field(default_factory=set)  # names bound by imports of other modules
+    #: id of an assigned value or a with-context -> first line of its statement
+    tops_of: dict[int, int] = field(default_factory=dict)
 
 
 class _Walker(ast.NodeVisitor):
@@ -456,6 +459,7 @@ class _Walker(ast.NodeVisitor):
                 self._assign(t, v)
             return
         self.raw.assigns.append((target, value, self._func()))
+        self.raw.tops_of[id(value)] = self.tops[-1]
         if isinstance(target, ast.Name):
             wrapped = _wrapper_import(value)
             if wrapped:
@@ -479,6 +483,7 @@ class _Walker(ast.NodeVisitor):
     def visit_With(self, node) -> None:
         for item in node.items:
             self.raw.withs.append((item.context_expr, item.optional_vars, self._func()))
+            self.raw.tops_of[id(item.context_expr)] = self.tops[-1]
         self.generic_visit(node)
 
     visit_AsyncWith = visit_With
@@ -521,6 +526,7 @@ class ModuleScan:
     definitions: list[str]  # "kind:qualname" keys
     constructors: set[str]  # names whose call gives a pipeline (for the other files)
     stmts: dict[int, int]  # first line of a statement -> last line of its header
+    graph_blocks: dict[int, int] = field(default_factory=dict)  # see _Resolver.graph_blocks
 
 
 class _Resolver:
@@ -715,6 +721,19 @@ class _Resolver:
                 out.append(f"object:{func}:{dotted(as_target)}")
         return out
 
+    def graph_blocks(self) -> dict[int, int]:
+        """First line of each ``with NAME:`` block -> first line of the statement that assigns
+        ``NAME = Pipeline(...)`` (a TODO above the assignment marks the block's graph too)."""
+        made: dict[str, int] = {}
+        for target, value, _func in self.raw.assigns:
+            if dotted(target) and self._constructs_pipeline(value):
+                made[dotted(target)] = self.raw.tops_of[id(value)]
+        blocks = {}
+        for ctx, _as, _func in self.raw.withs:
+            if dotted(ctx) in made:
+                blocks[self.raw.tops_of[id(ctx)]] = made[dotted(ctx)]
+        return blocks
+
     def _constructs_pipeline(self, value: ast.AST) -> bool:
         if not isinstance(value, ast.Call):
             return False
@@ -737,6 +756,7 @@ def scan_module(source: str, tree_constructors: Iterable[str] = ()) -> ModuleSca
         definitions=resolver.definitions(),
         constructors={n for n in exported if not n.startswith("__")},
         stmts=walker.raw.stmts,
+        graph_blocks=resolver.graph_blocks(),
     )
 
 
@@ -844,12 +864,17 @@ def _quoted_line(
     return min(found, key=lambda ln: (abs(ln - t), ln)) if found else None
 
 
-def unmarked(uses: Sequence[Use], markers: set[int]) -> list[Use]:
-    """Uses that no TODO marks: none right above a statement around them, nor in the two
-    lines above them."""
+def unmarked(
+    uses: Sequence[Use], markers: set[int], blocks: dict[int, int] | None = None
+) -> list[Use]:
+    """Uses that no TODO marks: none right above a statement around them (for the graph of a
+    ``with pipe:`` block, right above ``pipe = Pipeline(...)``), nor in the two lines above
+    them."""
+    blocks = blocks or {}
     out = []
     for u in uses:
-        if any(top - 1 in markers for top in u.tops):
+        tops = [*u.tops, *(blocks[t] for t in u.tops if t in blocks)]
+        if any(top - 1 in markers for top in tops):
             continue
         if u.line - 1 in markers or u.line - 2 in markers:
             continue
@@ -1203,7 +1228,7 @@ def _fill_output(rec: FileRecord, scan_in, scan_out: ModuleScan, text: str) -> N
     rec.todos_far = len([t for t in far if t.distance is not None])
     rec.todos_unanchored = len(far) - rec.todos_far
     rec.far_todos = [f"line {t.line} ({_away(t)}): {shorten(t.text, 90)}" for t in far]
-    loose = unmarked(scan_out.uses, marker_lines(text))
+    loose = unmarked(scan_out.uses, marker_lines(text), scan_out.graph_blocks)
     rec.unmarked_uses = len(loose)
     rec.unmarked = [f"{u.line}: {u.text}" for u in loose]
     rec.silent = rec.uses_left > 0 and rec.todos == 0
@@ -1489,6 +1514,11 @@ def _numbers(d: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
+def _state(rec: FileRecord) -> str:
+    flags = rec.flags()
+    return rec.label() + (f" [{', '.join(flags)}]" if flags else "")
+
+
 def compare(old: dict, new: dict) -> str:
     """The deltas of every total, and the files whose category or flags changed."""
     lines = [
@@ -1514,8 +1544,8 @@ def compare(old: dict, new: dict) -> str:
         if (ro.label(), ro.flags()) != (rn.label(), rn.flags()):
             changed += 1
             lines.append(
-                f"  {name}: {ro.label()} {ro.flags() or ''} -> {rn.label()} {rn.flags() or ''}  "
-                f"(uses left {ro.uses_left} -> {rn.uses_left})"
+                f"  {name}: {_state(ro)} -> {_state(rn)}  (uses left {ro.uses_left} -> "
+                f"{rn.uses_left})"
             )
     if not changed:
         lines.append("  none")

@@ -212,6 +212,23 @@ def f():
     assert [u.text for u in loose] == ["fn.rotate"]
 
 
+def test_a_todo_above_a_pipeline_object_marks_its_graph_block():
+    code = """\
+from nvidia.dali import Pipeline, fn
+
+def make():
+    # TODO(dali-migrate): DM201: not migrated
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        pipe.set_outputs(fn.external_source(source=[[1]]))
+    other = fn.flip(1)
+    return pipe
+"""
+    scan = cc.scan_module(code)
+    loose = cc.unmarked(scan.uses, cc.marker_lines(code), scan.graph_blocks)
+    assert [u.text for u in loose] == ["fn.flip"]
+
+
 def test_reasons_split_and_normalised():
     message = (
         "pipeline not migrated: `pipe` is passed on or stored at line 12; self.decode is not "
@@ -322,5 +339,5 @@ def test_compare_prints_deltas_and_files_that_changed(tmp_path, monkeypatch):
     new = cc.check(root, jobs=1, timeout=60)
     text = cc.compare(old, new)
     assert "todos: 0 -> 1  (+1)" in text
-    assert "inner.py: not migrated ['SILENT', 'unmarked 3'] -> not migrated ['unmarked 1']" in text
+    assert "inner.py: not migrated [SILENT, unmarked 3] -> not migrated [unmarked 1]" in text
     assert "silent files: 1 fewer ['inner.py']" in text
