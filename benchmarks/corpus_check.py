@@ -661,8 +661,9 @@ class _Resolver:
             if use_kind(q) == "plugin" and re.search(r"Iterator|Dataset", q.split(".")[-1]):
                 self._iterator_arguments(node)
         for call in self.raw.calls:
-            if call.method in DISTINCT_METHODS and dotted(call.receiver):
-                self.vars.add(dotted(call.receiver))
+            receiver = dotted(call.receiver)
+            if call.method in DISTINCT_METHODS and receiver and receiver != "self":
+                self.vars.add(receiver)  # (self: only in a Pipeline subclass, see uses())
 
     def _iterator_arguments(self, node: ast.Call) -> None:
         given = node.args[:1] + [
