@@ -66,7 +66,8 @@ Definitions (counted on the input and on the output by this script's own ``ast``
   pipelines have; ``self`` in a ``Pipeline`` subclass. Names are matched by their text across
   the module.
 * A *TODO* is a line of the output that starts with ``# TODO(dali-migrate):``. The code it
-  names: the first statement after its block of TODO lines (its decorators and header for a
+  names: the class it names ("pipeline not migrated (class X): ..."); else the first statement
+  after its block of TODO lines (its decorators and header for a
   ``def``/``class``/compound statement) when that holds a pipeline-mode use; otherwise the
   nearest line holding a fragment the TODO quotes in backquotes. Its distance is the number of
   lines from the TODO to the first use (or the quote) in that code, not counting the other TODO
@@ -832,7 +833,9 @@ def todos(text: str, scan: ModuleScan) -> list[Todo]:
         ):
             code += 1
         end = scan.stmts.get(code, code)
-        hit = next((ln for ln in use_lines if code <= ln <= end), None)
+        hit = _named_class(lines, body, t)
+        if hit is None:
+            hit = next((ln for ln in use_lines if code <= ln <= end), None)
         if hit is None:
             hit = _quoted_line(lines, body, t, code, end, markers)
         if hit is None:
@@ -843,6 +846,17 @@ def todos(text: str, scan: ModuleScan) -> list[Todo]:
             distance = t - hit
         out.append(Todo(t, body, distance))
     return out
+
+
+def _named_class(lines: list[str], body: str, t: int) -> int | None:
+    """The line of ``class X`` nearest to the TODO at ``t`` when its text names it
+    ("pipeline not migrated (class X): ..."), else None."""
+    m = re.search(r"\(class (\w+)\)", body)
+    if not m:
+        return None
+    header = re.compile(rf"^\s*class {m.group(1)}\b")
+    found = [i for i, line in enumerate(lines, 1) if header.match(line)]
+    return min(found, key=lambda ln: (abs(ln - t), ln)) if found else None
 
 
 def _quoted_line(

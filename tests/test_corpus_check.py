@@ -212,6 +212,23 @@ def f():
     assert [u.text for u in loose] == ["fn.rotate"]
 
 
+def test_a_todo_that_names_a_class_is_measured_to_that_class():
+    code = """\
+from nvidia.dali import Pipeline
+
+# TODO(dali-migrate): DM202: pipeline not migrated (class Child): it defines helper
+class Base(Pipeline):
+    pass
+
+
+class Child(Base):
+    def define_graph(self):
+        return self.helper()
+"""
+    scan = cc.scan_module(code)
+    assert [t.distance for t in cc.todos(code, scan)] == [5]
+
+
 def test_a_todo_above_a_pipeline_object_marks_its_graph_block():
     code = """\
 from nvidia.dali import Pipeline, fn
