@@ -209,6 +209,10 @@ class _Lowering(cst.CSTTransformer):
         self.diagnostics: list[Diagnostic] = []
         self.fired: set[str] = set()
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # a rule that replaces a node whole (``replaces``) leaves nothing inside it to rewrite
+        return not any(getattr(rule, "replaces", None) and rule.replaces(node) for rule in self.rules)
+
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
         for rule in self.rules:
             if isinstance(original, rule.node_types):
@@ -218,6 +222,8 @@ class _Lowering(cst.CSTTransformer):
                 elif out is not None:
                     updated = out
                     self.fired.add(rule.id)
+                    if not isinstance(out, type(original)):
+                        break  # another kind of node now: the other rules are not about it
         return updated
 
 

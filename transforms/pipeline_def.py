@@ -78,14 +78,15 @@ from ._backend.emit import emit_generator_body
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
+    abandon_handles,
     dropped_checkpointing,
     handle_reasons,
     name_handles,
     needs_of,
     wrap_body,
 )
-from ._backend.iterators import epoch_body
-from ._backend.model import Graph, Instance, PipelinePlan, Refused
+from ._backend.iterators import abandon_iterators, epoch_body, iterator_reasons
+from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
     analyse_graph,
     find_instances,
@@ -94,7 +95,9 @@ from ._backend.recognise import (
     pipeline_count,
     pipeline_decorator,
 )
-from ._backend.sites import pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
+from ._backend.docstrings import output_names
+from ._backend.feeds import match_feeds
+from ._backend.sites import generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
 from ._cst import kwargs_of, no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
@@ -113,9 +116,11 @@ class PipelineDef(Rule):
                 continue
             state.claimed.append(fn)
             notes: list[Diagnostic] = []
+            followups: list[FollowUp] = []
             try:
-                graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec)
-                edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes)
+                graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec, followups)
+                alone = not followups and all(i.local for i in instances)
+                edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes, alone)
             except Refused as why:
                 refuse_pipeline(state, self.id, fn, why)
                 continue
@@ -123,54 +128,47 @@ class PipelineDef(Rule):
             message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
             if needs_of(instances).checkpointing:
                 message += f"; {FORMAT_NOTE}"
-            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes)
+            advice = generator_advice(fn.name.value, output_names(ctx, graph.outputs))
+            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes, followups, advice)
             if ctx.project is not None:
                 ctx.project.migrated.add(fn.name.value)
 
     # -- analysis ----------------------------------------------------------------------------
-    def _analyse(self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator):
+    def _analyse(
+        self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, followups: list[FollowUp]
+    ) -> tuple[Graph, dict[str, cst.Arg], list[Instance], str | None]:
+        """The graph (Refused with every reason when it cannot migrate) and the objects created
+        from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
-        if any(d is not dec for d in fn.decorators):
-            reasons.append("it has other decorators")
-        owner = ctx.parents.get(ctx.parents.get(fn))
-        method = owner if isinstance(owner, cst.ClassDef) else None
-        if fn.asynchronous is not None:
-            reasons.append("async pipeline function")
         dec_kwargs = kwargs_of(dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
-        if isinstance(dec.decorator, cst.Call) and any(a.keyword is None for a in dec.decorator.args):
-            reasons.append("positional or ** arguments to @pipeline_def")
-        if fn.params.star_kwarg is not None:
-            reasons.append("the pipeline function takes **kwargs")
-        reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
-        if truthy(dec_kwargs.get("enable_conditionals")):
-            reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
+        reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
-
-        if method is not None:
-            instances = _method_instances(ctx, method, fn, reasons)
-        else:
-            instances = find_instances(ctx, fn, reasons, pipeline_args=True, with_handles=True)
-        # epoch_size/reader_meta, checkpoints and reset (``_handles``); graph None: refused already
-        reasons += handle_reasons(ctx, graph, instances, truthy(dec_kwargs.get("enable_checkpointing")), param_names(fn))
-        if fn.name.value in getattr(ctx.project, "external_uses", {}) and needs_of(instances).handles:
-            reasons.append("it is also used in other modules, and its migration here must return the reader or checkpoint too")
-        seed_source = "decorator" if "seed" in dec_kwargs else None
-        if seed_source is None and any("seed" in i.kwargs for i in instances):
-            if all("seed" in i.kwargs for i in instances):
-                seed_source = "call"
-            else:
-                reasons.append("seed= given at some call sites only")
-        for inst in instances:
-            inst.device_todo = device_todo(ctx, fn, inst.kwargs.get("device_id", dec_kwargs.get("device_id")))
-        bs_given = "batch_size" in dec_kwargs or "max_batch_size" in dec_kwargs
-        if not bs_given and not all("batch_size" in i.kwargs or "max_batch_size" in i.kwargs for i in instances):
-            reasons.append("batch_size is given neither at the decorator nor at every call site")
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
+        owner = ctx.parents.get(ctx.parents.get(fn))
+        if isinstance(owner, cst.ClassDef):
+            instances = _method_instances(ctx, owner, fn, followups)
+        else:
+            instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
+        _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
+        fed = [u for u in graph.sources if u.kind == "fed"]
+        for inst in instances:
+            if fed or inst.feeds:
+                match_feeds(ctx, inst, fed, followups)
+        seed_source = "decorator" if "seed" in dec_kwargs else None
+        if seed_source is None and any("seed" in i.kwargs for i in instances):
+            seed_source = "call"
+            for inst in instances:
+                if "seed" not in inst.kwargs:
+                    followups.append(FollowUp(inst.call, f"{inst.label} gives no seed=", "pass seed= here too"))
+        for inst in instances:
+            inst.device_todo = device_todo(ctx, fn, inst.kwargs.get("device_id", dec_kwargs.get("device_id")))
+            if not ({"batch_size", "max_batch_size"} & (set(dec_kwargs) | set(inst.kwargs))):
+                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"))
         return graph, dec_kwargs, instances, seed_source
 
     # -- rewriting ---------------------------------------------------------------------------
@@ -183,7 +181,9 @@ class PipelineDef(Rule):
         instances: list[Instance],
         seed_source: str | None,
         notes: list[Diagnostic],
+        alone: bool,
     ) -> tuple[list[Edit], list[str]]:
+        """The function and its followed use sites; ``alone``: every use of it is followed."""
         ctx = state.ctx
         branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
         # batch_size and seed become keyword-only parameters, defaulting to the decorator's
@@ -211,7 +211,10 @@ class PipelineDef(Rule):
             rule_id=self.id,
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
-            single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
+            single_use=alone
+            and sum(i.copies for i in instances) == 1
+            and not _used_elsewhere(ctx, fn)
+            and pipeline_count(ctx) == 1,
             dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
             + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
             reader_meta=needs.reader,
@@ -233,9 +236,12 @@ class PipelineDef(Rule):
         edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         runs = tuple(r for inst in instances for r in inst.runs)
+        threads_set: set[tuple[int, str]] = set()
         for inst in instances:
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
-            edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers)
+            edits += pipeline_def_instance_edits(
+                ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers, threads_set=threads_set
+            )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
@@ -243,29 +249,68 @@ class PipelineDef(Rule):
 
 
 
-class _MethodRef:
-    """``self.<method>`` in a call: what :func:`instances_of` follows for a method pipeline."""
+def _settle_forms(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    dec_kwargs: dict[str, cst.Arg],
+    instances: list[Instance],
+    followups: list[FollowUp],
+) -> None:
+    """The function returns more than a generator of batches (the reader or a checkpoint with
+    it, or the epochs of a framework iterator) only where every use of it is rewritten: uses
+    that need such a form and cannot have it become follow-ups."""
+    enabled = truthy(dec_kwargs.get("enable_checkpointing"))
+    handles_why = handle_reasons(ctx, graph, instances, enabled, param_names(fn))
+    iterators_why = iterator_reasons(ctx, graph, instances)
+    elsewhere = fn.name.value in getattr(ctx.project, "external_uses", {})
+    if elsewhere or followups or not all(i.local for i in instances):
+        where = "other modules" if elsewhere else "places the tool cannot follow"
+        shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
+        handles_why.setdefault(0, shared)
+        iterators_why.append(shared)
+    for inst in instances:
+        if handles_why and (needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs):
+            abandon_handles(inst, handles_why, followups)
+        if inst.iterators and iterators_why:
+            abandon_iterators(inst, iterators_why[0], followups)
 
-    def __init__(self, node: cst.Attribute) -> None:
-        self.node = node
+
+def _definition_reasons(
+    ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, dec_kwargs: dict[str, cst.Arg]
+) -> list[str]:
+    """Why the function itself cannot become a generator (empty: it can)."""
+    reasons: list[str] = []
+    if any(d is not dec for d in fn.decorators):
+        reasons.append("it has other decorators")
+    if fn.asynchronous is not None:
+        reasons.append("async pipeline function")
+    if isinstance(dec.decorator, cst.Call) and any(a.keyword is None for a in dec.decorator.args):
+        reasons.append("positional or ** arguments to @pipeline_def")
+    if fn.params.star_kwarg is not None:
+        reasons.append("the pipeline function takes **kwargs")
+    reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
+    if truthy(dec_kwargs.get("enable_conditionals")):
+        reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
+    return reasons
 
 
-def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, reasons: list[str]) -> list[Instance]:
-    """A ``@pipeline_def`` method is followed through ``pipe = self.<name>(...)`` in its class;
-    an attribute of that name used anywhere else may be another way in, so it is a reason."""
+def _method_instances(
+    ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, followups: list[FollowUp]
+) -> list[Instance]:
+    """A ``@pipeline_def`` method is followed through ``self.<name>(...)`` in its class; an
+    attribute of that name used anywhere else may be another way in: a TODO there."""
     name = fn.name.value
-    refs = []
+    refs: list[cst.CSTNode] = []
     for node in ctx.nodes_of(cst.Attribute):
         if node.attr.value == name:
             inside = _is_self(node.value) and within(ctx, node, cls)
             if inside and isinstance(ctx.parents.get(node), cst.Call):
-                refs.append(_MethodRef(node))
+                refs.append(node)
             else:
-                reasons.append(f"`.{name}` is used at line {ctx.line_of(node)} in a way the tool cannot follow")
+                followups.append(FollowUp(node, f"`.{name}` may be the pipeline method {name} here"))
     params = param_names(fn) - {"self"}
-    if not refs:
-        reasons.append(f"self.{name}(...) is never called in its class")
-    return instances_of(ctx, refs, f"self.{name}", params, reasons, pipeline_args=True)
+    return instances_of(ctx, refs, f"self.{name}", params, followups, pipeline_args=True)
 
 
 def _is_self(expr: cst.BaseExpression) -> bool:

@@ -56,8 +56,11 @@ from ._backend.arguments import (
 from ._backend.conditionals import branch_reasons, has_data_branches
 from ._backend.edits import removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.model import Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, find_instances, follow_pipeline, pipeline_count
+from ._backend.docstrings import output_names
+from ._backend.flow import Flow
+from ._backend.iterators import BY_HAND_TORCH
+from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
+from ._backend.recognise import analyse_graph, follow_pipeline, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy
 from ._local import collect_nodes
@@ -79,19 +82,25 @@ class PipelineObject(Rule):
             followed.add(id(call))
             state.claimed += [ctor_stmt, block]
             notes: list[Diagnostic] = []
+            followups: list[FollowUp] = []
             try:
-                edits, included, inst, claimed = self._migrate(state, ctor_stmt, assign, call, block, notes)
+                edits, included, inst, claimed = self._migrate(state, ctor_stmt, assign, call, block, notes, followups)
             except Refused as why:
-                refuse_pipeline(state, self.id, ctor_stmt, why)
+                refuse_pipeline(state, self.id, ctor_stmt, why, keep=block)
                 continue
             state.claimed += claimed
-            message = f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode"
-            propose_pipeline_fix(state, self.id, block, edits, message, included, notes)
+            message = f"migrate pipeline {inst.label} and its use sites to dynamic mode"
+            advice = (
+                f"`{inst.label}` is a generator of ({', '.join(output_names(ctx, graph_outputs(block)))}) batches now, "
+                "not a Pipeline: take each batch with next(...), and drop build()"
+            )
+            propose_pipeline_fix(state, self.id, block, edits, message, included, notes, followups, advice)
         for call in ctx.nodes_of(cst.Call):
             if id(call) not in followed and ctx.qualname(call.func) in PIPELINE_CLASSES:
                 # its graph is built in a way this rule does not follow; its fn.* calls must not
                 # be rewritten one by one either (refusing withholds the file's local rewrites)
-                refuse_pipeline(state, self.id, ctx.enclosing_statement(call), _unfollowed_reason(ctx, call))
+                stmt = ctx.enclosing_statement(call)
+                refuse_pipeline(state, self.id, stmt, _unfollowed_reason(ctx, call), keep=_graph_scope(ctx, stmt))
 
     def _migrate(
         self,
@@ -101,6 +110,7 @@ class PipelineObject(Rule):
         call: cst.Call,
         block: cst.With,
         notes: list[Diagnostic],
+        followups: list[FollowUp],
     ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
         ctx = state.ctx
         reasons: list[str] = []
@@ -117,15 +127,17 @@ class PipelineObject(Rule):
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("Pipeline(...) has no batch_size")
-        inst = Instance(ctor_stmt, assign, call, kwargs)
-        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
-        returns: list[cst.Return] = []
-        follow_pipeline(ctx, inst, reasons, ignore=tuple(own_refs), returns=returns)
-        factory_uses = _factory_instances(ctx, ctor_stmt, returns, reasons) if returns else []
-        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"))
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None and batch_size is not None
+        inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
+        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
+        flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
+        follow_pipeline(ctx, inst, call, flow, followups)
+        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"))
+        for use in inst.iterators:  # not migrated for this front end
+            followups.append(FollowUp(use.call, f"{ctx.text(use.call.func)} over `{var}` is not migrated", BY_HAND_TORCH))
+        inst.iterators = []
 
         seed = kwargs.get("seed")
         branches = has_data_branches(ctx, block.body, collect_nodes(ctx, block))
@@ -133,7 +145,7 @@ class PipelineObject(Rule):
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
-            single_use=(len(factory_uses) == 1 if returns else True) and pipeline_count(ctx) == 1,
+            single_use=not followups and inst.copies == 1 and pipeline_count(ctx) == 1,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             lowering=state.lowering,
         )
@@ -159,8 +171,6 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
         edits += run_site_edits(ctx, inst, notes, moved=block)
-        for use in factory_uses:
-            edits += run_site_edits(ctx, use, notes)
         return edits, fired, inst, graph.claimed
 
 
@@ -181,6 +191,15 @@ def _pipeline_constructions(
             yield node, assign, assign.value
 
 
+def _graph_scope(ctx: FileContext, stmt: cst.CSTNode) -> cst.CSTNode:
+    """Where the graph of a Pipeline(...) the rule does not follow may be built: the function
+    around it, or the whole module."""
+    cur = ctx.parents.get(stmt)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+        cur = ctx.parents.get(cur)
+    return cur if cur is not None else ctx.module
+
+
 def _unfollowed_reason(ctx: FileContext, call: cst.Call) -> str:
     """Why a ``Pipeline(...)`` construction is not migrated."""
     assign = ctx.parents.get(call)
@@ -195,23 +214,6 @@ def _unfollowed_reason(ctx: FileContext, call: cst.Call) -> str:
         return (f"the Pipeline(...) object is stored in `{ctx.text(target)}`, not a local variable, so its graph "
                 "and runs cannot be followed: migrate it by hand, or build it in a local variable first")
     return f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
-
-
-def _factory_instances(
-    ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, returns: list[cst.Return], reasons: list[str]
-) -> list[Instance]:
-    """A function that builds the pipeline and ends with ``return pipe``: its callers in this
-    file are followed like the pipeline itself."""
-    fn = ctx.parents.get(ctx.parents.get(ctor_stmt))
-    last = fn.body.body[-1] if isinstance(fn, cst.FunctionDef) else None
-    if not (
-        len(returns) == 1
-        and isinstance(last, cst.SimpleStatementLine)
-        and last.body[0] is returns[0]
-    ):
-        reasons.append("the pipeline object is returned other than by a final `return` of the function that builds it")
-        return []
-    return find_instances(ctx, fn, reasons, pipeline_args=False)
 
 
 def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
@@ -242,3 +244,13 @@ def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
         ):
             return call
     return None
+
+
+def graph_outputs(block: cst.With) -> list[cst.BaseExpression]:
+    """The nodes the block's final ``pipe.set_outputs(...)`` names."""
+    last = block.body.body[-1]
+    if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Expr):
+        call = last.body[0].value
+        if isinstance(call, cst.Call):
+            return [a.value for a in call.args]
+    return []

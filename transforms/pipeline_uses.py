@@ -36,12 +36,15 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.fixes import Diagnostic, Edit
+from dali_migrate.project import ForeignPipeline
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import dropped_comments
-from ._backend.model import Refused
+from ._backend.handles import abandon_handles
+from ._backend.iterators import abandon_iterators
+from ._backend.model import FollowUp
 from ._backend.recognise import instances_of
-from ._backend.sites import pipeline_def_instance_edits
+from ._backend.sites import follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
 from ._cst import in_source_order
 
 
@@ -69,31 +72,37 @@ class PipelineUses(Rule):
                 if fp is None:
                     continue
                 refs = in_source_order(ctx, [r for a in scope.assignments[local] if a.node is imp for r in a.references])
-                reasons: list[str] = []
-                notes: list[Diagnostic] = []
-                params = set(fp.params)
-                instances = instances_of(ctx, refs, local, params, reasons, pipeline_args=True)
-                for inst in instances:
-                    where = f"the call on line {ctx.line_of(inst.call)}"
-                    if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
-                        reasons.append(f"{where} gives no batch_size and neither does the decorator")
-                    if "seed" in inst.kwargs and not fp.seed_given:
-                        reasons.append(f"seed= at {where} (the decorator has none)")
-                threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
-                edits: list[Edit] = []
-                try:
-                    for inst in instances:
-                        dropped = dropped_comments(ctx, [inst.kwargs])
-                        edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped)
-                except Refused as why:  # e.g. a framework iterator over it: not across modules
-                    reasons.append(str(why))
-                info.use_reasons[local] = reasons
-                if reasons or not fp.migrated or not instances:
-                    continue  # the definition's TODO (or its own module) tells why
-                state.claimed += [inst.stmt for inst in instances]
-                fix = ctx.make_fix(
-                    self.id, alias, edits, f"use the migrated pipeline {fp.name} of {fp.module}", key=f"{fp.module}.{fp.name}"
-                )
-                state.fixes.append(fix)
-                state.structural.append(fix.id)
-                state.diagnostics.extend(notes)
+                self._uses(state, alias, local, fp, [r.node for r in refs])
+
+    def _uses(self, state: FileState, alias: cst.ImportAlias, local: str, fp: ForeignPipeline, refs: list[cst.CSTNode]) -> None:
+        """The uses of the pipeline ``local`` imported from another module of the run."""
+        ctx = state.ctx
+        followups: list[FollowUp] = []
+        notes: list[Diagnostic] = []
+        params = set(fp.params)
+        instances = instances_of(ctx, refs, local, params, followups, pipeline_args=True)
+        for inst in instances:
+            if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
+                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size (the decorator has none)",
+                                          "pass batch_size= here"))
+            if "seed" in inst.kwargs and not fp.seed_given:
+                followups.append(FollowUp(inst.call, f"seed= at {inst.label} (the decorator has none)",
+                                          "give the seed at the decorator, or to the migrated function by hand"))
+            abandon_handles(inst, {0: "not across modules"}, followups)
+            abandon_iterators(inst, "not across modules", followups)
+        ctx.project.use_reasons[local] = [f.what for f in followups]
+        if not fp.migrated:
+            return  # the definition's TODO (in its own module) tells why
+        threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
+        edits: list[Edit] = []
+        threads_set: set[tuple[int, str]] = set()
+        for inst in instances:
+            dropped = dropped_comments(ctx, [inst.kwargs])
+            edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped, threads_set=threads_set)
+        state.claimed += [inst.stmt for inst in instances]
+        advice = generator_advice(fp.name, ["its outputs"])
+        if not edits:
+            state.diagnostics.extend(follow_up_todos(ctx, self.id, followups, advice))
+            return
+        message = f"use the migrated pipeline {fp.name} of {fp.module}"
+        propose_pipeline_fix(state, self.id, alias, edits, message, [], notes, followups, advice, key=f"{fp.module}.{fp.name}")

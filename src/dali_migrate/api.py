@@ -100,10 +100,14 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
             Diagnostic(f.rule, f"internal error: fix {f.id} would not parse and was not applied", f.span.start_line, 0, "error")
         )
     taken_edits = [e for f in applied for e in f.edits]
+    applied_ids = {f.id for f in applied}
     markers = [
         d.marker
         for d in diagnostics
-        if todo_markers and d.marker is not None and not any(e.start <= d.marker.start < e.end for e in taken_edits)
+        if todo_markers
+        and d.marker is not None
+        and (d.requires is None or d.requires in applied_ids)
+        and not any(e.start <= d.marker.start < e.end for e in taken_edits)
     ]
     marker_fixes = list(dict.fromkeys(markers))
     code = splice(ctx.source, taken_edits + marker_fixes)

@@ -323,6 +323,7 @@ class FileContext:
         depends_on: Sequence[str] = (),
         includes: Sequence[str] = (),
         key: str | None = None,
+        follow_ups: Sequence[str] = (),
     ) -> Fix:
         """A fix of ``node``; its id hashes ``key`` (default: the node's source text)."""
         edits = tuple(sorted(edits, key=lambda e: e.start))
@@ -341,6 +342,7 @@ class FileContext:
             replacement=replacement,
             includes=tuple(includes),
             line=self.first_line(node),
+            follow_ups=tuple(follow_ups),
         )
 
     def todo(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:

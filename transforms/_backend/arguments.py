@@ -35,12 +35,12 @@ DROPPED_ARGS = {
     "output_layout": _OUTPUT_CHECK,
     "stream_policy": _OWN_STREAMS,
     "concurrency": _NO_EXECUTOR,
+    "debug": "dynamic mode runs every operator eagerly, which is what debug mode was for",
 }
 #: pipeline arguments whose behaviour cannot be carried over yet
 UNSUPPORTED_ARGS = {
     "enable_checkpointing": "checkpointing (ndd.checkpoint.Checkpoint) is not migrated yet",
     "checkpoint": "checkpointing (ndd.checkpoint.Checkpoint) is not migrated yet",
-    "debug": "debug-mode pipelines are not migrated yet",
 }
 #: the pipeline arguments of checkpointing, migrated by the front ends that handle them
 CHECKPOINT_ARGS = ("enable_checkpointing", "checkpoint")
@@ -112,7 +112,11 @@ def device_todo(ctx: FileContext, container: cst.CSTNode, device_id: cst.Arg | N
     """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU."""
     if device_id is None or is_literal(device_id.value, (0, None)) or not uses_gpu(container):
         return None
-    value = ctx.render(device_id.value, [])
+    return device_message(ctx.render(device_id.value, []))
+
+
+def device_message(value: str) -> str:
+    """The TODO for a dropped ``device_id=<value>``."""
     return (
         f"device_id={value} was dropped: dynamic mode runs GPU operators on the current CUDA device; "
         f"make it {value} before iterating (torch.cuda.set_device or ndd.Device)"

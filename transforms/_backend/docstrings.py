@@ -18,11 +18,19 @@ def is_generated_doc(doc: cst.BaseStatement | None) -> bool:
     )
 
 
-def generator_doc(ctx: FileContext, outputs: list[cst.BaseExpression], endless: bool) -> cst.SimpleStatementLine:
-    """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``."""
+def generator_doc(
+    ctx: FileContext, outputs: list[cst.BaseExpression], kind: str, fed: list[cst.Name] = ()  # type: ignore[assignment]
+) -> cst.SimpleStatementLine:
+    """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
+    ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the
+    data ``pipe.feed_input()`` gave, whose names are ``fed``)."""
     names = ", ".join(output_names(ctx, outputs))
-    until = "epoch after epoch, without end," if endless else "until its external source ends,"
-    text = f'"""Yields ({names}) batches {until} as Pipeline.run() did."""'
+    if kind == "fed":
+        args = ", ".join(n.value for n in fed)
+        text = f'"""Returns a function of the data pipe.feed_input() gave: ({args}) -> ({names}) batches, as Pipeline.run()."""'
+    else:
+        until = "epoch after epoch, without end," if kind == "endless" else "until its external source ends,"
+        text = f'"""Yields ({names}) batches {until} as Pipeline.run() did."""'
     return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
 
 

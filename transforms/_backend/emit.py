@@ -10,6 +10,7 @@ that is safe), and the docstring and RNG around it (:func:`emit_generator_body`)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import libcst as cst
 
@@ -32,7 +33,7 @@ from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .conditionals import lower_branches
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, fetch, wrap
+from .external_source import SourceUse, as_batch, fetch, wrap
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -60,13 +61,19 @@ def emit_generator_body(
     if plan.dropped and not hoisted:
         loop = loop.with_changes(leading_lines=[*plan.dropped, *loop.leading_lines])
     doc = e.graph.docstring
-    body: list[cst.BaseStatement] = [doc if doc is not None else generator_doc(ctx, graph.outputs, not e.graph.sources)]
-    body += e.setup + hoisted
+    if doc is None:
+        kind = "fed" if e.fed else "endless" if not e.graph.sources else "sourced"
+        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
+    body: list[cst.BaseStatement] = [doc]
+    body += e.lowered_setup + hoisted
     if has_random(ctx, graph.container) or e.helpers:
         body.append(e.rng_stmt())
     if e.iteration is not None:
         body.append(statement(cst.Assign([cst.AssignTarget(e.iteration)], cst.Integer("0"))))
+    body += e.lowered_defs
     body.append(loop)
+    if e.fed:
+        body.append(statement(cst.Return(cst.Name(loop.name.value))))  # type: ignore[attr-defined]
     return body, sorted(e.fired - {"DM200"})
 
 
@@ -83,18 +90,36 @@ class _Emitter:
         self.helpers: dict[str, object] = {}
         self.reader_vars: dict[int, str] = {}
         # setup code before the first input stays outside the loop unless it builds graph nodes
-        first = min(graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources])
-        self.setup = [s for s in graph.body[:first] if not _mentions_dali(ctx, s, self.nodes)]
-        self.loop_body = [s for s in graph.body if s not in self.setup]
+        inputs = [graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources]]
+        if not inputs:  # no reader: the setup is what comes before the first graph node
+            inputs = [
+                next(
+                    (
+                        i for i, s in enumerate(graph.body)
+                        if not isinstance(s, cst.FunctionDef) and _runs_dali(ctx, s, self.nodes)
+                    ),
+                    len(graph.body) - 1,
+                )
+            ]
+        self.setup = [s for s in graph.body[: min(inputs)] if not _runs_dali(ctx, s, self.nodes)]
+        # helpers defined in the graph code are defined once, before the loop
+        self.defs = [s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup]
+        self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
+        self.lowered_defs: list[cst.BaseStatement] = []
         self.per_batch_names = set().union(
             *(assigned_names(s) for s in self.loop_body if not self.is_reader_stmt(s))
         )
+        #: sources fed by pipe.feed_input(): the generator becomes a function of their data
+        self.fed = [u for u in graph.sources if u.kind == "fed"]
+        if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
+            raise Refused("an external source fed by pipe.feed_input() next to a reader or another external source")
         counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
         self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
         self.capture = False
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
-        return any(use.stmt is stmt for use in self.graph.readers)
+        """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
+        return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
 
     # -- phase: the readers, built once ------------------------------------------------------------
 
@@ -107,12 +132,12 @@ class _Emitter:
                     f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code ({', '.join(sorted(depends))})"
                 )
             var = fresh_name("reader" if self.single else _reader_var(use), self.taken)
-            self.reader_vars[id(use.stmt)] = var
+            self.reader_vars[id(use.call)] = var
             self.graph.handles.setdefault("readers", []).append(var)
             cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
             value = use.call.with_changes(func=cls, args=self._reader_args(use))
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            hoisted.append(statement(assign, leading_lines=use.stmt.leading_lines))
+            hoisted.append(statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines))
         return hoisted
 
     def _reader_args(self, use: ReaderUse) -> list[cst.Arg]:
@@ -164,10 +189,22 @@ class _Emitter:
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
             rules.append(HelperCalls(self.helpers))
+        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline}
+        if inline:
+            rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
+        self.lowered_defs = [self._lower(s, env, rules) for s in self.defs]
+        self.lowered_setup = [self._lower(s, env, rules) for s in self.setup]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
             out += self._statement(s, env, rules)
         return out
+
+    def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
+        """What a reader called inside an expression becomes there: the batch of the loop (one
+        reader), or the reader called for one batch (several)."""
+        if self.single:
+            return use.target  # type: ignore[return-value]
+        return cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
 
     def _env(self) -> LocalEnv:
         """What the local rules may rely on inside the loop: the batch size, the RNG, the data."""
@@ -180,9 +217,9 @@ class _Emitter:
             self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
             if isinstance(self.target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
                 self.nodes.add(self.target.value)
-        elif graph.readers:
-            self.target, batch_expr = None, self.plan.batch_size
-        else:
+        elif graph.readers or not graph.sources:
+            self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
+        else:  # the first external source's batch
             self.target = None
             batch_expr = cst.Attribute(cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size"))
         for use in graph.readers:
@@ -200,7 +237,8 @@ class _Emitter:
             if self.single:
                 return []
             assert isinstance(s, cst.SimpleStatementLine)
-            call = cst.Call(cst.Name(self.reader_vars[id(s)]), args=[kwarg("batch_size", self.plan.batch_size)])
+            use = next(u for u in graph.readers if u.stmt is s)
+            call = cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
             return [s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[])]
         if s is graph.outputs_stmt:
             return self._yield(s, env, rules)
@@ -217,7 +255,8 @@ class _Emitter:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
         else:
             yielded = cst.Tuple([cst.Element(values[0])])
-        out: list[cst.BaseStatement] = [s.with_changes(body=[cst.Expr(cst.Yield(yielded))])]
+        result = cst.Return(yielded) if self.fed else cst.Expr(cst.Yield(yielded))
+        out: list[cst.BaseStatement] = [s.with_changes(body=[result])]
         if self.iteration is not None:
             out.append(statement(cst.AugAssign(self.iteration, cst.AddAssign(), cst.Integer("1"))))
         return out
@@ -234,6 +273,10 @@ class _Emitter:
         graph, plan = self.graph, self.plan
         # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
         lowered, moved = move_cpu_operands(lowered, self.nodes)
+        if self.fed:  # one batch per call, of the data feed_input() gave
+            params = cst.Parameters([cst.Param(cst.Name(u.source.value)) for u in self.fed])
+            name = fresh_name("run", self.taken)
+            return cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(lowered))
         iterable = [u for u in graph.sources if u.kind == "iterable"]
         if iterable:
             loop: cst.BaseCompoundStatement = cst.For(
@@ -248,7 +291,7 @@ class _Emitter:
             epoch_args = [kwarg("batch_size", plan.batch_size)]
             if self.capture:
                 epoch_args.append(kwarg("capture", cst.Name("True")))
-            reader = cst.Name(self.reader_vars[id(graph.readers[0].stmt)])
+            reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
             next_epoch = cst.Call(func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args)
             assert self.target is not None
             body = [cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
@@ -266,6 +309,24 @@ class _Emitter:
         rng = cst.Call(func=attr_chain(f"{self.ctx.ndd}.random.RNG"), args=rng_args)
         self.notes.append(self.ctx.info(self.plan.rule_id, self.graph.container, RNG_NOTE))
         return statement(cst.Assign([cst.AssignTarget(cst.Name(self.rng_var))], rng))
+
+
+class _InlineReaders:
+    """Lowering rule: a reader called inside an expression is replaced by its batch."""
+
+    id = "DM200"
+    node_types = (cst.Call,)
+
+    def __init__(self, values: dict[int, cst.BaseExpression]) -> None:
+        self.values = values
+
+    def replaces(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.values
+
+    def rewrite(
+        self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
+    ) -> cst.CSTNode | None:
+        return self.values.get(id(original))
 
 
 def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
@@ -296,6 +357,8 @@ def _source_statements(
 ) -> list[cst.BaseStatement]:
     """``x = fn.external_source(source=...)`` in the loop: the batch the source gives now."""
     assign = use.stmt.body[0]
+    if use.kind == "fed":
+        return [use.stmt.with_changes(body=[assign.with_changes(value=as_batch(ctx.ndd, use.source, use.as_batch_args))])]
     if use.kind == "iterable":
         return [use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, data))])]
     call = fetch(use, iteration, batch_size)
@@ -383,9 +446,20 @@ def _loop_target(
     raise Refused(f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names")
 
 
-def _mentions_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool:
-    """Whether a statement refers to DALI or to a name holding a data node."""
-    for n in walk(stmt):
+def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of ``node`` outside the lambdas and functions it defines."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
+            stack.extend(reversed(n.children))
+
+
+def _runs_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool:
+    """Whether running a statement runs DALI or reads a name holding a data node (code in the
+    lambdas and functions it defines runs later: it does not count)."""
+    for n in _walk_outside_defs(stmt):
         if isinstance(n, (cst.Name, cst.Attribute)) and (ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None

@@ -73,6 +73,8 @@ class SourceUse:
     cycle: bool = False  # an iterable started over when it ends (cycle=True or "quiet")
     #: how the module spells ``nvidia.dali.types.SampleInfo`` (kind "sample1")
     sample_info: str | None = None
+    #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
+    feed_name: str | None = None
 
 
 def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]) -> SourceUse | None:
@@ -82,12 +84,7 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
         return None
     source = kw.get("source")
     if source is None:
-        reasons.append(
-            "external_source without source= is fed by pipe.feed_input(); migrate it by hand: where the graph "
-            "reads it, use ndd.as_batch(data, layout=...) of the data you fed (a list of samples, or an array whose "
-            "outer dimension is the batch), given to the migrated function as an argument for each batch"
-        )
-        return None
+        return _fed(ctx, call, target, stmt, kw, reasons)
     if "parallel" in kw and not _is_false(kw["parallel"].value):
         reasons.append(
             "external_source parallel=True runs the source in worker processes, which dynamic mode has no "
@@ -166,6 +163,25 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
             kind = "sample0"
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
     return SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+
+
+def _fed(
+    ctx: FileContext, call: cst.Call, target: cst.BaseAssignTargetExpression, stmt: cst.SimpleStatementLine,
+    kw: dict[str, cst.Arg], reasons: list[str],
+) -> SourceUse | None:
+    """``x = fn.external_source(name="x")`` with no source: ``pipe.feed_input("x", data)`` gives
+    its data before each ``pipe.run()``; the migrated pipeline takes that data as an argument."""
+    name = _string(kw["name"].value) if "name" in kw else None
+    unknown = set(kw) - IGNORED - AS_BATCH
+    if name is None:
+        reasons.append("external_source fed by pipe.feed_input() is migrated when it has a literal name= only")
+        return None
+    if not isinstance(target, cst.Name) or unknown:
+        what = f"{', '.join(sorted(unknown))}=" if unknown else "several outputs"
+        reasons.append(f"external_source fed by pipe.feed_input() with {what} is not migrated yet")
+        return None
+    args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
+    return SourceUse(stmt, target, call, cst.Name(target.value), "fed", None, args, False, feed_name=name)
 
 
 def _is_false(value: cst.BaseExpression) -> bool:

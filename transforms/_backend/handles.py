@@ -71,7 +71,7 @@ from dali_migrate.fixes import Edit
 from .._cst import fresh_name, truthy, walk
 from .docstrings import is_generated_doc
 from .edits import removed_stmt
-from .model import Graph, Instance
+from .model import FollowUp, Graph, Instance
 
 META_METHODS = ("epoch_size", "reader_meta")
 #: the parameter that takes a checkpoint to restore, as ``Pipeline(checkpoint=...)`` did
@@ -106,6 +106,33 @@ def record_use(ctx: FileContext, inst, method: str, call: cst.Call) -> bool:
     return False
 
 
+def abandon_handles(inst: Instance, reasons: dict[int, str], followups: list[FollowUp]) -> None:
+    """The reader/checkpoint uses of ``inst`` cannot all be migrated (``reasons``, see
+    :func:`handle_reasons`): each becomes a follow-up that says why, and the function stays a
+    plain generator of batches."""
+    general = reasons.get(0, "")
+    for node in [*inst.meta_calls, *inst.checkpoints, *inst.resets]:
+        call = node if isinstance(node, cst.Call) else node.body[0].value
+        what = f"`{_code(call.func.value)}.{call.func.attr.value}(...)` is not migrated"
+        why = reasons.get(id(node), general) or "another use of the pipeline is not migrated"
+        followups.append(FollowUp(call, what, f"{why}; {PIPELINE_HINTS.get(call.func.attr.value, '')}".strip("; ")))
+    if RESTORE_PARAM in inst.kwargs:
+        why = reasons.get(id(inst.call), general)
+        followups.append(FollowUp(inst.call, f"restoring from {RESTORE_PARAM}= is not migrated", why))
+        inst.kwargs = {k: v for k, v in inst.kwargs.items() if k != RESTORE_PARAM}
+        inst.keep_args.add(RESTORE_PARAM)
+    inst.meta_calls, inst.checkpoints, inst.resets = [], [], []
+
+
+#: what to write instead of the pipeline methods this plug-in migrates, where it cannot
+PIPELINE_HINTS = {
+    "epoch_size": "use the reader's get_metadata()['epoch_size_padded'] (built with max_batch_size)",
+    "reader_meta": "use the reader's get_metadata() (built with max_batch_size)",
+    "checkpoint": "register the reader and the RNG with ndd.checkpoint.Checkpoint",
+    "reset": "each reader.next_epoch() is a new epoch",
+}
+
+
 @dataclass
 class Needs:
     """What the migrated function must give: the reader, a Checkpoint, a restore parameter."""
@@ -131,64 +158,61 @@ def needs_of(instances: list) -> Needs:
     )
 
 
-def handle_reasons(ctx: FileContext, graph, instances: list, enabled: bool, params: set[str]) -> list[str]:
-    """Why the recorded uses cannot be migrated (empty: they can). ``enabled``: the definition
-    has ``enable_checkpointing=True``; ``params``: the pipeline function's parameters. Without a
-    ``graph`` (the pipeline is refused for other reasons) only what needs none is checked."""
-    reasons: list[str] = []
+def handle_reasons(
+    ctx: FileContext, graph: Graph, instances: list[Instance], enabled: bool, params: set[str]
+) -> dict[int, str]:
+    """Why the recorded uses cannot be migrated, by the id of the call or statement they are
+    about (empty: they can), with ``0`` for what is about the pipeline as a whole. ``enabled``:
+    the definition has ``enable_checkpointing=True``; ``params``: the function's parameters."""
+    reasons: dict[int, str] = {}
     needs = needs_of(instances)
-    reader_name = _reader_name(graph) if graph is not None else None
-    readers = len(graph.readers) if graph is not None else 1
-    sources = bool(graph.sources) if graph is not None else False
+    reader_name = _reader_name(graph)
     for inst in instances:
         inst.reader_name = reader_name
-        pipe = inst.assign.targets[0].target.value
         used = inst.meta_calls or inst.checkpoints or inst.resets or RESTORE_PARAM in inst.kwargs
         if used and inst.iterators:
-            reasons.append(
-                f"`{pipe}` is iterated through a framework iterator and also read for its metadata, reset or "
-                "checkpointed: not migrated yet"
-            )
+            reasons[0] = "the pipeline is also iterated through a framework iterator"
         for call in inst.meta_calls:
-            method = call.func.attr.value
-            where = f"`{pipe}.{method}(...)` at line {ctx.line_of(call)}"
-            if graph is None:
-                continue
-            if readers != 1:
-                reasons.append(f"{where}: the pipeline has {readers} readers, only one is migrated")
-                continue
-            name = _name_arg(call)
-            if name is False:
-                reasons.append(f"{where}: its arguments are not a reader name")
-            elif name is None and reader_name is None:
-                reasons.append(f"{where}: the reader has no name= to key the dictionary it returns")
-            elif name is not None and (not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name):
-                reasons.append(f"{where}: {ctx.text(name)} is not the name= of the pipeline's reader")
+            why = _meta_reason(ctx, graph, call, reader_name)
+            if why:
+                reasons[id(call)] = why
         for stmt in inst.resets:
-            if sources:
-                reasons.append(
-                    f"`{pipe}.reset()` at line {ctx.line_of(stmt)} restarts external sources that ended: not migrated "
-                    "yet (make the source start over, then create the pipeline again)"
+            if graph.sources:
+                reasons[id(stmt)] = (
+                    "it restarts external sources that ended (make the source start over, then create the "
+                    "pipeline again)"
                 )
         checkpointed = enabled or truthy(inst.kwargs.get("enable_checkpointing"))
         for call in inst.checkpoints:
-            where = f"`{pipe}.checkpoint(...)` at line {ctx.line_of(call)}"
             if call.args:
-                reasons.append(f"{where}: writing the checkpoint to a file is not migrated yet (write ckpt.serialize())")
+                reasons[id(call)] = "writing the checkpoint to a file is not migrated yet (write ckpt.serialize())"
             elif not checkpointed:
-                reasons.append(f"{where}: the pipeline is not built with enable_checkpointing=True")
+                reasons[id(call)] = "the pipeline is not built with enable_checkpointing=True"
             else:
-                why = _statement_reason(ctx, call, pipe)
+                why = _statement_reason(ctx, call, inst.name)
                 if why:
-                    reasons.append(f"{where}: {why}")
+                    reasons[id(call)] = why
         if RESTORE_PARAM in inst.kwargs and not checkpointed:
-            reasons.append(f"checkpoint= at line {ctx.line_of(inst.call)} without enable_checkpointing=True")
-    if needs.checkpointing:
-        if sources:
-            reasons.append("checkpoints of a pipeline with an external source (its position is in the checkpoint) are not migrated")
-        if needs.restore and RESTORE_PARAM in params:
-            reasons.append(f"the pipeline function already has a parameter named {RESTORE_PARAM}")
+            reasons[id(inst.call)] = "checkpoint= without enable_checkpointing=True"
+    if needs.checkpointing and graph.sources:
+        reasons[0] = "checkpoints of a pipeline with an external source (its position is in the checkpoint)"
+    if needs.restore and RESTORE_PARAM in params:
+        reasons[0] = f"the pipeline function already has a parameter named {RESTORE_PARAM}"
     return reasons
+
+
+def _meta_reason(ctx: FileContext, graph: Graph, call: cst.Call, reader_name: str | None) -> str | None:
+    """Why ``pipe.epoch_size(...)`` / ``reader_meta(...)`` cannot become the reader's metadata."""
+    if len(graph.readers) != 1:
+        return f"the pipeline has {len(graph.readers)} readers, only one is migrated"
+    name = _name_arg(call)
+    if name is False:
+        return "its arguments are not a reader name"
+    if name is None and reader_name is None:
+        return "the reader has no name= to key the dictionary it returns"
+    if name is not None and (not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name):
+        return f"{ctx.text(name)} is not the name= of the pipeline's reader"
+    return None
 
 
 def dropped_checkpointing(enabled: bool, needs: Needs) -> list[cst.EmptyLine]:
@@ -267,7 +291,7 @@ def name_handles(ctx: FileContext, instances: list, needs: Needs) -> None:
     underscore = "_" not in taken or not _underscore_read(ctx)
     base = {"reader": "reader", "checkpoint": "ckpt"}
     for inst in instances:
-        pipe = inst.assign.targets[0].target.value
+        pipe = inst.name if inst.local else inst.label
         used = {"reader": bool(inst.meta_calls), "checkpoint": bool(inst.checkpoints)}
         for kind in needs.handles:
             if not used[kind] and underscore:
@@ -385,3 +409,7 @@ def _doc_parts(doc: cst.BaseStatement) -> tuple[str, str]:
     outputs = text[text.index("(") + 1 : text.index(")")]
     until = text[text.index("batches ") + len("batches ") : text.index(" as Pipeline.run()")]
     return outputs, until
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

@@ -72,7 +72,7 @@ from .._cst import fresh_name, in_source_order, walk
 from . import runtime
 from .docstrings import is_generated_doc
 from .edits import removed_stmt
-from .model import Graph, Instance, Refused
+from .model import FollowUp, Graph, Instance, Refused
 
 #: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
 TORCH_ITERATORS = {
@@ -95,22 +95,31 @@ POLICY_CLASSES = ("nvidia.dali.plugin.base_iterator.LastBatchPolicy", "nvidia.da
 #: iterators of other frameworks: what to do by hand
 BY_HAND = {
     "nvidia.dali.plugin.jax": (
-        "JAX iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
-        "ndd.Batch with jax.dlpack.from_dlpack(ndd.as_tensor(batch))"
+        "JAX iterators are not migrated yet",
+        "iterate the migrated generator and convert each ndd.Batch with "
+        "jax.dlpack.from_dlpack(ndd.as_tensor(batch))",
     ),
     "nvidia.dali.plugin.tf": (
-        "DALIDataset (TensorFlow) is not migrated: wrap the migrated generator in "
-        "tf.data.Dataset.from_generator, converting each ndd.Batch with np.asarray(ndd.as_tensor(batch))"
+        "DALIDataset (TensorFlow) is not migrated yet",
+        "wrap the migrated generator in tf.data.Dataset.from_generator, converting each ndd.Batch "
+        "with np.asarray(ndd.as_tensor(batch))",
     ),
     "nvidia.dali.plugin.paddle": (
-        "Paddle iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
-        "ndd.Batch with paddle.utils.dlpack.from_dlpack(ndd.as_tensor(batch))"
+        "Paddle iterators are not migrated yet",
+        "iterate the migrated generator and convert each ndd.Batch with "
+        "paddle.utils.dlpack.from_dlpack(ndd.as_tensor(batch))",
     ),
     "nvidia.dali.plugin.mxnet": (
-        "MXNet iterators are not migrated: iterate reader.next_epoch(batch_size=...) and convert each "
-        "ndd.Batch with mx.nd.from_dlpack(ndd.as_tensor(batch))"
+        "MXNet iterators are not migrated",
+        "iterate the migrated generator and convert each ndd.Batch with mx.nd.from_dlpack(ndd.as_tensor(batch))",
     ),
 }
+
+#: what to write instead of a PyTorch iterator the tool cannot migrate
+BY_HAND_TORCH = (
+    "loop over the epochs of the migrated generator (one reader.next_epoch() per epoch), converting each "
+    "ndd.Batch with .torch()"
+)
 
 EPOCHS_CLASS = "DaliIteratorEpochs"
 READER_PLAN = "dali_reader_epochs"
@@ -159,31 +168,49 @@ def _enclosing_call(ctx: FileContext, ref: cst.CSTNode) -> cst.Call | None:
     return None
 
 
-def iterator_use(ctx: FileContext, inst, ref: cst.CSTNode) -> str | None:
+def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp | str | None:
     """Called for a reference to the pipeline object that is not ``pipe.build()`` /
-    ``pipe.run()``. Returns None when it is no framework iterator (the caller's reason holds),
-    "" when the iterator is recorded on ``inst.iterators``, or the reason it cannot migrate."""
+    ``pipe.run()``. Returns None when it is no framework iterator, "" when the iterator is
+    recorded on ``inst.iterators``, or the follow-up for an iterator that cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
-    if call is not None and (not q or not q.startswith("nvidia.dali.plugin.")):
-        return _subclass_reason(ctx, call)
-    if not q:
-        return None
-    line = ctx.line_of(call)
-    for prefix, why in BY_HAND.items():
-        if q == prefix or q.startswith(prefix + "."):
-            return f"{why} (line {line})"
+    if call is None or not q or not q.startswith("nvidia.dali.plugin."):
+        return iterator_hint(ctx, ref)
     if q not in TORCH_ITERATORS:
-        return f"{q.rsplit('.', 1)[-1]} at line {line} is not migrated: iterate reader.next_epoch(batch_size=...) by hand"
+        return iterator_hint(ctx, ref)
     reasons: list[str] = []
     use = _analyse(ctx, inst, call, q, reasons)
     if reasons:
-        return "; ".join(f"{r} (iterator at line {line})" for r in reasons)
+        return FollowUp(call, f"{_call_name(call)} is not migrated: {'; '.join(reasons)}", BY_HAND_TORCH)
     inst.iterators.append(use)
     return ""
 
 
-def _subclass_reason(ctx: FileContext, call: cst.Call) -> str | None:
+def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
+    """The follow-up for a framework iterator over ``ref`` that is not migrated (a pipeline kept
+    other than in one local name, another framework's iterator, a subclass), or None when
+    ``ref`` is not handed to a framework iterator."""
+    call = _enclosing_call(ctx, ref)
+    q = ctx.qualname(call.func) if call is not None else None
+    if call is None:
+        return None
+    if not q or not q.startswith("nvidia.dali.plugin."):
+        why = _subclass_reason(ctx, call)
+        return FollowUp(call, why[0], why[1]) if why is not None else None
+    for prefix, (what, advice) in BY_HAND.items():
+        if q == prefix or q.startswith(prefix + "."):
+            return FollowUp(call, what, advice)
+    if q not in TORCH_ITERATORS:
+        return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
+    return FollowUp(call, f"{_call_name(call)} over a pipeline kept here is not migrated", BY_HAND_TORCH)
+
+
+def _call_name(call: cst.Call) -> str:
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
+
+
+def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
     """``MyIterator([pipe], ...)`` where ``class MyIterator(DALIGenericIterator)`` is defined in
     this module: what to do by hand (its methods may change anything about the batches)."""
     if not isinstance(call.func, cst.Name):
@@ -196,10 +223,10 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> str | None:
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
             return (
-                f"{name} (line {ctx.line_of(call)}) subclasses {parent} and is not migrated: by hand, migrate "
-                f"the pipeline as for {parent} (a loop over the epochs of its generator, each batch a tuple of "
-                f"ndd.Batch whose .torch() is the tensor {parent} put in data[0][name]) and move what {name} "
-                "adds (its __next__ and other overrides) into that loop"
+                f"{name} subclasses {parent} and is not migrated",
+                f"by hand, loop over the epochs of the migrated generator as for {parent} (each batch a tuple "
+                f"of ndd.Batch whose .torch() is the tensor {parent} put in data[0][name]) and move what {name} "
+                "adds (its __next__ and other overrides) into that loop",
             )
     return None
 
@@ -543,6 +570,46 @@ def _inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool
 # -- emitting ------------------------------------------------------------------------------------
 
 
+def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) -> list[str]:
+    """Why the framework iterators recorded on ``instances`` cannot be migrated (empty: they can)."""
+    uses = [u for inst in instances for u in inst.iterators]
+    if not uses:
+        return []
+    if len(instances) != 1 or len(uses) != 1:
+        return ["a pipeline iterated through framework iterators must be instantiated once and wrapped once"]
+    if instances[0].runs:
+        return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
+    if len(graph.readers) != 1 or graph.sources:
+        return ["a framework iterator over a pipeline with several readers or an external source is not migrated"]
+    name = next((a.value for a in graph.readers[0].call.args if a.keyword and a.keyword.value == "name"), None)
+    use = uses[0]
+    for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
+        if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
+            return [f"{what.format(wanted)} does not name the reader of the pipeline"]
+    padded = next((a.value for a in graph.readers[0].call.args if a.keyword and a.keyword.value == "pad_last_batch"), None)
+    padded = isinstance(padded, cst.Name) and padded.value == "True"
+    if use.reader_name is not None and use.policy == "FILL" and not padded:
+        # FILL without padding: the batch count, and so len(), changes from epoch to epoch, and
+        # DALI's value between two epochs depends on when reset() ran
+        for node, where in use.lens:
+            if where == "other":
+                return [
+                    f"len({use.name}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
+                    "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
+                    f"value depends on when reset() ran; take len({use.name}) inside the loop over it (or before the "
+                    "first one), or give the reader pad_last_batch=True"
+                ]
+    return []
+
+
+def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> None:
+    """The framework iterators over ``inst`` cannot be migrated (``why``): each keeps its code,
+    with a TODO, and the pipeline function stays a plain generator of batches."""
+    for use in inst.iterators:
+        followups.append(FollowUp(use.call, f"{_iterator_name(use)} is not migrated ({why})", BY_HAND_TORCH))
+    inst.iterators = []
+
+
 def epoch_body(
     ctx: FileContext, graph: Graph, body: list[cst.BaseStatement], instances: list[Instance]
 ) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
@@ -552,19 +619,11 @@ def epoch_body(
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return body, []
-    if len(instances) != 1 or len(uses) != 1:
-        raise Refused("a pipeline iterated through framework iterators must be instantiated once and wrapped once")
-    inst, use = instances[0], uses[0]
-    if inst.runs:
-        raise Refused("the pipeline is both run (pipe.run()) and iterated through a framework iterator")
-    if len(graph.readers) != 1 or graph.sources:
-        raise Refused("a framework iterator over a pipeline with several readers or an external source is not migrated")
-    reader = graph.readers[0]
-    reader_args = {a.keyword.value: a.value for a in reader.call.args if a.keyword is not None}
-    name = reader_args.get("name")
-    for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
-        if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
-            raise Refused(f"{what.format(wanted)} does not name the reader of the pipeline")
+    why = iterator_reasons(ctx, graph, instances)
+    if why:
+        raise Refused(why[0])  # the front end abandons such iterators first (abandon_iterators)
+    use = uses[0]
+    reader_args = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
     loop = body[-1]
     if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
         raise Refused("the generated epoch loop has an unexpected shape")
@@ -573,17 +632,6 @@ def epoch_body(
         return body, []
     padded = reader_args.get("pad_last_batch")
     padded = isinstance(padded, cst.Name) and padded.value == "True"
-    if use.reader_name is not None and use.policy == "FILL" and not padded:
-        # FILL without padding: the batch count, and so len(), changes from epoch to epoch, and
-        # DALI's value between two epochs depends on when reset() ran
-        for node, where in use.lens:
-            if where == "other":
-                raise Refused(
-                    f"len({use.name}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
-                    "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
-                    f"value depends on when reset() ran; take len({use.name}) inside the loop over it (or before the "
-                    "first one), or give the reader pad_last_batch=True"
-                )
     epoch_for = loop.body.body[0]
     next_epoch = epoch_for.iter
     bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
@@ -716,7 +764,9 @@ def site_edits(ctx: FileContext, inst: Instance, notes: list[Diagnostic]) -> lis
     ``data[0]["name"]`` -> ``data[k].torch()`` (a list of per-sample tensors for the sparse-list
     outputs of DALIRaggedIterator)."""
     edits: list[Edit] = []
-    pipe = inst.assign.targets[0].target.value
+    if not inst.iterators:
+        return edits
+    pipe = inst.name
     for use in inst.iterators:
         if not use.mode:
             raise Refused("a framework iterator over this kind of pipeline is not migrated yet")

@@ -24,6 +24,9 @@ class ReaderUse:
     target: cst.BaseAssignTargetExpression
     call: cst.Call
     op: OpInfo
+    #: the call is part of a larger statement (``return fn.readers.numpy(...) * 4``): ``target``
+    #: is a new name, which replaces the call there
+    inline: bool = False
 
 
 @dataclass
@@ -50,13 +53,31 @@ class Graph:
 
 
 @dataclass
+class FollowUp:
+    """A use of a migrated pipeline the tool cannot rewrite: the code stays as it is, with a TODO
+    above it that says what to write there now. ``what`` says what the code does there;
+    ``advice`` what to do, when the use itself tells (else the definition's general advice)."""
+
+    node: cst.CSTNode
+    what: str
+    advice: str = ""
+
+
+@dataclass
 class Instance:
     """``pipe = train_pipe(...)``: one pipeline object and what is done with it."""
 
     stmt: cst.SimpleStatementLine
-    assign: cst.Assign
+    #: the statement when it is ``<target> = <call>``
+    assign: cst.Assign | None
     call: cst.Call
     kwargs: dict[str, cst.Arg]
+    #: how TODOs name the object when no variable does (``train_pipe(...)``)
+    label: str = "the pipeline"
+    #: only held by local names of one scope (reader handles and iterators need that)
+    local: bool = True
+    #: how many objects this creation may make when the program runs (capture needs one)
+    copies: int = 1
     builds: list[cst.SimpleStatementLine] = field(default_factory=list)
     runs: list[cst.Call] = field(default_factory=list)
     device_todo: str | None = None
@@ -71,10 +92,18 @@ class Instance:
     handle_names: dict[str, str] = field(default_factory=dict)
     #: the name= of the pipeline's reader (the key of ``pipe.epoch_size()`` without a name)
     reader_name: str | None = None
+    #: pipeline arguments the call keeps (a TODO says why they are not migrated)
+    keep_args: set[str] = field(default_factory=set)
+    #: ``pipe.feed_input(...)`` calls, and the statements of those a ``run()`` consumes
+    feeds: list[cst.Call] = field(default_factory=list)
+    feed_stmts: list[cst.BaseStatement] = field(default_factory=list)
+    #: what a ``run()`` becomes when not ``next(pipe)`` (id of the run call -> the new call)
+    run_calls: dict[int, cst.BaseExpression] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
-        """The variable the pipeline object is bound to."""
+        """The variable the pipeline object is bound to (for local instances)."""
+        assert self.assign is not None
         target = self.assign.targets[0].target
         assert isinstance(target, cst.Name)
         return target.value

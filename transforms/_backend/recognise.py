@@ -8,17 +8,17 @@ factory to :func:`instances_of`; what cannot be carried over is appended to ``re
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata.scope_provider import Access
 
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
 from ..fn_to_ndd import HANDED_OFF
-from .._cst import in_source_order, is_docstring, kwargs_of, param_names, walk, within
-from . import handles, iterators
+from .._cst import fresh_name, in_source_order, is_docstring, kwargs_of, param_names, walk, within
+from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
 from .external_source import SourceUse, analyse_source
-from .model import Graph, Instance, ReaderUse
+from .flow import Flow, in_loop
+from .model import FollowUp, Graph, Instance, ReaderUse
 
 #: what to do by hand for the Pipeline methods the tool does not migrate (written in the TODO)
 PIPELINE_METHOD_HINTS = {
@@ -52,18 +52,16 @@ def analyse_graph(
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
-        elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt):
+        elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
             reasons.append("the pipeline returns before its last statement")
-        elif isinstance(node, (cst.Yield, cst.Await)):
+        elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
             reasons.append("the pipeline code yields or awaits")
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            reasons.append("nested function or class definitions in the pipeline body")
+        elif isinstance(node, cst.ClassDef):
+            reasons.append("class definitions in the pipeline body")
     body = list(container.body.body)
     docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
     if docstring is not None:
         body = body[1:]
-    if not readers and not sources and not reasons:
-        reasons.append("it has neither a reader nor an external source")
     if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
         reasons.append("its outputs are not given by one statement at the end")
         return None
@@ -104,13 +102,34 @@ def _inputs_and_ops(
         and ctx.parents.get(ctx.parents.get(stmt)) is container
         and len(assign.targets) == 1
     ):
-        reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
+        top = ctx.enclosing_statement(node)
+        if op.target.is_reader and isinstance(top, cst.SimpleStatementLine) and ctx.parents.get(ctx.parents.get(top)) is container:
+            readers.append(ReaderUse(top, cst.Name(_fresh_output(ctx, container, op.target.ndd_path)), node, op, inline=True))
+        else:
+            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
     elif op.target.is_reader:
         readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
     else:
         use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
         if use is not None:
             sources.append(use)
+
+
+def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None) -> str:
+    """A name for the outputs of a reader called inside an expression."""
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
+    base = (ndd_path or "reader").split(".")[-1].lower()
+    return fresh_name(f"{base}_batch", taken)
+
+
+def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    """``node`` belongs to a function defined inside the graph code (a helper, a lambda)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and cur is not container:
+        if isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
 
 
 def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
@@ -168,40 +187,69 @@ def pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator |
 def follow_pipeline(
     ctx: FileContext,
     inst: Instance,
-    reasons: list[str],
-    ignore: tuple[cst.CSTNode, ...] = (),
-    returns: list[cst.Return] | None = None,
+    origin: cst.CSTNode,
+    flow: Flow,
+    followups: list[FollowUp],
     *,
     with_handles: bool = False,
 ) -> None:
-    """Find ``pipe.build()`` and ``pipe.run()`` for the name ``inst`` binds; any other use of
-    the pipeline object is a reason to refuse. References in ``ignore`` are the front end's.
-    With ``returns`` (a list), ``return pipe`` is allowed and collected there. With
-    ``with_handles`` (the front end migrates them, see ``handles``), ``pipe.epoch_size()``,
-    ``reader_meta()``, ``checkpoint()`` and ``reset()`` are recorded on ``inst``."""
-    scope = ctx.scopes.get(inst.assign)
-    assignments = list(scope.assignments[inst.name]) if scope else []
-    if len(assignments) != 1:
-        reasons.append(f"`{inst.name}` is assigned more than once")
-        return
-    for ref in in_source_order(ctx, assignments[0].references):
+    """Every use of the pipeline object ``origin`` evaluates to: ``build()`` and ``run()`` (and
+    with ``with_handles``, ``epoch_size()``, ``reader_meta()``, ``checkpoint()``, ``reset()``,
+    see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
+    follow-up (a TODO at the use)."""
+    found = flow.follow(origin, inst.label)
+    inst.local = found.local and inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
+    followups += found.followups
+    for use in found.uses:
         claimed = (n for u in inst.iterators for n in u.claimed)  # pipe.epoch_size() as an iterator's size=
-        if any(ref.node is n for n in ignore) or any(ref.node is n for n in claimed):
+        if any(use is n for n in claimed):
             continue
-        attr = ctx.parents.get(ref.node)
+        attr = ctx.parents.get(use)
         call = ctx.parents.get(attr)
-        if returns is not None and isinstance(attr, cst.Return):
-            returns.append(attr)
+        label = _label(ctx, use, inst)
+        if isinstance(attr, cst.Attribute) and attr.value is use:
+            if isinstance(call, cst.Call) and call.func is attr:
+                if not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
+                    hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
+                    followups.append(FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint))
+            else:
+                followups.append(FollowUp(attr, f"`{label}.{attr.attr.value}` reads an attribute of the Pipeline"))
             continue
-        if not (isinstance(attr, cst.Attribute) and isinstance(call, cst.Call) and call.func is attr):
-            why = iterators.iterator_use(ctx, inst, ref.node)  # DALIGenericIterator([pipe], ...) and friends
-            if why != "":
-                reasons.append(why or f"`{inst.name}` is passed on or stored at line {ctx.line_of(ref.node)}")
-            continue
-        if not _method_use(ctx, inst, attr.attr.value, call, with_handles):
-            hint = PIPELINE_METHOD_HINTS.get(attr.attr.value)
-            where = f"`{inst.name}.{attr.attr.value}(...)` at line {ctx.line_of(ref.node)}"
-            reasons.append(f"{where} is not migrated yet" + (f" ({hint})" if hint else ""))
+        why = iterators.iterator_use(ctx, inst, use) if inst.local else iterators.iterator_hint(ctx, use)
+        if why is None:
+            followups.append(FollowUp(use, _describe(ctx, use, label)))
+        elif why:
+            followups.append(why)
+
+
+def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
+    """How a TODO names the pipeline object at ``use``."""
+    if isinstance(use, (cst.Name, cst.Attribute, cst.Subscript)):
+        return ctx.text(use)
+    if isinstance(use, cst.Call):
+        return f"{ctx.text(use.func)}(...)"
+    return inst.label
+
+
+def _describe(ctx: FileContext, use: cst.CSTNode, label: str) -> str:
+    """What the code does with the pipeline object at ``use``, for its TODO."""
+    parent = ctx.parents.get(use)
+    if isinstance(parent, cst.Element):  # [pipe] handed on as a list
+        parent = ctx.parents.get(ctx.parents.get(parent))
+        if not isinstance(parent, cst.Arg):
+            return f"`{label}` is put in a container"
+    holder = ctx.parents.get(parent)
+    if isinstance(parent, cst.Arg) and isinstance(holder, cst.Call):
+        return f"`{label}` is passed to `{ctx.text(holder.func)}`"
+    if isinstance(parent, cst.Return):
+        return f"`{label}` is returned"
+    if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
+        return f"`{label}` is stored in `{', '.join(ctx.text(t.target) for t in targets)}`"
+    if isinstance(parent, (cst.Element, cst.DictElement, cst.ListComp, cst.GeneratorExp)):
+        return f"`{label}` is put in a container"
+    return f"`{label}` is used here"
 
 
 def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool) -> bool:
@@ -215,80 +263,76 @@ def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, w
     if method == "run" and not call.args:
         inst.runs.append(call)
         return True
+    if method == "feed_input" and feeds.is_feed(call):
+        expr = ctx.parents.get(call)
+        if isinstance(expr, cst.Expr) and isinstance(ctx.parents.get(expr), cst.SimpleStatementLine):
+            inst.feeds.append(call)
+            return True
     return with_handles and handles.record_use(ctx, inst, method, call)
 
 
 def find_instances(
-    ctx: FileContext, fn: cst.FunctionDef | cst.ClassDef, reasons: list[str], *, pipeline_args: bool,
-    with_handles: bool = False,
-) -> list[Instance]:
-    """``pipe = fn(...)`` statements in this file, each followed to its build and run calls.
-    With ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of
-    ``fn`` are pipeline arguments. Uses in other modules of the project count too: their
-    reasons (if any) join ``reasons``."""
-    scope = ctx.scopes.get(fn)
-    refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
-    refs = in_source_order(ctx, refs)
-    refs = [r for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
-    params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
-    external = ctx.project.external_uses.get(fn.name.value) if ctx.project is not None and pipeline_args else None
-    if external:
-        reasons.extend(external)
-    if not refs and external is None:
-        reasons.append("it is not instantiated in the files given (pass the modules that use it too)")
-    return instances_of(ctx, refs, fn.name.value, params, reasons, pipeline_args=pipeline_args, with_handles=with_handles)
-
-
-def instances_of(
     ctx: FileContext,
-    refs: list[Access] | list[object],
-    name: str,
-    params: set[str],
-    reasons: list[str],
+    fn: cst.FunctionDef | cst.ClassDef,
+    followups: list[FollowUp],
     *,
     pipeline_args: bool,
     with_handles: bool = False,
 ) -> list[Instance]:
-    """Follow each reference to a pipeline factory ``name``: only ``pipe = name(...)`` is migrated.
-    ``with_handles``: see :func:`follow_pipeline`; checkpoint arguments are then the front end's."""
-    instances: list[Instance] = []
+    """The objects ``fn(...)`` creates in this file, each followed to its uses. With
+    ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of ``fn``
+    are pipeline arguments."""
+    scope = ctx.scopes.get(fn)
+    refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    refs = in_source_order(ctx, refs)
+    nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
+    params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
+    return instances_of(ctx, nodes, fn.name.value, params, followups, pipeline_args=pipeline_args, with_handles=with_handles)
+
+
+def instances_of(
+    ctx: FileContext,
+    refs: list[cst.CSTNode],
+    name: str,
+    params: set[str],
+    followups: list[FollowUp],
+    *,
+    pipeline_args: bool,
+    with_handles: bool = False,
+) -> list[Instance]:
+    """Each call of the pipeline factory ``name`` (``refs`` are references to it) creates an
+    object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
+    checkpoint arguments are then the front end's."""
+    calls = []
     for ref in refs:
-        node = ref.node  # type: ignore[attr-defined]
-        call, assign, stmt = _assignment_of(ctx, node)
-        if call is None or assign is None or stmt is None:
-            reasons.append(
-                f"used at line {ctx.line_of(node)} in a way the tool cannot follow "
-                f"(only `pipe = {name}(...)` is migrated)"
-            )
-            continue
-        if any(a.star for a in call.args):
-            reasons.append(f"*args/**kwargs at the call on line {ctx.line_of(call)}")
+        call = ctx.parents.get(ref)
+        if isinstance(call, cst.Call) and call.func is ref:
+            calls.append(call)
+        else:
+            followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it"))
+    flow = Flow(ctx, {id(c) for c in calls})
+    instances: list[Instance] = []
+    for call in calls:
+        stmt = ctx.enclosing_statement(call)
+        if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
+            why = "*args/**kwargs" if any(a.star for a in call.args) else "the call is part of a compound statement"
+            followups.append(FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)"))
             continue
         # keyword arguments naming the function's own parameters go to the function
         kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        reasons += check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=with_handles)
-        inst = Instance(stmt, assign, call, kwargs)
-        follow_pipeline(ctx, inst, reasons, with_handles=with_handles)
+        unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=with_handles)
+        if unsupported:
+            followups.append(FollowUp(call, "; ".join(unsupported)))
+            continue
+        inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
+        follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
         instances.append(inst)
     return instances
 
 
-def _assignment_of(
-    ctx: FileContext, ref: cst.CSTNode
-) -> tuple[cst.Call | None, cst.Assign | None, cst.SimpleStatementLine | None]:
-    """``pipe = <ref>(...)`` as one statement: its call, assignment and statement."""
-    call = ctx.parents.get(ref)
-    assign = ctx.parents.get(call)
-    stmt = ctx.parents.get(assign)
-    if (
-        isinstance(call, cst.Call)
-        and call.func is ref
-        and isinstance(assign, cst.Assign)
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
-        and isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-    ):
-        return call, assign, stmt
-    return None, None, None
-
+def _plain_assign(stmt: cst.SimpleStatementLine, call: cst.Call) -> cst.Assign | None:
+    """``stmt`` is ``<target> = <call>``: its assignment."""
+    small = stmt.body[0] if len(stmt.body) == 1 else None
+    if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+        return small
+    return None

@@ -4,17 +4,19 @@ rule reports a migrated or refused pipeline."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
-from .._cst import comment_line, remove_args
+from .._cst import comment_line, remove_args, walk
 from . import handles, iterators
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
-from .model import Instance
+from .model import FollowUp, Instance
 from .outputs import output_edits
 
 
@@ -27,23 +29,32 @@ def pipeline_def_instance_edits(
     notes: list[Diagnostic],
     comments: list[cst.EmptyLine] | tuple[()] = (),
     peers: tuple[cst.Call, ...] = (),
+    threads_set: set[tuple[int, str]] | None = None,
 ) -> list[Edit]:
     """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
     before it (the call's, else the decorator's), then the build and run sites. When the function
-    now returns handles before the batches (``inst.handle_names``), the call site unpacks them."""
+    now returns handles before the batches (``inst.handle_names``), the call site unpacks them.
+    ``threads_set``: (scope, value) of the ``set_num_threads`` calls already written by this fix
+    (one per scope is enough)."""
     threads = inst.kwargs.get("num_threads", threads_default)
-    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params)
+    if threads is not None and threads_set is not None:
+        key = (id(ctx.scopes.get(inst.stmt)), cst.Module([]).code_for_node(threads.value))
+        threads = None if key in threads_set else threads
+        threads_set.add(key)
+    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
     keep = [
         a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
         for a in keep
     ]
-    assign = inst.assign.with_changes(value=inst.call.with_changes(args=keep))
-    if inst.handle_names:
+    new_call = inst.call.with_changes(args=keep)
+    if inst.handle_names and inst.assign is not None:
         names = [*inst.handle_names.values(), inst.name]
         target = cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
-        assign = assign.with_changes(targets=[assign.targets[0].with_changes(target=target)])
-    new_stmt = inst.stmt.with_changes(body=[assign])
+        assign = inst.assign.with_changes(targets=[inst.assign.targets[0].with_changes(target=target)], value=new_call)
+        new_stmt = inst.stmt.with_changes(body=[assign])
+    else:
+        new_stmt = inst.stmt.deep_replace(inst.call, new_call)
     stmts: list[cst.BaseStatement] = []
     todo_lines = list(comments)
     if inst.device_todo:
@@ -79,12 +90,15 @@ def run_site_edits(
     are no longer the run site's. ``peers``: the ``run()`` calls of the other instances migrated
     in the same fix (``data = pipe.run()`` then ``data = restored.run()`` in one scope: a use
     after both may hold either; the caller drops the edits found twice)."""
-    edits = [removed_stmt(ctx, b) for b in inst.builds]
+    edits = [removed_stmt(ctx, b) for b in [*inst.builds, *inst.feed_stmts]]
     edits += iterators.site_edits(ctx, inst, notes)
     edits += handles.site_edits(ctx, inst)
     for run in inst.runs:
         assert isinstance(run.func, cst.Attribute)
-        call = ctx.expr_edit(run, cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)]))
+        new = inst.run_calls.get(id(run))
+        if new is None:
+            new = cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])
+        call = ctx.expr_edit(run, new)
         outputs = output_edits(ctx, run, notes, moved, peers)
         # `pipe.run()[0].as_array()` is rewritten whole, its next(pipe) included
         if not any(e.start <= call.start and call.end <= e.end for e in outputs):
@@ -96,11 +110,40 @@ def run_site_edits(
 # -- what a structural rule reports ---------------------------------------------------------------
 
 
-def refuse_pipeline(state: FileState, rule_id: str, node: cst.CSTNode, why: object, which: str = "") -> None:
-    """The pipeline stays as it was, with one TODO listing every reason; no local rewrite of
-    the file is applied either (``refused_pipeline``)."""
-    state.refused_pipeline = True
+def refuse_pipeline(
+    state: FileState,
+    rule_id: str,
+    node: cst.CSTNode,
+    why: object,
+    which: str = "",
+    keep: cst.CSTNode | None = None,
+) -> None:
+    """The pipeline stays as it was, with one TODO listing every reason. The code that builds
+    its graph (``keep``, by default ``node``) and the functions of the module it calls keep
+    their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
+    code is not one definition (module-level graph code), no local rewrite of the file applies."""
     state.diagnostics.append(state.ctx.todo(rule_id, node, f"pipeline not migrated{which}: {why}"))
+    keep = node if keep is None else keep
+    if isinstance(keep, cst.Module):
+        state.refused_pipeline = True
+        return
+    state.claimed.append(keep)
+    state.claimed += _called_helpers(state.ctx, keep)
+
+
+def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
+    """The module-level functions ``root`` calls, directly or through each other."""
+    defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    found: dict[str, cst.FunctionDef] = {}
+    todo = [root]
+    while todo:
+        for n in walk(todo.pop()):
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in defs:
+                name = n.func.value
+                if name not in found and defs[name] is not root:
+                    found[name] = defs[name]
+                    todo.append(defs[name])
+    return list(found.values())
 
 
 def propose_pipeline_fix(
@@ -111,9 +154,61 @@ def propose_pipeline_fix(
     message: str,
     includes: list[str],
     notes: list[Diagnostic],
+    followups: list[FollowUp] = (),  # type: ignore[assignment]
+    advice: str = "",
+    key: str | None = None,
 ) -> None:
-    """The one fix that migrates a pipeline (definition and use sites) and its notes."""
-    fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes)
+    """The one fix that migrates a pipeline (definition and use sites) and its notes. Each
+    follow-up becomes a TODO the fix writes above the code it is about (``advice`` says what the
+    pipeline object is now, for follow-ups that give no advice of their own)."""
+    edits = list({(e.start, e.end, e.text): e for e in edits}.values())  # a use reached twice
+    todos = follow_up_todos(state.ctx, rule_id, followups, advice)
+    inside = [d for d in todos if d.marker is not None and _within_edits(d.marker, edits)]
+    edits = with_markers(edits, [d.marker for d in inside if d.marker is not None])
+    follow_ups = [d.message for d in todos]
+    fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes, key=key, follow_ups=follow_ups)
     state.fixes.append(fix)
     state.structural.append(fix.id)
     state.diagnostics.extend(notes)
+    # a TODO outside the code the fix rewrites is written with the fix only (other fixes may
+    # put theirs on the same statement)
+    state.diagnostics.extend(
+        dataclasses.replace(d, marker=None if d in inside else d.marker, requires=fix.id) for d in todos
+    )
+
+
+def _within_edits(marker: Edit, edits: list[Edit]) -> bool:
+    return any(e.start <= marker.start < e.end for e in edits)
+
+
+def follow_up_todos(ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str) -> list[Diagnostic]:
+    """One TODO per statement that holds follow-ups, saying what to write there now."""
+    by_stmt: dict[int, list[FollowUp]] = {}
+    for f in followups:
+        by_stmt.setdefault(id(ctx.enclosing_statement(f.node)), []).append(f)
+    todos = []
+    for group in by_stmt.values():
+        texts = [f"{f.what}: {f.advice or advice}" if (f.advice or advice) else f.what for f in group]
+        text = " ".join("; ".join(dict.fromkeys(texts)).split())  # one line, whatever the code quoted
+        todos.append(ctx.todo(rule_id, group[0].node, text))
+    return sorted(todos, key=lambda d: (d.line, d.col))
+
+
+def with_markers(edits: list[Edit], markers: list[Edit]) -> list[Edit]:
+    """``edits`` with the TODO lines ``markers`` inserts inside statements they rewrite: each
+    goes on top of the rewritten statement."""
+    edits = list(edits)
+    for m in markers:
+        inside = next(i for i, e in enumerate(edits) if e.start <= m.start < e.end)
+        e = edits[inside]
+        edits[inside] = Edit(e.start, e.end, m.text + e.text)
+    return edits
+
+
+def generator_advice(name: str, outputs: list[str]) -> str:
+    """What a migrated pipeline function returns now, for the TODOs at uses the tool cannot
+    rewrite."""
+    return (
+        f"{name}(...) returns a generator of ({', '.join(outputs)}) batches now, not a Pipeline: "
+        "take each batch with next(...), and drop build()"
+    )
