@@ -75,7 +75,7 @@ from ._backend.emit import emit_generator_body
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
-from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
+from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import comment_line, is_docstring, is_literal, truthy, walk
 from ._local import collect_nodes
 
@@ -103,11 +103,12 @@ class PipelineClass(Rule):
             state.claimed += members
             notes: list[Diagnostic] = []
             followups: list[FollowUp] = []
+            written: list[Diagnostic] = []
             edits: list[Edit] = []
             fired: set[str] = set()
             try:
                 for cls, chain in leaves:
-                    cls_edits, cls_fired, instances = self._migrate(state, cls, chain, notes, followups)
+                    cls_edits, cls_fired, instances = self._migrate(state, cls, chain, notes, followups, written)
                     edits += cls_edits
                     fired |= set(cls_fired)
                     state.claimed += [i.stmt for i in instances]
@@ -123,7 +124,9 @@ class PipelineClass(Rule):
                 f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch with "
                 "next(...), and drop build()"
             )
-            propose_pipeline_fix(state, self.id, leaves[0][0], edits, message, sorted(fired), notes, followups, advice)
+            propose_pipeline_fix(
+                state, self.id, leaves[0][0], edits, message, sorted(fired), notes, followups, advice, written=written
+            )
 
     def _migrate(
         self,
@@ -132,6 +135,7 @@ class PipelineClass(Rule):
         chain: list[cst.ClassDef],
         notes: list[Diagnostic],
         followups: list[FollowUp],
+        written: list[Diagnostic],
     ) -> tuple[list[Edit], list[str], list[Instance]]:
         ctx = state.ctx
         reasons: list[str] = []
@@ -159,6 +163,8 @@ class PipelineClass(Rule):
                                   "their callers get a TODO"))
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
         _drop_iterators(instances, followups)
+        advice = f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each batch with next(...)"
+        written += creation_todos(ctx, self.id, instances, followups, advice)
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("the Pipeline constructor gets no batch_size")
@@ -171,7 +177,7 @@ class PipelineClass(Rule):
         params = init.params.with_changes(params=init.params.params[1:])
         doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
         fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
-        imports = [s for s in ctx.module.body if _is_import(s)] + [cst.parse_statement("import nvidia.dali.fn")]
+        imports = _module_imports(ctx) + [cst.parse_statement("import nvidia.dali.fn")]
         mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
         mini_fn = mini.module.body[-1]
         last = mini_fn.body.body[-1]
@@ -230,6 +236,7 @@ class PipelineClass(Rule):
         value = _call_site_value(params, inst.call, threads.value) if threads is not None else None
         lines = list(inst.stmt.leading_lines)
         stmts: list[cst.BaseStatement] = []
+        after = list(inst.todo_lines)
         if value is not None and not is_unset(value):
             # before the pipeline is created, never while another one has work in flight
             stmts.append(set_threads_stmt(ctx, cst.Arg(value)).with_changes(leading_lines=lines))
@@ -242,8 +249,8 @@ class PipelineClass(Rule):
             inst.device_todo = device_message(ctx.text(where if where is not None else device.value))
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
-        if stmts or lines != list(inst.stmt.leading_lines):
-            stmts.append(inst.stmt.with_changes(leading_lines=lines))
+        if stmts or after or lines != list(inst.stmt.leading_lines):
+            stmts.append(inst.stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
         return edits + run_site_edits(ctx, inst, notes)
         return edits, fired, instances
@@ -307,5 +314,14 @@ def _methods(chain: list[cst.ClassDef]) -> dict[str, cst.FunctionDef]:
     return out
 
 
-def _is_import(stmt: cst.BaseStatement) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+def _module_imports(ctx: FileContext) -> list[cst.BaseStatement]:
+    """The module's imports, also those inside a top-level ``try``/``if`` (``try: import
+    nvidia.dali.fn as fn except ImportError: ...``), as plain statements."""
+    out: list[cst.BaseStatement] = []
+    for stmt in ctx.module.body:
+        for node in walk(stmt) if isinstance(stmt, (cst.Try, cst.If)) else [stmt]:
+            if isinstance(node, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body
+            ):
+                out.append(node.with_changes(leading_lines=[]))
+    return out

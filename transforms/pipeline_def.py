@@ -97,7 +97,7 @@ from ._backend.recognise import (
 )
 from ._backend.docstrings import output_names
 from ._backend.feeds import match_feeds
-from ._backend.sites import generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
+from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
 from ._cst import kwargs_of, no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
@@ -120,6 +120,8 @@ class PipelineDef(Rule):
             try:
                 graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec, followups)
                 alone = not followups and all(i.local for i in instances)
+                advice = generator_advice(fn.name.value, output_names(ctx, graph.outputs))
+                written = creation_todos(ctx, self.id, instances, followups, advice)
                 edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes, alone)
             except Refused as why:
                 refuse_pipeline(state, self.id, fn, why)
@@ -128,8 +130,7 @@ class PipelineDef(Rule):
             message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
             if needs_of(instances).checkpointing:
                 message += f"; {FORMAT_NOTE}"
-            advice = generator_advice(fn.name.value, output_names(ctx, graph.outputs))
-            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes, followups, advice)
+            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes, followups, advice, written=written)
             if ctx.project is not None:
                 ctx.project.migrated.add(fn.name.value)
 

@@ -44,7 +44,7 @@ from ._backend.handles import abandon_handles
 from ._backend.iterators import abandon_iterators
 from ._backend.model import FollowUp
 from ._backend.recognise import instances_of
-from ._backend.sites import follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
+from ._backend.sites import creation_todos, follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
 from ._cst import in_source_order
 
 
@@ -94,15 +94,17 @@ class PipelineUses(Rule):
         if not fp.migrated:
             return  # the definition's TODO (in its own module) tells why
         threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
+        advice = generator_advice(fp.name, ["its outputs"])
+        written = creation_todos(ctx, self.id, instances, followups, advice)
         edits: list[Edit] = []
         threads_set: set[tuple[int, str]] = set()
         for inst in instances:
             dropped = dropped_comments(ctx, [inst.kwargs])
             edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped, threads_set=threads_set)
         state.claimed += [inst.stmt for inst in instances]
-        advice = generator_advice(fp.name, ["its outputs"])
         if not edits:
             state.diagnostics.extend(follow_up_todos(ctx, self.id, followups, advice))
             return
         message = f"use the migrated pipeline {fp.name} of {fp.module}"
-        propose_pipeline_fix(state, self.id, alias, edits, message, [], notes, followups, advice, key=f"{fp.module}.{fp.name}")
+        key = f"{fp.module}.{fp.name}"
+        propose_pipeline_fix(state, self.id, alias, edits, message, [], notes, followups, advice, key=key, written=written)

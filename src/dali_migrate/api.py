@@ -59,7 +59,7 @@ def _analyse(code: str, path: str | None, select, ignore, project=None) -> _Anal
                 state.refused_pipeline = True
             state.fixes = [f for f in state.fixes if f.rule != rule.id]
             state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
-    local = [r for r in active if not r.structural and r.id != import_rule_id()]
+    local = [r for r in active if not r.structural and not r.last and r.id != import_rule_id()]
     if state.refused_pipeline:
         if local:
             state.diagnostics.append(
@@ -80,6 +80,9 @@ def _analyse(code: str, path: str | None, select, ignore, project=None) -> _Anal
         else:
             for rule in local:
                 rule().run(state)
+    for rule in active:
+        if rule.last:
+            rule().run(state)
     fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)

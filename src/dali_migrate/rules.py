@@ -45,6 +45,8 @@ class Rule:
     structural: ClassVar[bool] = False
     #: rewrites single nodes; structural rules compose these over the code they generate
     composable: ClassVar[bool] = False
+    #: runs after every other rule and sees what they proposed (e.g. to mark what is left)
+    last: ClassVar[bool] = False
 
     def run(self, state: FileState) -> None:  # pragma: no cover - interface
         raise NotImplementedError

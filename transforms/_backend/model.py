@@ -99,6 +99,8 @@ class Instance:
     feed_stmts: list[cst.BaseStatement] = field(default_factory=list)
     #: what a ``run()`` becomes when not ``next(pipe)`` (id of the run call -> the new call)
     run_calls: dict[int, cst.BaseExpression] = field(default_factory=dict)
+    #: follow-up TODOs about the creation statement itself, written with its new code
+    todo_lines: list[cst.EmptyLine] = field(default_factory=list)
 
     @property
     def name(self) -> str:

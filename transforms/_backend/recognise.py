@@ -58,6 +58,8 @@ def analyse_graph(
             reasons.append("the pipeline code yields or awaits")
         elif isinstance(node, cst.ClassDef):
             reasons.append("class definitions in the pipeline body")
+        elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+            reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
     body = list(container.body.body)
     docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
     if docstring is not None:
@@ -120,6 +122,12 @@ def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None
     taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
     base = (ndd_path or "reader").split(".")[-1].lower()
     return fresh_name(f"{base}_batch", taken)
+
+
+def _pipeline_api(ctx: FileContext, node: cst.Attribute) -> bool:
+    """``Pipeline.current()`` and the like: the Pipeline class used inside graph code."""
+    q = ctx.qualname(node.value)
+    return bool(q) and (q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline"))
 
 
 def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:

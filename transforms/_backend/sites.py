@@ -56,7 +56,7 @@ def pipeline_def_instance_edits(
     else:
         new_stmt = inst.stmt.deep_replace(inst.call, new_call)
     stmts: list[cst.BaseStatement] = []
-    todo_lines = list(comments)
+    todo_lines = list(comments) + inst.todo_lines
     if inst.device_todo:
         todo_lines.append(device_todo_line(ctx, inst, rule_id, notes))
     if threads is not None:
@@ -157,15 +157,17 @@ def propose_pipeline_fix(
     followups: list[FollowUp] = (),  # type: ignore[assignment]
     advice: str = "",
     key: str | None = None,
+    written: list[Diagnostic] = (),  # type: ignore[assignment]
 ) -> None:
     """The one fix that migrates a pipeline (definition and use sites) and its notes. Each
     follow-up becomes a TODO the fix writes above the code it is about (``advice`` says what the
-    pipeline object is now, for follow-ups that give no advice of their own)."""
+    pipeline object is now, for follow-ups that give no advice of their own); ``written``: the
+    follow-ups the edits already write (:func:`creation_todos`)."""
     edits = list({(e.start, e.end, e.text): e for e in edits}.values())  # a use reached twice
     todos = follow_up_todos(state.ctx, rule_id, followups, advice)
     inside = [d for d in todos if d.marker is not None and _within_edits(d.marker, edits)]
     edits = with_markers(edits, [d.marker for d in inside if d.marker is not None])
-    follow_ups = [d.message for d in todos]
+    follow_ups = [d.message for d in [*written, *todos]]
     fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes, key=key, follow_ups=follow_ups)
     state.fixes.append(fix)
     state.structural.append(fix.id)
@@ -175,10 +177,29 @@ def propose_pipeline_fix(
     state.diagnostics.extend(
         dataclasses.replace(d, marker=None if d in inside else d.marker, requires=fix.id) for d in todos
     )
+    state.diagnostics.extend(written)
 
 
 def _within_edits(marker: Edit, edits: list[Edit]) -> bool:
     return any(e.start <= marker.start < e.end for e in edits)
+
+
+def creation_todos(
+    ctx: FileContext, rule_id: str, instances: list[Instance], followups: list[FollowUp], advice: str
+) -> list[Diagnostic]:
+    """The follow-ups about the statements that create the pipelines (which the fix rewrites):
+    taken out of ``followups`` and put on the instances (``todo_lines``), to be written with the
+    new statement; returned as their diagnostics."""
+    written: list[Diagnostic] = []
+    for inst in instances:
+        mine = [f for f in followups if ctx.enclosing_statement(f.node) is inst.stmt]
+        if not mine:
+            continue
+        followups[:] = [f for f in followups if f not in mine]
+        for d in follow_up_todos(ctx, rule_id, mine, advice):
+            inst.todo_lines.append(comment_line(f"{TODO_PREFIX} {rule_id}: {d.message}"))
+            written.append(dataclasses.replace(d, marker=None))
+    return written
 
 
 def follow_up_todos(ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str) -> list[Diagnostic]:
