@@ -111,33 +111,52 @@ def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] 
 
 
 def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.SimpleString):
-    """``"mixed"`` assigned to a variable that is only ever a DALI ``device=`` argument."""
+    """``"mixed"`` assigned to a variable that is only ever a DALI ``device=`` argument (or
+    compared with string literals other than ``"gpu"``), or compared with such a variable."""
     if original.evaluated_value != "mixed":
         return None
     cur = ctx.parents.get(original)
     while isinstance(cur, cst.IfExp):
         cur = ctx.parents.get(cur)
-    if not isinstance(cur, cst.Assign) or len(cur.targets) != 1 or not isinstance(cur.targets[0].target, cst.Name):
+    if isinstance(cur, cst.ComparisonTarget):  # dev == "mixed"
+        comparison = ctx.parents.get(cur)
+        other = comparison.left if isinstance(comparison, cst.Comparison) else None
+        target = _binding(ctx, other) if isinstance(other, cst.Name) else None
+    elif isinstance(cur, cst.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0].target, cst.Name):
+        target = cur.targets[0].target
+    else:
         return None
-    target = cur.targets[0].target
+    return _gpu(updated) if target is not None and _device_variable(ctx, target) else None
+
+
+def _binding(ctx: FileContext, name: cst.Name) -> cst.Name | None:
+    """The one assignment target a variable read refers to."""
+    scope = ctx.scopes.get(name)
+    accesses = [a for a in scope.accesses[name.value] if a.node is name] if scope is not None else []
+    referents = [r for a in accesses for r in a.referents]
+    node = referents[0].node if len(referents) == 1 else None
+    return node if isinstance(node, cst.Name) else None
+
+
+def _device_variable(ctx: FileContext, target: cst.Name) -> bool:
+    """Every read of the variable ``target`` binds is a DALI ``device=`` argument, or a
+    comparison with string literals other than ``"gpu"`` (which ``"mixed"`` -> ``"gpu"`` keeps)."""
     scope = ctx.scopes.get(target)
     if scope is None:
-        return None
+        return False
     uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in in_source_order(ctx, a.references)]
-    if not uses:
-        return None
-    for use in uses:
-        arg = ctx.parents.get(use)
-        call = ctx.parents.get(arg)
-        if not (
-            isinstance(arg, cst.Arg)
-            and arg.keyword is not None
-            and arg.keyword.value == "device"
-            and isinstance(call, cst.Call)
-            and ctx.is_fn_ref(call.func)
-        ):
-            return None
-    return _gpu(updated)
+    return bool(uses) and all(_device_use(ctx, use) for use in uses)
+
+
+def _device_use(ctx: FileContext, use: cst.CSTNode) -> bool:
+    arg = ctx.parents.get(use)
+    call = ctx.parents.get(arg)
+    if isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "device":
+        return isinstance(call, cst.Call) and ctx.is_fn_ref(call.func)
+    if isinstance(arg, cst.Comparison) and arg.left is use:
+        others = [c.comparator for c in arg.comparisons]
+        return all(isinstance(o, cst.SimpleString) and o.evaluated_value != "gpu" for o in others)
+    return False
 
 
 # -- joining DM101 and DM102 on one call ---------------------------------------------------------

@@ -141,7 +141,7 @@ class PipelineDef(Rule):
         """The graph (Refused with every reason when it cannot migrate) and the objects created
         from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
-        dec_kwargs = kwargs_of(dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        dec_kwargs = decorator_kwargs(ctx, dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
         reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
@@ -277,6 +277,41 @@ def _settle_forms(
             abandon_iterators(inst, iterators_why[0], followups)
 
 
+def decorator_kwargs(ctx: FileContext, call: cst.Call) -> dict[str, cst.Arg]:
+    """The keyword arguments of ``@pipeline_def(...)``, with ``**kwargs`` of a dict literal
+    (``kwargs = {"batch_size": bs, ...}`` in the same scope) spread out."""
+    out: dict[str, cst.Arg] = {}
+    for a in call.args:
+        spread = spread_dict(ctx, a.value) if a.star == "**" else None
+        if spread is not None:
+            out.update(spread)
+        elif a.keyword is not None:
+            out[a.keyword.value] = a
+    return out
+
+
+def spread_dict(ctx: FileContext, expr: cst.BaseExpression) -> dict[str, cst.Arg] | None:
+    """``name`` bound once, to a dict literal with string keys: its items as keyword arguments."""
+    if not isinstance(expr, cst.Name):
+        return None
+    scope = ctx.scopes.get(expr)
+    bindings = list(scope.assignments[expr.value]) if scope is not None else []
+    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    value = assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+    if not isinstance(value, cst.Dict):
+        return None
+    out: dict[str, cst.Arg] = {}
+    for el in value.elements:
+        if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)):
+            return None
+        key = el.key.evaluated_value
+        if not isinstance(key, str) or not key.isidentifier():
+            return None
+        out[key] = cst.Arg(value=el.value, keyword=cst.Name(key))
+    return out
+
+
 def _definition_reasons(
     ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, dec_kwargs: dict[str, cst.Arg]
 ) -> list[str]:
@@ -286,8 +321,10 @@ def _definition_reasons(
         reasons.append("it has other decorators")
     if fn.asynchronous is not None:
         reasons.append("async pipeline function")
-    if isinstance(dec.decorator, cst.Call) and any(a.keyword is None for a in dec.decorator.args):
-        reasons.append("positional or ** arguments to @pipeline_def")
+    if isinstance(dec.decorator, cst.Call) and any(
+        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None) for a in dec.decorator.args
+    ):
+        reasons.append("positional arguments, or ** of something else than a dict literal, to @pipeline_def")
     if fn.params.star_kwarg is not None:
         reasons.append("the pipeline function takes **kwargs")
     reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)

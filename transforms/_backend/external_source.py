@@ -230,6 +230,8 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
         if made:
             return None, False
         return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
+    if isinstance(definition, cst.ClassDef) and not made and definition.name.value != name.value:
+        made = True  # eii = Batches(...) then source=eii: an object of the class
     if isinstance(definition, cst.ClassDef) and made:
         methods = {m.name.value: m for m in definition.body.body if isinstance(m, cst.FunctionDef)}
         if "__iter__" in methods:
@@ -266,6 +268,8 @@ def _definition(ctx: FileContext, name: cst.Name):
                     isinstance(t.target, cst.Name) and t.target.value == name.value for t in small.targets
                 ):
                     found.append(small)
+    if not found:
+        found = _local_binding(ctx, name)
     if len(found) != 1:
         return None
     node = found[0]
@@ -273,6 +277,18 @@ def _definition(ctx: FileContext, name: cst.Name):
         cls = _definition(ctx, node.value.func)
         return cls if isinstance(cls, cst.ClassDef) else node
     return node
+
+
+def _local_binding(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode]:
+    """The single assignment of a local ``name`` in its scope (``eii = Batches(files)`` in the
+    function that builds the pipeline), as :func:`_definition` finds module-level ones."""
+    scope = ctx.scopes.get(name)
+    if scope is None:
+        return []
+    bindings = list(scope.assignments[name.value])
+    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    return [assign] if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else []
 
 
 def _yields(fn: cst.FunctionDef) -> bool:

@@ -196,6 +196,8 @@ class Flow:
         holder = self.ctx.parents.get(lst)
         if not (isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst):
             return False
+        if not all(id(e.value) in self.known for e in lst.elements):
+            return False  # other things in the list too: its uses are not followed
         self.known.add(id(lst))
         found.copies = 2
         self._list(lst, label, found, depth)

@@ -122,7 +122,8 @@ def refuse_pipeline(
     its graph (``keep``, by default ``node``) and the functions of the module it calls keep
     their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
     code is not one definition (module-level graph code), no local rewrite of the file applies."""
-    state.diagnostics.append(state.ctx.todo(rule_id, node, f"pipeline not migrated{which}: {why}"))
+    text = " ".join(f"pipeline not migrated{which}: {why}".split())  # one line, whatever the code quoted
+    state.diagnostics.append(state.ctx.todo(rule_id, node, text))
     keep = node if keep is None else keep
     if isinstance(keep, cst.Module):
         state.refused_pipeline = True
