@@ -60,7 +60,7 @@ from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._backend.class_merge import NOT_MERGED, Merger
+from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
     device_todo,
@@ -157,7 +157,8 @@ class PipelineClass(Rule):
         merged = Merger(ctx, reasons, methods)
         body_stmts = merged.merge(init, graph_fn)
         kwargs = merged.kwargs
-        dropped = sorted(set(methods) - {"__init__", "define_graph"} - set(merged.helpers) - set(blocked))
+        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *merged.helpers, *blocked}
+        dropped = sorted(set(methods) - merged_methods)
         if dropped:
             notes.append(ctx.info(self.id, cls, f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
                                   "their callers get a TODO"))
@@ -177,7 +178,10 @@ class PipelineClass(Rule):
         params = init.params.with_changes(params=init.params.params[1:])
         doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
         fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
-        imports = _module_imports(ctx) + [cst.parse_statement("import nvidia.dali.fn")]
+        imports = _module_imports(ctx) + [
+            cst.parse_statement("import nvidia.dali.fn"),
+            cst.parse_statement(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
+        ]
         mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
         mini_fn = mini.module.body[-1]
         last = mini_fn.body.body[-1]

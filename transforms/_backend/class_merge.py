@@ -28,9 +28,21 @@ from dali_migrate.context import OPS_PREFIX, FileContext
 
 from .._cst import is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
+from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
 
 #: methods a Pipeline subclass defines that the merged function has no place for
-NOT_MERGED = {"iter_setup": "iter_setup feeds the pipeline before each run, which is not migrated yet"}
+NOT_MERGED: dict[str, str] = {}
+#: methods merged into the loop of the graph function
+LOOP_METHODS = ("iter_setup",)
+
+#: attributes of a Pipeline -> the constructor argument they hold
+_PIPELINE_ATTRS = {
+    "batch_size": "batch_size",
+    "max_batch_size": "batch_size",
+    "num_threads": "num_threads",
+    "device_id": "device_id",
+    "seed": "seed",
+}
 
 _Path = tuple[tuple[cst.If, bool], ...]  # the if statements around an assignment, True: in its body
 
@@ -75,8 +87,31 @@ class Merger:
         if not self.found_super:
             self.reasons.append("__init__ does not call the Pipeline constructor")
         helpers = [self._helper(fn) for fn in self.helpers.values()]
-        graph = [s for stmt in _body(graph_fn) for s in self._graph_statement(stmt)]
+        body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
+        graph = [s for stmt in body for s in self._graph_statement(stmt)]
         return prefix + helpers + graph
+
+    def _with_feeds(self, body: list[cst.BaseStatement], setup: cst.FunctionDef | None) -> list[cst.BaseStatement]:
+        """``define_graph``'s statements with the external sources ``iter_setup`` feeds replaced
+        by its code (see ``iter_setup``)."""
+        if setup is None:
+            return body
+        fed = fed_nodes(setup)
+        sources = [i for i, s in enumerate(body) if self._source_read(s, fed or [])]
+        if fed is None or len(sources) != len(fed):
+            self.reasons.append("iter_setup feeds something else than the external sources define_graph reads")
+            return body
+        block = inline_block(setup, self.ctx.ndd)
+        blocks = block if isinstance(block, list) else [block]
+        return body[: sources[0]] + blocks + [s for i, s in enumerate(body) if i > sources[0] and i not in sources]
+
+    def _source_read(self, stmt: cst.BaseStatement, fed: list[str]) -> bool:
+        """``self.jpegs = self.input()`` of an external source object, for a fed ``jpegs``."""
+        target, value = _self_assignment(stmt)
+        if target not in fed or not (isinstance(value, cst.Call) and _is_self_attr(value.func)) or value.args:
+            return False
+        variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
+        return bool(variants) and all(v.op.fn_path == EXTERNAL_SOURCE for v in variants)
 
     def _collect(self, node: cst.FunctionDef | cst.If | cst.Else, path: _Path) -> None:
         """Operator objects and attributes ``__init__`` sets, with the ``if``s around them."""
@@ -117,7 +152,7 @@ class Merger:
             for n in walk(todo.pop()):
                 if _is_self_attr(n) and n.attr.value in self.methods and n.attr.value not in found:
                     name = n.attr.value
-                    if name in ("__init__", "define_graph") or name in NOT_MERGED:
+                    if name in ("__init__", "define_graph", *LOOP_METHODS) or name in NOT_MERGED:
                         continue
                     found[name] = self.methods[name]
                     todo.append(self.methods[name])
@@ -299,6 +334,9 @@ class _Rewriter(cst.CSTTransformer):
         name = original.attr.value
         if name in self.m.attrs or name in self.m.helpers:
             return cst.Name(name)
+        arg = self.m.kwargs.get(_PIPELINE_ATTRS.get(name, ""))
+        if arg is not None:  # self.batch_size: what the Pipeline constructor was given
+            return arg.value
         if name not in self.m.ops:
             self.m.reasons.append(f"self.{name} is not set in __init__")
         return updated

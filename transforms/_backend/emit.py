@@ -62,7 +62,10 @@ def emit_generator_body(
         loop = loop.with_changes(leading_lines=[*plan.dropped, *loop.leading_lines])
     doc = e.graph.docstring
     if doc is None:
-        kind = "fed" if e.fed else "endless" if not e.graph.sources else "sourced"
+        ends = e.graph.sources or any(
+            isinstance(n, cst.Return) and n.value is None for s in e.graph.body for n in walk(s)
+        )
+        kind = "fed" if e.fed else "sourced" if ends else "endless"
         doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
     body: list[cst.BaseStatement] = [doc]
     body += e.lowered_setup + hoisted

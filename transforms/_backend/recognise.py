@@ -53,7 +53,8 @@ def analyse_graph(
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
         elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
-            reasons.append("the pipeline returns before its last statement")
+            if not _ends_data(ctx, node):
+                reasons.append("the pipeline returns before its last statement")
         elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
             reasons.append("the pipeline code yields or awaits")
         elif isinstance(node, cst.ClassDef):
@@ -128,6 +129,14 @@ def _pipeline_api(ctx: FileContext, node: cst.Attribute) -> bool:
     """``Pipeline.current()`` and the like: the Pipeline class used inside graph code."""
     q = ctx.qualname(node.value)
     return bool(q) and (q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline"))
+
+
+def _ends_data(ctx: FileContext, ret: cst.Return) -> bool:
+    """A bare ``return`` under ``except StopIteration:``: the data ended (``iter_setup``)."""
+    cur = ctx.parents.get(ret)
+    while cur is not None and not isinstance(cur, cst.ExceptHandler):
+        cur = ctx.parents.get(cur)
+    return ret.value is None and isinstance(cur, cst.ExceptHandler) and ctx.text(cur.type or cst.Name("")) == "StopIteration"
 
 
 def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
