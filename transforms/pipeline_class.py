@@ -210,7 +210,7 @@ class PipelineClass(Rule):
         notes += [Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes]
         leading = list(cls.leading_lines)
         device = kwargs.get("device_id")
-        todo = device_todo(mini, mini_fn, device)
+        todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
         if todo and not instances:  # the callers pass the device: with none in sight, say it here
             leading.append(comment_line(f"{TODO_PREFIX} {self.id}: {todo}"))
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
@@ -250,7 +250,7 @@ class PipelineClass(Rule):
             notes.append(ctx.info(self.id, inst.stmt, text))
         where = _call_site_value(params, inst.call, device.value) if device is not None else None
         if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
-            inst.device_todo = device_message(ctx.text(where if where is not None else device.value))
+            inst.device_todo = device_message(ctx.text(where if where is not None else device.value), inst.label)
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
         if stmts or after or lines != list(inst.stmt.leading_lines):

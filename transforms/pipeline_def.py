@@ -167,7 +167,8 @@ class PipelineDef(Rule):
                 if "seed" not in inst.kwargs:
                     followups.append(FollowUp(inst.call, f"{inst.label} gives no seed=", "pass seed= here too"))
         for inst in instances:
-            inst.device_todo = device_todo(ctx, fn, inst.kwargs.get("device_id", dec_kwargs.get("device_id")))
+            device = inst.kwargs.get("device_id", dec_kwargs.get("device_id"))
+            inst.device_todo = device_todo(ctx, fn, device, inst.label)
             if not ({"batch_size", "max_batch_size"} & (set(dec_kwargs) | set(inst.kwargs))):
                 followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"))
         return graph, dec_kwargs, instances, seed_source

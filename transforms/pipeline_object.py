@@ -134,7 +134,6 @@ class PipelineObject(Rule):
         own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)
-        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"))
         for use in inst.iterators:  # not migrated for this front end
             followups.append(FollowUp(use.call, f"{ctx.text(use.call.func)} over `{var}` is not migrated", BY_HAND_TORCH))
         inst.iterators = []
@@ -151,6 +150,7 @@ class PipelineObject(Rule):
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
+        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),

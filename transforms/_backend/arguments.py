@@ -108,18 +108,22 @@ def dropped_comments(
     return lines
 
 
-def device_todo(ctx: FileContext, container: cst.CSTNode, device_id: cst.Arg | None) -> str | None:
-    """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU."""
+def device_todo(
+    ctx: FileContext, container: cst.CSTNode, device_id: cst.Arg | None, where: str = ""
+) -> str | None:
+    """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU (``where``: the
+    code that made the pipeline, as the TODO names it)."""
     if device_id is None or is_literal(device_id.value, (0, None)) or not uses_gpu(container):
         return None
-    return device_message(ctx.render(device_id.value, []))
+    return device_message(ctx.render(device_id.value, []), where)
 
 
-def device_message(value: str) -> str:
+def device_message(value: str, where: str = "") -> str:
     """The TODO for a dropped ``device_id=<value>``."""
+    made = f"`{where}` made the pipeline with device_id={value}" if where else f"device_id={value} was dropped"
     return (
-        f"device_id={value} was dropped: dynamic mode runs GPU operators on the current CUDA device; "
-        f"make it {value} before iterating (torch.cuda.set_device or ndd.Device)"
+        f"{made}: dynamic mode runs GPU operators on the current CUDA device; select device {value} "
+        f"before iterating (torch.cuda.set_device({value}), or `with ndd.Device(\"gpu\", {value}):`)"
     )
 
 

@@ -153,6 +153,8 @@ class Flow:
         for node in ctx.nodes_of(cst.Attribute):
             if node.attr.value != attr or any(s.target is node for s in stores) or id(node) in self.seen:
                 continue
+            if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(ctx, node):
+                continue  # import nvidia.dali.pipeline
             if clean and within(ctx, node, cls) and _self_attribute(ctx, node) is not None:
                 yield node
             else:
@@ -346,6 +348,11 @@ def _references(ctx: FileContext, fn: cst.FunctionDef) -> list[cst.CSTNode]:
     if scope is None:
         return []
     return [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    stmt = ctx.enclosing_statement(node)
+    return any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in getattr(stmt, "body", ()))
 
 
 def _is_append(ctx: FileContext, ref: cst.CSTNode) -> bool:

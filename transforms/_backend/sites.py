@@ -212,8 +212,37 @@ def follow_up_todos(ctx: FileContext, rule_id: str, followups: list[FollowUp], a
     for group in by_stmt.values():
         texts = [f"{f.what}: {f.advice or advice}" if (f.advice or advice) else f.what for f in group]
         text = " ".join("; ".join(dict.fromkeys(texts)).split())  # one line, whatever the code quoted
-        todos.append(ctx.todo(rule_id, group[0].node, text))
+        todos.append(_at_line(ctx, ctx.todo(rule_id, group[0].node, text), group[0].node))
     return sorted(todos, key=lambda d: (d.line, d.col))
+
+
+def _at_line(ctx: FileContext, todo: Diagnostic, node: cst.CSTNode) -> Diagnostic:
+    """The TODO right above the line of ``node`` when that line continues a statement inside
+    brackets (a comment line is valid there), so that it stands next to the code it is about."""
+    line = ctx.positions[node].start.line
+    stmt = ctx.enclosing_statement(node)
+    if todo.marker is None or line == ctx.positions[stmt].start.line or not _bracketed_line(ctx, stmt, line):
+        return todo
+    start = ctx.lines.offset(line, 0)
+    indent = ctx.source[start : start + ctx.positions[node].start.column]
+    indent = indent[: len(indent) - len(indent.lstrip())] if indent.strip() else indent
+    marker = Edit(start, start, f"{indent}{TODO_PREFIX} {todo.rule}: {todo.message}{ctx.module.default_newline}")
+    return dataclasses.replace(todo, marker=marker, line=line)
+
+
+def _bracketed_line(ctx: FileContext, stmt: cst.CSTNode, line: int) -> bool:
+    """``line`` of the simple statement ``stmt`` starts inside its brackets, not in a string or
+    after a backslash."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for n in walk(stmt):
+        if isinstance(n, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            pos = ctx.positions[n]
+            if pos.start.line < line <= pos.end.line:
+                return False
+    start = ctx.lines.offset(line, 0)
+    previous = ctx.source[:start].rstrip("\r\n")
+    return not previous.endswith("\\")
 
 
 def with_markers(edits: list[Edit], markers: list[Edit]) -> list[Edit]:
