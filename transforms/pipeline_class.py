@@ -43,9 +43,11 @@ How: ``__init__`` and ``define_graph`` are merged into one graph function (each 
 operator object becomes the operator call with the object's arguments; ``self.x`` attributes
 become local names), which the back end shared with DM200 migrates. Methods are looked up
 through base classes defined in the same file, so a hierarchy sharing a base ``define_graph``
-migrates class by class. Anything else done with the class or its objects (other methods,
-``iter_setup``/``feed_input``, attributes read from outside, subclasses elsewhere) leaves the
-code as it was, with one TODO that lists the reasons.
+migrates class by class. Operator objects made under an ``if`` in ``__init__`` are called under
+the same condition, helper methods ``define_graph`` calls become functions of the body,
+``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
+``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
+stand, as for DM200.
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """

@@ -37,7 +37,7 @@ After::
         train_step(ndd.as_tensor(images), ndd.as_tensor(labels))
 
 The reader is built once, outside the per-batch code, and epochs are chained without end, which
-is exactly the stream ``pipe.run()`` produced (dali-semantics section 3). ``batch_size`` and
+is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
 pipeline is created. Outputs read through the TensorList API are rewritten to the Batch API.
@@ -54,10 +54,13 @@ before the generator of batches: ``reader, pipe = train_pipe(...)``, then
 format is not the pipeline's. ``pipe.reset()`` of a pipeline without external sources does nothing
 and is removed (``_handles.py``).
 
-The whole pipeline (definition and use sites) is one fix. When anything in it is beyond what
-this rule can prove equivalent (several readers, ``external_source``, unsupported conditionals,
-``pipe`` passed to other code, ...), nothing is changed: the definition gets a TODO that lists
-every reason, and no other rule touches the file.
+The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
+wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
+parameters); a use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an
+unknown method) keeps its code and gets a TODO right above it that says what to write there,
+written with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
+over (an operator dynamic mode lacks, an unsupported conditional, ...), the definition stays as
+it was with a TODO that lists every reason, and the code that builds it keeps its ``fn.*``.
 
 Safety: safe. Random values differ from the old pipeline's (hidden per-operator seeds of pipeline
 mode cannot be reproduced by readable code); ``dali-migrate verify`` aligns the random streams to

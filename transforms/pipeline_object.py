@@ -29,8 +29,8 @@ are read then (the same values unless the code reassigns them in between). ``bat
 ``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
 Everything the shared back end of DM200 does applies (readers built once, several readers,
 random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).
-Anything else done with ``pipe`` (passed to a function, returned, an iterator) leaves the code
-as it was, with one TODO that lists the reasons.
+The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
+the tool cannot rewrite gets a TODO where it stands.
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """

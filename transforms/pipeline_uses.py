@@ -24,9 +24,10 @@ After (``pipelines.py`` migrated by DM200 in the same run)::
         print(np.asarray(ndd.as_tensor(images)).shape)
 
 The definition and its uses are found by a discovery pass over all the paths given to one run
-(``dali-migrate --write src/``): the definition migrates only when every use in every module can
-be followed, and the uses here change only when the definition migrates, so no module is left
-calling the other in the old way. Run on one file alone, this rule sees nothing to do.
+(``dali-migrate --write src/``): the uses here change when the definition migrates, and those
+the tool cannot follow get a TODO where they stand. A definition used in other modules stays a
+plain generator of batches (no reader handles or iterator epochs), so every module calls it the
+same way. Run on one file alone, this rule sees nothing to do (DM205 marks the uses then).
 
 Safety: safe.
 """

@@ -29,11 +29,11 @@ After (in the migrated generator)::
         ...
     out = ndd.as_batch(out_samples)
 
-A Batch has no truth value (``if batch:`` is always true, pitfall 2), so the predicate is read
+A Batch has no truth value (``if batch:`` is always true; docs/dali-facts.md [truth]), so the predicate is read
 sample by sample. Each branch runs once on the sub-batch of its samples (``ndd.as_batch`` of the
-picked tensors: ``Batch.select`` with a list is broken in DALI 2.4, pitfall 1), only when it has
-samples (ops fail on empty batches, pitfall 18); its random operators get the sub-batch's size.
-A branch without samples still advances the RNG by 7 words per random call (pitfall 8, row 20),
+picked tensors: ``Batch.select`` with a list gives the whole batch in DALI 2.4, [select]), only when it has
+samples (operators fail on empty batches); its random operators get the sub-batch's size.
+A branch without samples still advances the RNG by 7 words per random call ([rng]),
 and branches run in source order, so the draws keep the order of the pipeline's graph. Names a
 branch assigns are merged back in sample order; a name only one branch assigns keeps its old
 samples elsewhere.
@@ -92,7 +92,7 @@ from .model import Refused
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
 SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round", "tuple", "list", "range"}
-#: words of RNG state one ndd random call draws (dali-semantics section 2.1)
+#: words of RNG state one ndd random call draws (docs/dali-facts.md [rng])
 STATE_WORDS = 7
 EMPTY_BRANCH_COMMENT = "# pipeline mode drew the random states of this branch's operators even with no samples"
 

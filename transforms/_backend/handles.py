@@ -1,5 +1,5 @@
-"""Pipeline methods that need a handle on the migrated pipeline's reader or state (issue 3
-shape 4, issue 5 item 4): ``pipe.epoch_size()``, ``pipe.reader_meta()``, ``pipe.checkpoint()``
+"""Pipeline methods that need a handle on the migrated pipeline's reader or state:
+``pipe.epoch_size()``, ``pipe.reader_meta()``, ``pipe.checkpoint()``
 and ``p(..., checkpoint=cpt)``, and ``pipe.reset()``. A component of DM200, not a rule.
 
 Before::
@@ -41,16 +41,16 @@ After::
     _, _, restored = numbers(data_dir, checkpoint=cpt)
 
 Why this shape: the reader lives in the generator, whose body runs only at the first
-``next()``; the call site needs the reader (metadata, row 12) and the checkpoint (state, row 40)
+``next()``; the call site needs the reader (its metadata) and the checkpoint (its state)
 before that, so the function builds them eagerly and returns them next to the generator of
 batches, which is the same inner ``batches()`` the iterator migration uses. Only pipelines whose
 instances need a handle change shape. The reader is built with ``max_batch_size`` (metadata read
-before the first batch would fix the batch size to 1, pitfall 4) and ``enable_checkpointing=True``
+before the first batch would fix the batch size to 1: docs/dali-facts.md [metadata]) and ``enable_checkpointing=True``
 (then no capture mode, which does not support checkpoints). Registration happens before the first
 ``next_epoch``, as a restore requires.
 
 A restore from a checkpoint taken in the middle of an epoch: the restored ndd reader yields a
-full-length epoch from the saved position (pitfall 12), but the generator chains epochs without
+full-length epoch from the saved position, but the generator chains epochs without
 end, so the stream of batches equals what the restored pipeline's ``run()`` gave; checked with
 padding, shards (with and without ``stick_to_shard``), ``random_shuffle`` and
 ``shuffle_after_epoch``. A pipeline consumed by epochs (framework iterators) is not migrated here.
