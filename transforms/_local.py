@@ -16,7 +16,6 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._cst import walk
 
 
 class LocalEnv:

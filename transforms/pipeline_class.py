@@ -56,8 +56,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dali_migrate.catalog import OpInfo
-from dali_migrate.context import OPS_PREFIX, FileContext
+from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
@@ -68,7 +67,6 @@ from ._backend.arguments import (
     device_todo,
     dropped_comments,
     is_unset,
-    pipeline_ctor_kwargs,
     set_threads_stmt,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
@@ -259,7 +257,6 @@ class PipelineClass(Rule):
             stmts.append(inst.stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
         return edits + run_site_edits(ctx, inst, notes)
-        return edits, fired, instances
 
 
 def _drop_iterators(instances: list[Instance], followups: list[FollowUp]) -> None:

@@ -101,7 +101,7 @@ from ._backend.recognise import (
 from ._backend.docstrings import output_names
 from ._backend.feeds import match_feeds
 from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
-from ._cst import kwargs_of, no_space_equal, param_names, truthy, within
+from ._cst import no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
 
