@@ -267,8 +267,8 @@ def bench(forms, batches: int, repeat: int, bs: int) -> None:
                 print(f"{form}: failed: {(proc.stdout + proc.stderr).strip()[-200:]}")
                 continue
             results[form].append(tuple(float(x) for x in lines[-1].split()))
-    print(f"device {device()}, batch {bs} (96x112 JPEGs), {batches} batches after 10 warm-up, {repeat} fresh "
-          f"processes per form, load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(f"device {device()}, batch {bs} (96x112 JPEGs), {batches} batches after 10 warm-up, "
+          f"{repeat} fresh processes per form, load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
     base = statistics.median(r[0] for r in results["eager"]) if results.get("eager") else None
     print(f"{'form':24} {'batches/s':>9} {'min-max':>13} {'vs eager':>8} {'CPU ms/batch':>12}")
     for form, values in results.items():

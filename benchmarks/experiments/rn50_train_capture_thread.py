@@ -43,10 +43,13 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
         for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
             images = ndd.decoders.image(jpegs, device="gpu", output_type=types.RGB)
             mirror = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
-            images = ndd.random_resized_crop(images, size=(224, 224), random_area=[0.25, 1.0], rng=rng)
+            images = ndd.random_resized_crop(
+                images, size=(224, 224), random_area=[0.25, 1.0], rng=rng
+            )
             images = ndd.crop_mirror_normalize(
                 images, dtype=types.FLOAT16, output_layout="CHW",
-                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
             )
             yield images, labels.gpu()
 
