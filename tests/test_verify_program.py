@@ -6,7 +6,10 @@ run the program and project fixtures with several pipelines on CPU DALI."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -200,7 +203,7 @@ def test_cli_program_usage_errors(tmp_path: Path, args: list[str], message: str)
 
 # -- the fixtures with several pipelines, on CPU DALI ---------------------------------------------
 
-SEVERAL = ["x_train_val_interleaved", "y_three_pipelines"]
+SEVERAL = ["x_train_val_interleaved", "y_three_pipelines", "z_gpu_train_val"]
 
 
 @pytest.mark.dali
@@ -252,3 +255,23 @@ def test_two_capture_loops_in_one_program_are_a_mismatch(tmp_path: Path, synthet
     entry = _only(report)
     assert entry.verdict == "mismatch" and entry.side == "new"
     assert "Only one capture-mode loop can be active at a time" in entry.reason
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_lowering_copies_code_not_data_and_never_opens_a_fifo(tmp_path: Path) -> None:
+    """A CPU run of code that asks for a GPU runs a lowered copy of the program's modules and
+    packages; other entries of its folder (data, a FIFO) are linked, never read or walked."""
+    body = 'device = "gpu"\nprint(device, open("data/x.txt").read())\n'
+    for side in ("old", "new"):
+        folder = tmp_path / side
+        (folder / "data").mkdir(parents=True)
+        (folder / "data" / "x.txt").write_text("data")
+        (folder / "data" / "not_a_module.py").write_text("raise SystemExit('walked')")
+        os.mkfifo(folder / "pipe.py")
+        (folder / "train.py").write_text(body.replace('"data/', f'"{folder}/data/'))
+    code = ("from dali_migrate.harness.program import verify_program; import sys; "
+            f"r = verify_program({str(tmp_path / 'old' / 'train.py')!r}, "
+            f"{str(tmp_path / 'new' / 'train.py')!r}, device='cpu', timeout=60); "
+            "print(r.pipelines[0].verdict, r.lowered, len(r.lowering))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["match", "True", "2"], proc.stdout + proc.stderr

@@ -295,32 +295,38 @@ def prepared_root(spec: ProgramSpec, device: str, work: Path, lowering: list[str
     return _mirror(root, lowered, work)
 
 
+def _is_package(folder: Path) -> bool:
+    return folder.name not in _SKIP_DIRS and not folder.name.startswith(".") and (
+        folder / "__init__.py").is_file()
+
+
 def _python_files(root: Path) -> list[Path]:
+    """The regular ``.py`` files of ``root`` and of its packages (folders with an
+    ``__init__.py``, recursively); data folders beside the code are not walked."""
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
-        found.extend(Path(dirpath) / f for f in filenames if f.endswith(".py"))
-    return sorted(found)
+    for entry in sorted(root.iterdir()):
+        if entry.suffix == ".py" and entry.is_file():  # is_file: a FIFO is never opened
+            found.append(entry)
+        elif entry.is_dir() and not entry.is_symlink() and _is_package(entry):
+            found.extend(_python_files(entry))
+    return found
 
 
-def _mirror(root: Path, lowered: dict[Path, str], work: Path) -> Path:
-    """A copy of ``root``'s Python files (lowered where given); everything else linked."""
-    target = work
+def _mirror(root: Path, lowered: dict[Path, str], target: Path) -> Path:
+    """A copy of ``root``'s modules and packages (lowered where given); every other entry of
+    it is a link to the original."""
     if target.exists():
         shutil.rmtree(target)
-    for path in _python_files(root):
-        copy = target / path.relative_to(root)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(lowered.get(path) or path.read_text(encoding="utf-8", errors="replace"),
-                        encoding="utf-8")
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
-        for name in filenames:
-            path = Path(dirpath) / name
-            copy = target / path.relative_to(root)
-            if not name.endswith(".py") and not copy.exists():
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                copy.symlink_to(path)
+    target.mkdir(parents=True)
+    for entry in sorted(root.iterdir()):
+        copy = target / entry.name
+        if entry.suffix == ".py" and entry.is_file():
+            text = lowered.get(entry) or entry.read_text(encoding="utf-8", errors="replace")
+            copy.write_text(text, encoding="utf-8")
+        elif entry.is_dir() and not entry.is_symlink() and _is_package(entry):
+            _mirror(entry, lowered, copy)
+        else:
+            copy.symlink_to(entry)
     return target
 
 
