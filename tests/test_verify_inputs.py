@@ -216,3 +216,19 @@ def test_what_is_not_run_is_reported(tmp_path: Path) -> None:
     assert "np.random.seed(0)" in kept and "def main" in kept and "__main__" not in kept
     assert dropped == ["line 6: main()", "line 7: pipe = main()", "line 8: pipe.build()",
                        "line 9: run(3)", "line 10: raise SystemExit(main())"]
+
+
+@pytest.mark.dali
+def test_calls_into_the_programs_own_modules_are_not_run_on_import(tmp_path: Path) -> None:
+    """``from helpers import train; train()`` at module level runs the program: it is left out
+    (and reported) also when the sources come from memory, as ``--write --verify`` gives them."""
+    pytest.importorskip("nvidia.dali")
+    from dali_migrate.harness.verify import verify_code
+
+    (tmp_path / "helpers.py").write_text("def train():\n    raise SystemExit('the program ran')\n")
+    tail = "\nfrom helpers import train\ntrain()\n"
+    old, new = CASE.joinpath("old.py").read_text() + tail, CASE.joinpath("new.py").read_text() + tail
+    report = verify_code(old, new, base_dir=tmp_path, device="cpu", samples=6, iterations=2)
+    assert report.ok, [p.reason for p in report.pipelines]
+    last = [f"{side} line {len(code.splitlines())}: train()" for side, code in (("OLD", old), ("NEW", new))]
+    assert report.not_run == last

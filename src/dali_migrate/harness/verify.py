@@ -593,7 +593,8 @@ def verify(old: str | os.PathLike, new: str | os.PathLike, options: VerifyOption
     try:
         lowering: list[str] = []
         not_run: list[str] = []
-        local = _local_modules(old_path.parent, new_path.parent)
+        extra = [Path(p) for p in opts.extra_sys_path or []]
+        local = _local_modules(old_path.parent, new_path.parent, *extra)
         copies = {role: _prepare(role, code, resolved, work, local, lowering, not_run)
                   for role, code in sources.items()}
         sys_path = [str(old_path.parent), str(new_path.parent)]
