@@ -55,8 +55,8 @@ def test_verify_needs_write(tmp_path: Path) -> None:
     assert "--verify goes with --write" in result.output
 
 
-def test_whole_program_check_holds_back_a_file_whose_program_runs_differently(tmp_path: Path,
-                                                                              synthetic_data) -> None:
+def test_whole_program_check_holds_back_a_file_that_runs_differently(tmp_path: Path,
+                                                                     synthetic_data) -> None:
     """Every pipeline of the file verifies, but the program around them prints something else:
     with ``program_args`` (``--write --verify`` of a program) the file is not written."""
     pytest.importorskip("nvidia.dali")
@@ -70,13 +70,27 @@ def test_whole_program_check_holds_back_a_file_whose_program_runs_differently(tm
     expected = (case / "new.py").read_text()
     data = str(synthetic_data({"kind": "jpeg_folders", "classes": 2, "per_class": 5}))
     options = dict(program_args=[data, "2"], program_entry="main", device="cpu", samples=6)
-    for code, verdict in ((expected, "match"), (expected.replace("round {round_}", "round {round_ + 1}"),
-                                                "mismatch")):
+    broken = expected.replace("round {round_}", "round {round_ + 1}")
+    for code, verdict in ((expected, "match"), (broken, "mismatch")):
         given = type(result)(result.source, code, result.fixes, result.diagnostics, result.applied)
         vm = verify_migration(old, result=given, **options)
         verdicts = {p.name: p.verdict for p in vm.report.pipelines}
         assert verdicts == {"train_pipe": "match", "val_pipe": "match", PROGRAM: verdict}
         assert vm.changed == (verdict == "match")
         assert (vm.code == code) if verdict == "match" else (vm.code == old.read_text())
-    assert any("not written: verify --program found mismatch: standard output differs" in d.message
-               for d in vm.diagnostics)
+    why = "not written: verify found mismatch for the whole file: standard output differs"
+    assert any(why in d.message for d in vm.diagnostics)
+
+
+def test_migrated_code_that_does_not_compile_is_not_written(tmp_path: Path) -> None:
+    target = _copy(tmp_path)
+    from dali_migrate import migrate_source
+    from dali_migrate.harness.migration import verify_migration
+
+    result = migrate_source(target.read_text())
+    broken = type(result)(result.source, result.code + "\ndef oops(:\n", result.fixes,
+                          result.diagnostics, result.applied)
+    vm = verify_migration(target, result=broken, device="cpu")
+    assert not vm.changed and vm.code == target.read_text()
+    messages = [d.message for d in vm.diagnostics]
+    assert any("not written" in m and "not valid Python" in m for m in messages), messages

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .verify import PipelineReport, VerifyReport, verify_code
+from .verify import InputError, PipelineReport, VerifyReport, verify_code
 
 __all__ = ["PROGRAM", "VerifiedMigration", "verify_migration"]
 
@@ -84,8 +84,12 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
     result = result if result is not None else migrate_source(code, path=str(path))
     if not result.changed:
         return VerifiedMigration(str(path), code)
-    report = verify_code(code, result.code, old_name=path.name, new_name=path.name, base_dir=path.parent,
-                         kwargs=kwargs, **options)
+    try:
+        report = verify_code(code, result.code, old_name=path.name, new_name=path.name,
+                             base_dir=path.parent, kwargs=kwargs, **options)
+    except InputError as e:  # the migrated code itself cannot be run: nothing of it is written
+        report = VerifyReport(str(path), str(path), options.get("device", "auto"), False)
+        report.pipelines.append(PipelineReport(PROGRAM, "error", str(e), side="new"))
     if program_args is not None:
         whole = _whole_program(path, code, result.code, program_args, program_entry, options)
         report.pipelines.append(whole)
@@ -113,9 +117,10 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
                 rejected.add(fix.id)
                 changed = True
     whole = failing.get(PROGRAM)
-    if whole is not None:  # the program as a whole does not run the same: the file stays as it was
+    if whole is not None:  # the file as a whole does not run the same (or at all): it stays as it was
         rejected |= applied_ids
-        message = f"not written: verify --program found {whole.verdict}: {whole.summary()}"
+        message = (f"not written: verify found {whole.verdict} for the whole file: "
+                   f"{whole.summary()}")
         diagnostics.append(Diagnostic(rule="verify", line=1, severity="error", message=message))
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the
