@@ -4,6 +4,7 @@
 #   bash benchmarks/experiments/capture_exit_gpu.sh exit      # exit codes per form, 5 runs each
 #   bash benchmarks/experiments/capture_exit_gpu.sh capture   # two pipelines: raised? equal?
 #   bash benchmarks/experiments/capture_exit_gpu.sh bench     # RN50 training: capture forms
+#   bash benchmarks/experiments/capture_exit_gpu.sh programs  # the multi-pipeline fixtures, whole
 # RUNS=N changes the number of runs. Output: tables on stdout (also under $OUT when set).
 set -u
 RUNS=${RUNS:-5}
@@ -28,6 +29,11 @@ bench)
   python $EXP/capture_forms.py --bench --device gpu --repeat 3 --batches 300 \
     eager eager-lazy capture-both capture-thread 2>&1 | out bench
   ;;
+programs)
+  python -m pytest -q -rA tests/test_verify_program.py tests/test_programs.py tests/test_projects.py \
+    -k "x_train or y_three or z_gpu or train_val or several or capture_loops" 2>&1 | out programs
+  python -m pytest -q -rA -m gpu tests/test_verify_programs.py 2>&1 | out programs
+  ;;
 *)
-  echo "usage: $0 exit|capture|bench" >&2; exit 2 ;;
+  echo "usage: $0 exit|capture|bench|programs" >&2; exit 2 ;;
 esac
