@@ -275,3 +275,16 @@ def test_lowering_copies_code_not_data_and_never_opens_a_fifo(tmp_path: Path) ->
             "print(r.pipelines[0].verdict, r.lowered, len(r.lowering))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["match", "True", "2"], proc.stdout + proc.stderr
+
+
+def test_a_called_entry_that_returns_none_or_other_values(tmp_path: Path) -> None:
+    nothing = "def main():\n    print('done')\n"
+    old, new = _pair(tmp_path, nothing, nothing)
+    assert _only(verify_program(old, new, entry="main", device="cpu", timeout=60)).verdict == "match"
+    other = "def main():\n    return {1, 2}\n"  # not arrays: compared by repr()
+    (tmp_path / "b").mkdir()
+    changed = _script(tmp_path / "b" / "train.py", other.replace("2}", "3}"))
+    _script(old, other)
+    entry = _only(verify_program(old, changed, entry="main", device="cpu", timeout=60))
+    assert entry.verdict == "mismatch"
+    assert entry.reason == "returned values differ: OLD '{1, 2}', NEW '{1, 3}'"

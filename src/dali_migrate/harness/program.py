@@ -66,9 +66,13 @@ result = getattr(module, spec["function"])(*spec["call_args"])
 loader = importlib.util.spec_from_file_location("_dali_migrate_side", spec["side"])
 side = importlib.util.module_from_spec(loader)
 loader.loader.exec_module(side)
-items = result if isinstance(result, list) else [result]
-with open(spec["out"], "wb") as f:
-    pickle.dump([side.to_outputs(item) for item in items], f)
+if result is not None:
+    try:
+        found = [side.to_outputs(item) for item in (result if isinstance(result, list) else [result])]
+    except Exception:  # not arrays or batches: compared as text
+        found = repr(result)
+    with open(spec["out"], "wb") as f:
+        pickle.dump(found, f)
 """
 
 
@@ -108,7 +112,9 @@ class ProgramRun:
     timed_out: bool = False
     memory_killed: bool = False
     files: dict[str, str] = field(default_factory=dict)  # path in the working dir -> sha256
-    results: list | None = None  # a called entry's return value, per iteration outputs
+    #: a called entry's return value: per iteration outputs, or its repr() when it holds
+    #: something else than arrays and batches (None: it returned None, or did not return)
+    results: list | str | None = None
     timeout: float = 0.0
     memory_mb: int = 0
 
@@ -404,6 +410,10 @@ def compare_programs(old: ProgramRun, new: ProgramRun, *, replacements: dict[str
     if old.results is not None or new.results is not None:
         if old.results is None or new.results is None:
             problems.append("only one side returned results")
+        elif isinstance(old.results, str) or isinstance(new.results, str):
+            if old.results != new.results:
+                problems.append(f"returned values differ: OLD {str(old.results)[:200]!r}, "
+                                f"NEW {str(new.results)[:200]!r}")
         else:
             comparison = compare_runs(old.results, new.results, tolerances,
                                       shapes_only=random_outputs)
@@ -515,7 +525,8 @@ def verify_program(old: str | os.PathLike, new: str | os.PathLike, *, args: list
                             comparison=outcome.comparison, notes=list(outcome.notes),
                             arguments={"args": arguments},
                             seconds=time.monotonic() - started)
-    report.iterations = len(runs["old"].results or [])
+    returned = runs["old"].results
+    report.iterations = len(returned) if isinstance(returned, list) else 0
     for role in ("old", "new"):
         run = runs[role]
         report.notes.append(f"{role.upper()} {run.describe()} after {run.seconds:.1f} s")
