@@ -5,8 +5,7 @@ dynamic-mode migration) and ``data.json``: the synthetic data it reads (see conf
 ``iterations``, and optionally ``random_outputs`` (indices of outputs that depend on random
 operators: only their dtype and shape are compared), ``shuffled_epoch_size`` (the migrated reader
 shuffles in another order by design: whole epochs are compared as multisets of samples) and
-``refused`` (the rule that must refuse the pipeline: new.py is old.py plus one TODO line) and
-``needs_gpu`` (why old.py cannot run lowered to the CPU: those cases run on a GPU machine only).
+``refused`` (the rule that must refuse the pipeline: new.py is old.py plus one TODO line).
 
 Both programs define ``main(data_dir, iterations)`` returning one tuple of numpy arrays (or of
 per-sample lists of arrays) per iteration. They run whole, each in its own subprocess and working
@@ -143,12 +142,6 @@ class _Run:
         return self.run().results
 
 
-def _skip_without_gpu(spec: dict) -> None:
-    """``needs_gpu``: old.py cannot run lowered to the CPU (``reason`` says why)."""
-    if spec.get("needs_gpu") and not _has_gpu():
-        pytest.skip(f"needs a GPU: {spec['needs_gpu']}")
-
-
 def _has_gpu() -> bool:
     try:
         import torch
@@ -214,7 +207,6 @@ def old_results(synthetic_data, tmp_path_factory):
 def test_expected_computes_the_same(case: str, old_results, tmp_path: Path) -> None:
     pytest.importorskip("nvidia.dali")
     spec = _spec(case)
-    _skip_without_gpu(spec)
     data_dir, old = old_results(case)
     new = _Run(PROGRAMS / case / "new.py", data_dir, spec["iterations"], tmp_path)
     assert _same_run(old, new, spec) == []
@@ -229,7 +221,6 @@ def test_migrated_computes_the_same(case: str, old_results, tmp_path: Path) -> N
     if migrated == _read(case, "new.py"):
         pytest.skip("the migration equals new.py, which test_expected_computes_the_same runs")
     spec = _spec(case)
-    _skip_without_gpu(spec)
     data_dir, old = old_results(case)
     program = tmp_path / "migrated.py"
     program.write_text(migrated, encoding="utf-8")

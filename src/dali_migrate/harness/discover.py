@@ -64,6 +64,8 @@ class PipelineInfo:
     derived: list[str] = field(default_factory=list)
     #: the keyword arguments the ``@pipeline_def(...)`` decorator gives, literal or not
     decorator_names: set[str] = field(default_factory=set)
+    #: external sources fed by pipe.feed_input() (no source=): the harness cannot feed them
+    fed: list[str] = field(default_factory=list)
     #: the framework iterator OLD wraps this pipeline in (DALIGenericIterator, ...), if any:
     #: {"module", "class", "args", "kwargs", "as_list"}; policies as ("LastBatchPolicy", NAME)
     iterator: dict | None = None
@@ -127,10 +129,17 @@ class _Body(ast.NodeVisitor):
         self.readers: list[ReaderUse] = []
         self.audio = False
         self.random_ops = 0
+        #: external sources with no source, fed by pipe.feed_input() (their name= or "?")
+        self.fed: list[str] = []
 
     def visit_Call(self, node: ast.Call) -> None:
         kind = _reader_kind(node)
         name = _dotted(node.func)
+        if name.split(".")[-1] in ("external_source", "ExternalSource") and not node.args:
+            given = {kw.arg: kw.value for kw in node.keywords}
+            if "source" not in given:
+                fed = given.get("name")
+                self.fed.append(fed.value if isinstance(fed, ast.Constant) else "?")
         if kind:
             use = ReaderUse(kind, name, node.lineno)
             for kw in node.keywords:
@@ -251,7 +260,7 @@ def discover(code: str) -> list[PipelineInfo]:
                     PipelineInfo(node.name, "pipeline_def", node.lineno, names, defaults, required,
                                  kwargs, body.readers, body.audio, body.random_ops,
                                  bool(kwargs.get("enable_conditionals")),
-                                 decorator_names=names_given)
+                                 decorator_names=names_given, fed=body.fed)
                 )
             elif _builds_pipeline(node):
                 body = body_of(node, names)

@@ -4,7 +4,8 @@ user's files).
 * :func:`lower_to_cpu`: the one shared lowering both sides go through on a machine without a
   GPU: ``device="mixed"``/``"gpu"`` to ``"cpu"`` (keyword arguments, ``device`` variables and
   parameter defaults), ``.gpu()`` / ``.to_device("gpu")`` dropped, ``device_id=<n>`` to ``None``
-  (pipelines on a machine without CUDA must not ask for a device).
+  (pipelines on a machine without CUDA must not ask for a device), ``debug=True`` to ``False``
+  (DALI's debug mode needs CUDA).
 * :func:`split_entry_points`: drops the module-level statements that would *run* the program on
   import (``pipe = train_pipe(...)``, ``pipe.build()``, training loops over them), keeping
   everything else, so the harness can import a script to get at its pipelines; it returns what
@@ -77,6 +78,11 @@ class _CpuLowering(cst.CSTTransformer):
         if name == "device_id" and not m.matches(updated.value, m.Name("None")):
             self.changes.append("device_id -> None")
             return updated.with_changes(value=cst.Name("None"))
+        if name == "debug" and m.matches(updated.value, m.Name("True")):
+            # DALI 2.4's debug mode (experimental pipeline_def) runs CUDA even for CPU pipelines;
+            # the normal mode computes the same outputs
+            self.changes.append("debug=True -> False")
+            return updated.with_changes(value=cst.Name("False"))
         return updated
 
     # def f(device="gpu"): ...

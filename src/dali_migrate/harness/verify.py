@@ -271,6 +271,10 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
         for d in (fn_kwargs, pipe_kwargs):
             if d.get("device_id") is not None:
                 d["device_id"] = None
+        if info.decorator_kwargs.get("debug") is True and "debug" not in pipe_kwargs:
+            pipe_kwargs["debug"] = False
+            notes.append("debug mode off on the CPU (DALI 2.4's debug mode needs CUDA even for CPU "
+                         "pipelines); the outputs are those of the normal mode")
     return fn_kwargs, pipe_kwargs, notes
 
 
@@ -678,6 +682,10 @@ class _Run:
         if info.kind == "method":
             return PipelineReport(info.name, "skipped", "a @pipeline_def method: the harness "
                                   "cannot build its object; use an adapter")
+        if info.fed:
+            return PipelineReport(info.name, "skipped",
+                                  f"its external source {', '.join(info.fed)} is fed by pipe.feed_input(): "
+                                  "verify the whole program (--program)")
         if new_names is not None and info.name not in new_names:
             return PipelineReport(info.name, "skipped",
                                   f"NEW defines no `{info.name}`; use an adapter")
