@@ -16,7 +16,6 @@ from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
     PositionProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
     WhitespaceInclusivePositionProvider,
@@ -81,7 +80,7 @@ class FileContext:
     def _name_meta(self) -> dict:
         if self._names is None:
             wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._names = wrapper.resolve_many([ScopeProvider, QualifiedNameProvider])
+            self._names = wrapper.resolve_many([ScopeProvider])
         return self._names
 
     @property
@@ -119,10 +118,6 @@ class FileContext:
     @property
     def scopes(self):
         return self._name_meta()[ScopeProvider]
-
-    @property
-    def qualnames(self):
-        return self._name_meta()[QualifiedNameProvider]
 
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
@@ -190,9 +185,10 @@ class FileContext:
             root = root.value
         if not isinstance(root, cst.Name) or root.value not in self.dali_names:
             return None
-        names = self.qualnames.get(node) or set()
-        if callable(names):  # libcst hands out lazily computed values
-            names = names()
+        # asked of the node's scope, as libcst's QualifiedNameProvider does for every node (a
+        # second pass over the module that cost as much again as the scopes)
+        scope = self.scopes.get(node)
+        names = scope.get_qualified_names_for(node) if scope is not None else set()
         for q in names:
             if q.source is QualifiedNameSource.IMPORT:
                 return q.name
