@@ -85,7 +85,8 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
-from ._backend.iterators import abandon_iterators, epoch_body, iterator_reasons
+from ._backend.iterators import abandon_iterators, iterator_reasons
+from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
     analyse_graph,
@@ -222,7 +223,10 @@ class PipelineDef(Rule):
             lowering=state.lowering,
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
-        body, helpers = epoch_body(ctx, graph, body, instances)  # framework iterators
+        loader = next((i for i in instances if i.iterators), None)  # a framework iterator: a loader class
+        if loader is not None:
+            params = params.with_changes(kwonly_params=kwonly, star_arg=star)
+            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(
@@ -233,11 +237,16 @@ class PipelineDef(Rule):
         if fn.decorators:
             # comments above the decorator stay above the function
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
-        edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
+        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
+        edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         runs = tuple(r for inst in instances for r in inst.runs)
         threads_set: set[tuple[int, str]] = set()
         for inst in instances:
+            if inst is loader:
+                threads = dec_kwargs.get("num_threads")
+                edits += loader_site_edits(ctx, inst, cls, self.id, threads, kept, notes, threads_set)
+                continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
             edits += pipeline_def_instance_edits(
                 ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers, threads_set=threads_set
