@@ -47,6 +47,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, walk
 from .model import FollowUp, Graph, Instance
+from .subclasses import iterator_subclass
 
 #: framework of each plug-in module
 FRAMEWORKS = {
@@ -137,9 +138,13 @@ class IteratorUse:
     holder: cst.BaseExpression | None = None
     #: returned by a Lightning ``*_dataloader()`` hook: iterated once per epoch, sized with len()
     hooked: bool = False
+    #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
+    subclass: cst.ClassDef | None = None
 
     @property
     def name(self) -> str:
+        if self.subclass is not None:
+            return self.subclass.name.value
         func = self.call.func
         return func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "the iterator")
 
@@ -170,10 +175,15 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     recorded on ``inst.iterators``, or the follow-up for an iterator that cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
+    sub = iterator_subclass(ctx, call, tuple(ITERATORS)) if call is not None and q not in ITERATORS else None
+    if sub is not None and not sub[2]:
+        q = sub[1]
     if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
     use = _analyse(ctx, inst, call, q, reasons)
+    if use is not None and sub is not None:
+        use.subclass = sub[0]
     if use is not None:
         _Follower(ctx, use, reasons).value(call, 0)
         _check_uses(ctx, use, reasons)
@@ -229,8 +239,10 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None
             if base is None:
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
+            sub = iterator_subclass(ctx, call, tuple(ITERATORS))
+            why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
             return (
-                f"{name} subclasses {parent} and is not migrated",
+                f"{name} subclasses {parent} and is not migrated{why}",
                 f"write a loader class whose __iter__ runs one epoch of reader.next_epoch(batch_size=...) "
                 f"and yields what {name}.__next__ returned, built from the outputs as {parent} gave them "
                 "(output.torch() for data[0][name])",

@@ -57,6 +57,7 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
 from __future__ import annotations
 
 import inspect
+import keyword
 import sys
 from dataclasses import dataclass, field
 
@@ -68,13 +69,13 @@ from dali_migrate.fixes import Edit
 from .._cst import append_arg, assigned_names, free_names, fresh_name, kwarg, names_in, remove_args, walk
 from . import runtime
 from .arguments import PIPELINE_ARGS, set_threads_stmt
-from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
 from .iterators import IteratorUse, epochs_kind, is_sharded
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
+from .subclasses import body_names, folded_next
 
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
 RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
@@ -123,7 +124,6 @@ class _Class:
     padded: bool = False  # pad_last_batch=True
     moving: bool = False  # sharded, and the shard moves on each epoch (no stick_to_shard=True)
     meta: bool = False  # __init__ reads the reader's metadata
-    output_names: list[str] = field(default_factory=list)  # what the pipeline's outputs are called
     imports: set[str] = field(default_factory=set)  # modules the class uses: "math"
     helpers: list[str] = field(default_factory=list)  # runtime definitions it needs
 
@@ -179,7 +179,6 @@ def loader_definition(
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
-    c.output_names = output_names(ctx, graph.outputs)
     params = _init_params(fn, params)
     param_names = [p.name.value for p in [*params.params, *params.kwonly_params]][1:]
     if "self" in param_names:
@@ -420,11 +419,11 @@ def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.Fu
         )
         take = f"{', '.join(o.value for o in outs)} = next({c.attr('batches')})"
         lines, trim = _stream_iter(c, take)
-        it = _template("def __iter__(self):\n" + _indent(lines), {"__YIELD__": [_yield(c, outs, trim)]})
+        it = _template("def __iter__(self):\n" + _indent(lines), {"__YIELD__": _yield(c, outs, trim)})
         return [it, batches]
     lines, trim = _epoch_iter(c, epoch, comments, target)
     it = _template("def __iter__(self):\n" + _indent(lines),
-                   {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": [_yield(c, b.values, trim)]})
+                   {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": _yield(c, b.values, trim)})
     return [it]
 
 
@@ -438,9 +437,22 @@ def _output_names(c: _Class) -> list[cst.Name]:
     """Names for the outputs ``_batches()`` yields, from what the pipeline returned (only
     ``__iter__`` holds them: they need not differ from the pipeline's own names)."""
     taken = set(c.shared) | {"self"}
-    names = [cst.Name(fresh_name(n if n != "output" else "output", taken)) for n in c.output_names]
+    names = []
+    for value, key in zip(c.body.values, c.use.output_map):
+        base = _name_of(value) or (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
+        names.append(cst.Name(fresh_name(base, taken)))
     c.local |= {n.value for n in names}
     return names
+
+
+def _name_of(value: cst.BaseExpression) -> str | None:
+    """``labels`` for ``labels`` or ``labels.gpu()``; None for an operator's result."""
+    while isinstance(value, (cst.Call, cst.Attribute)):
+        func = value.func if isinstance(value, cst.Call) else value
+        if not isinstance(func, cst.Attribute):
+            return None
+        value = func.value
+    return value.value if isinstance(value, cst.Name) else None
 
 
 def _epoch_iter(c: _Class, epoch: str, comments: list[str], target: str) -> tuple[list[str], str | None]:
@@ -520,7 +532,7 @@ def _ahead_iter(c: _Class, take: str) -> list[str]:
 # -- what each batch is, per framework -----------------------------------------------------------
 
 
-def _yield(c: _Class, values: list[cst.BaseExpression], trim: str | None) -> cst.SimpleStatementLine:
+def _yield(c: _Class, values: list[cst.BaseExpression], trim: str | None) -> list[cst.BaseStatement]:
     """``yield [{"data": images.torch(), ...}]`` (PyTorch, Paddle: one dict per pipeline in a
     list) or ``yield {"images": jax.dlpack.from_dlpack(ndd.as_tensor(images)), ...}`` (JAX), each
     output cut to ``[:trim]`` for PARTIAL."""
@@ -536,7 +548,13 @@ def _yield(c: _Class, values: list[cst.BaseExpression], trim: str | None) -> cst
     batch: cst.BaseExpression = cst.Dict(elements)
     if use.framework != "jax":
         batch = cst.List([cst.Element(batch)])
-    return cst.SimpleStatementLine([cst.Expr(cst.Yield(batch))])
+    if use.subclass is not None:  # its __next__ converts the batch: that code yields
+        bound, reads = body_names(use.subclass)
+        clash = (bound | reads) & (c.local | c.shared)
+        if clash:
+            raise Refused(f"{use.name}.__next__ uses `{sorted(clash)[0]}`, a name of the pipeline's code too")
+        return folded_next(use.subclass, batch, use.output_map)
+    return [cst.SimpleStatementLine([cst.Expr(cst.Yield(batch))])]
 
 
 def _quoted(key: str) -> str:
@@ -881,8 +899,19 @@ def loader_site_edits(
         edits += [ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
                   for r in use.resets]
         return edits
-    edits.append(ctx.stmt_edit(made, [fit(made.deep_replace(use.call, loader), ctx.module.default_indent, depth)]))
+    new = made.deep_replace(use.call, loader)
+    if use.subclass is not None and _follows(ctx, made, use.subclass):  # no gap where the class was
+        new = new.with_changes(leading_lines=[ln for ln in made.leading_lines if ln.comment is not None])
+    edits.append(ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, depth)]))
+    if use.subclass is not None:  # its conversion moved into the loader
+        edits.append(removed_stmt(ctx, use.subclass))
     return edits + [_dropped(ctx, r) for r in use.resets]
+
+
+def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:
+    block = ctx.parents.get(stmt)
+    body = list(getattr(block, "body", ()))
+    return stmt in body and body.index(stmt) > 0 and body[body.index(stmt) - 1] is before
 
 
 def _creation_edit(ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None,
