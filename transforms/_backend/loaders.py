@@ -439,14 +439,15 @@ def _output_names(c: _Class) -> list[cst.Name]:
     taken = set(c.shared) | {"self"}
     names = []
     for value, key in zip(c.body.values, c.use.output_map):
-        base = _name_of(value) or (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
+        name = _name_of(value)
+        base = name if name not in (None, c.ctx.ndd) else (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
         names.append(cst.Name(fresh_name(base, taken)))
     c.local |= {n.value for n in names}
     return names
 
 
 def _name_of(value: cst.BaseExpression) -> str | None:
-    """``labels`` for ``labels`` or ``labels.gpu()``; None for an operator's result."""
+    """``labels`` for ``labels`` or ``labels.gpu()`` (``ndd`` for ``ndd.resize(...)``)."""
     while isinstance(value, (cst.Call, cst.Attribute)):
         func = value.func if isinstance(value, cst.Call) else value
         if not isinstance(func, cst.Attribute):
