@@ -47,6 +47,8 @@ from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, walk
 from .model import FollowUp, Graph, Instance
+from .datasets import ADVICE as DATASET_ADVICE
+from .datasets import DATASET, dataset_use, signature_reasons
 from .subclasses import iterator_subclass
 
 #: framework of each plug-in module
@@ -87,14 +89,7 @@ BY_HAND_TORCH = (
 )
 #: iterators of other frameworks, or shapes of them, that stay: what they are, what to write
 BY_HAND = {
-    "nvidia.dali.plugin.tf": (
-        "DALIDataset (TensorFlow) is not migrated",
-        "return tf.data.Dataset.from_generator(lambda: batches(...), output_signature=(tf.TensorSpec(shape, "
-        "dtype), ...)) from output_shapes/output_dtypes, where batches() builds the reader and calls "
-        "reader(batch_size=...) for each step (not a next_epoch() loop: tf.data resumes the generator on "
-        "other threads, which an epoch loop does not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) "
-        "per output",
-    ),
+    "nvidia.dali.plugin.tf": ("DALIDataset (TensorFlow) is not migrated", DATASET_ADVICE),
     "nvidia.dali.plugin.jax": (
         "this JAX iterator is not migrated",
         "write a loader class whose __iter__ runs one epoch of reader.next_epoch(batch_size=...) and yields "
@@ -140,6 +135,8 @@ class IteratorUse:
     hooked: bool = False
     #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
     subclass: cst.ClassDef | None = None
+    #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
+    signature: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -175,6 +172,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     recorded on ``inst.iterators``, or the follow-up for an iterator that cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
+    if call is not None and q == DATASET:  # TensorFlow: a tf.data.Dataset from a generator
+        found = dataset_use(ctx, inst, call, IteratorUse)
+        if isinstance(found, FollowUp):
+            return found
+        inst.iterators.append(found)
+        return ""
     sub = iterator_subclass(ctx, call, tuple(ITERATORS)) if call is not None and q not in ITERATORS else None
     if sub is not None and not sub[2]:
         q = sub[1]
@@ -678,6 +681,10 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
     inst, use = instances[0], uses[0]
     if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
+    if use.framework == "tf":
+        if graph.sources:
+            return ["DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is not migrated"]
+        return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
     if len(graph.readers) != 1 or graph.sources:
         return ["a framework iterator over a pipeline with several readers or an external source is not migrated"]
     reader = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
@@ -758,6 +765,8 @@ def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> No
     with a TODO, and the pipeline function stays a plain generator of batches."""
     for use in inst.iterators:
         advice = BY_HAND_TORCH if use.framework == "torch" else BY_HAND[f"nvidia.dali.plugin.{use.framework}"][1]
+        if use.framework == "tf":
+            advice = BY_HAND["nvidia.dali.plugin.tf"][1]
         followups.append(FollowUp(use.call, f"{use.name} is not migrated ({why})", advice))
     inst.iterators = []
 

@@ -75,6 +75,8 @@ from .iterators import IteratorUse, epochs_kind, is_sharded
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
+from .datasets import output_signature
+from .docstrings import output_names
 from .subclasses import body_names, folded_next
 
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
@@ -175,6 +177,8 @@ def loader_definition(
     pipeline function ``fn`` whose generator body ``emit_generator_body`` wrote; the edits that
     import what it uses; its name."""
     use = inst.iterators[0]
+    if use.framework == "tf":
+        return dataset_definition(ctx, fn, graph, body, params, inst)
     reader_args = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
@@ -831,7 +835,7 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
     return text
 
 
-def _with_max_batch_size(stmt: cst.BaseStatement, reader: str) -> cst.BaseStatement:
+def _with_max_batch_size(stmt: cst.BaseStatement, reader: str, why: bool = True) -> cst.BaseStatement:
     """``reader = ndd.readers.X(...)`` with ``max_batch_size=batch_size`` and the comment that
     says why: get_metadata() before the first next_epoch() would fix the batch size to 1."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
@@ -841,7 +845,7 @@ def _with_max_batch_size(stmt: cst.BaseStatement, reader: str) -> cst.BaseStatem
     if not (isinstance(target, cst.Name) and target.value == reader and isinstance(assign.value, cst.Call)):
         return stmt
     call = assign.value
-    comment = [cst.EmptyLine(comment=cst.Comment(MAX_BATCH_COMMENT))]
+    comment = [cst.EmptyLine(comment=cst.Comment(MAX_BATCH_COMMENT))] if why else []
     if any(a.keyword is not None and a.keyword.value == "max_batch_size" for a in call.args):
         return stmt.with_changes(leading_lines=[*stmt.leading_lines, *comment])
     new = append_arg(list(call.args), kwarg("max_batch_size", cst.Name("batch_size")))
@@ -892,6 +896,8 @@ def loader_site_edits(
     loader = cst.Call(cst.Name(name), args=keep)
     made = ctx.enclosing_statement(use.call)
     depth = len(ctx.indents(made))
+    if use.framework == "tf":
+        return edits + [_dataset_edit(ctx, use, made, loader, name)]
     if use.pulls:
         holder, fresh = _pull_holders(ctx, use)
         new = [made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
@@ -960,3 +966,83 @@ def _again(holder: cst.BaseExpression, loader: cst.BaseExpression) -> cst.Simple
     """``holder = iter(loader)``: a new pass over the loader, as reset() started a new epoch."""
     call = cst.Call(cst.Name("iter"), [cst.Arg(loader.deep_clone())])
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(holder.deep_clone())], call)])
+
+
+# -- TensorFlow: a generator of numpy batches, and tf.data.Dataset.from_generator ---------------------
+
+PER_STEP = (
+    "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
+    "# threads, which a next_epoch() loop does not allow"
+)
+FROM_GENERATOR = (
+    "# from_generator calls {name} anew for each iterator, as DALIDataset started a fresh\n"
+    "# pipeline; it takes host arrays"
+)
+
+
+def dataset_definition(
+    ctx: FileContext, fn: cst.FunctionDef, graph: Graph, body: list[cst.BaseStatement], params: cst.Parameters,
+    inst: Instance,
+) -> tuple[list[cst.BaseStatement], list[Edit], str]:
+    """The pipeline function as a generator of numpy batches that calls the reader once per step
+    (see ``datasets``)."""
+    use = inst.iterators[0]
+    loop = body[-1]
+    assert isinstance(loop, cst.While)
+    inner = list(loop.body.body)
+    np = ctx.np
+    single = len(graph.readers) == 1 and len(inner) == 1 and isinstance(inner[0], cst.For)
+    if single:
+        epoch_for = inner[0]
+        target = epoch_for.target
+        if isinstance(target, cst.Tuple) and len(target.elements) == 1:
+            target = target.elements[0].value
+        reader = epoch_for.iter.func.value.value
+        step = cst.parse_statement(f"{_code(target)} = {reader}(batch_size=batch_size)\n")
+        inner = [step, *epoch_for.body.body]
+    *ops, last = inner
+    yielded = last.body[0].value.value
+    values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
+    arrays = [cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values]
+    arrays = [a.visit(_Replace("__V__", _atom(v))) for a, v in zip(arrays, values)]
+    out = arrays[0] if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List)) else (
+        cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[]) if len(arrays) > 1 else cst.Tuple(
+            [cst.Element(arrays[0])]))
+    new_last = last.with_changes(body=[cst.Expr(cst.Yield(out))])
+    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
+    new_loop = loop.with_changes(body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments)
+    prologue = list(body[1:-1])
+    if single:
+        prologue = [_with_max_batch_size(s, reader, why=False) for s in prologue]
+    doc = body[0]
+    if graph.docstring is None:
+        names = ", ".join(output_names(ctx, graph.outputs))
+        doc = _stmt(f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran the pipeline."""')
+    new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop]))
+    if fn.decorators:
+        new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
+    new_fn = fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn)))
+    c = _Class(ctx, use, "tf", None)  # type: ignore[arg-type]
+    _module(c, "tensorflow", "tensorflow")
+    return [new_fn], _import_edits(ctx, c), fn.name.value
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, name: str, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value if updated.value == self.name else updated
+
+
+def _dataset_edit(ctx: FileContext, use: IteratorUse, made: cst.BaseStatement, call: cst.Call, name: str) -> Edit:
+    """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...), output_signature=...)``."""
+    tf = _imported_as(ctx, "tensorflow") or "tensorflow"
+    gen = cst.Lambda(cst.Parameters(), call)
+    func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
+    dataset = cst.Call(func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))])
+    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")]
+    new = made.deep_replace(use.call, dataset)
+    new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
+    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])
