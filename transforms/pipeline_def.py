@@ -85,7 +85,12 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
-from ._backend.iterators import abandon_iterators, iterator_reasons
+from ._backend.iterators import (
+    abandon_iterators,
+    data_iterator_decorator,
+    data_iterator_instances,
+    iterator_reasons,
+)
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
@@ -112,7 +117,7 @@ class PipelineDef(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         for fn in ctx.nodes_of(cst.FunctionDef):
-            dec = pipeline_decorator(ctx, fn)
+            dec = pipeline_decorator(ctx, fn) or data_iterator_decorator(ctx, fn)
             if dec is None:
                 continue
             state.claimed.append(fn)
@@ -142,6 +147,9 @@ class PipelineDef(Rule):
         from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
         dec_kwargs = kwargs_of(dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        config = None  # JAX's @data_iterator(...) configures the iterator each call makes
+        if dec is data_iterator_decorator(ctx, fn):
+            config, dec_kwargs = dec_kwargs, {}
         reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
@@ -151,11 +159,15 @@ class PipelineDef(Rule):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
         owner = ctx.parents.get(ctx.parents.get(fn))
-        if isinstance(owner, cst.ClassDef):
+        if config is not None:
+            instances = data_iterator_instances(ctx, fn, config, followups)
+        elif isinstance(owner, cst.ClassDef):
             instances = _method_instances(ctx, owner, fn, followups)
         else:
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
         _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
+        if config is not None and (followups or not all(i.iterators for i in instances)):
+            raise Refused("; ".join(dict.fromkeys(f.what for f in followups)) or "its iterator is not migrated")
         fed = [u for u in graph.sources if u.kind == "fed"]
         for inst in instances:
             if fed or inst.feeds:

@@ -46,6 +46,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, walk
+from .arguments import check_pipeline_args
 from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, dataset_use, signature_reasons
@@ -733,6 +734,8 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     must be made before it in the same scope and loops, and those arguments' names must mean
     the same there."""
     made = ctx.enclosing_statement(use.call)
+    if made is inst.stmt:  # @data_iterator: one call makes both
+        return []
     if ctx.scopes.get(made) is not ctx.scopes.get(inst.stmt):
         return ["the iterator is made in another function than the pipeline"]
     loops = [id(n) for n in _loops_around(ctx, made)]
@@ -804,3 +807,77 @@ def epochs_kind(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> str:
 
 #: configurations whose loader resumes an epoch a loop left early
 RESUMABLE = ("resume", "ahead", "fill_shards", "endless")
+
+
+# -- JAX's @data_iterator: the decorated function makes the pipeline and its iterator ----------------
+
+DATA_ITERATOR = "nvidia.dali.plugin.jax.data_iterator"
+#: @data_iterator forwards these to the pipeline when the call does not give them
+DATA_ITERATOR_DEFAULTS = {"num_threads": "4"}
+
+
+def data_iterator_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
+    """The ``@data_iterator(...)`` decorator of ``fn`` (JAX), if it has one."""
+    for d in fn.decorators:
+        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if ctx.qualname(expr) == DATA_ITERATOR:
+            return d
+    return None
+
+
+def data_iterator_instances(
+    ctx: FileContext, fn: cst.FunctionDef, config: dict[str, cst.Arg], followups: list[FollowUp]
+) -> list[Instance]:
+    """Each call of a ``@data_iterator`` function makes a pipeline and the JAX iterator over it
+    (configured by the decorator's ``config``): an instance whose iterator is followed from the
+    call. What cannot be followed is a follow-up (the caller refuses the definition then)."""
+    scope = ctx.scopes.get(fn)
+    refs = [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    instances = []
+    for ref in in_source_order_nodes(ctx, refs):
+        inst = _call_instance(ctx, fn, ref, followups)
+        if inst is None:
+            continue
+        reasons: list[str] = []
+        fake = cst.Call(cst.Name("data_iterator"), [cst.Arg(cst.Name("pipe"))] + [
+            cst.Arg(a.value, keyword=cst.Name(k)) for k, a in config.items()])
+        use = _analyse(ctx, inst, fake, "nvidia.dali.plugin.jax.DALIGenericIterator", reasons)
+        if "devices" in config:
+            reasons.append("devices= (one pipeline per device) is not migrated")
+        if use is not None:
+            use.call = inst.call
+            _Follower(ctx, use, reasons).value(inst.call, 0)
+            _check_uses(ctx, use, reasons)
+        if reasons or use is None:
+            followups.append(FollowUp(inst.call, f"{fn.name.value}(...) is not migrated: {'; '.join(reasons)}",
+                                      BY_HAND["nvidia.dali.plugin.jax"][1]))
+            continue
+        for key, value in DATA_ITERATOR_DEFAULTS.items():
+            inst.kwargs.setdefault(key, cst.Arg(cst.parse_expression(value), keyword=cst.Name(key)))
+        inst.iterators.append(use)
+        instances.append(inst)
+    return instances
+
+
+def _call_instance(ctx: FileContext, fn: cst.FunctionDef, ref: cst.CSTNode, followups: list[FollowUp]) -> (
+    Instance | None
+):
+    """``fn(...)`` as an instance: its keyword arguments that are no parameter of ``fn`` are the
+    pipeline's (``batch_size``, ``num_threads``, ``device_id``)."""
+    call = ctx.parents.get(ref)
+    name = fn.name.value
+    if not (isinstance(call, cst.Call) and call.func is ref) or any(a.star for a in call.args):
+        followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it with plain arguments"))
+        return None
+    stmt = ctx.enclosing_statement(call)
+    params = {p.name.value for p in [*fn.params.params, *fn.params.kwonly_params]}
+    kwargs = {a.keyword.value: a for a in call.args if a.keyword is not None and a.keyword.value not in params}
+    unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=False)
+    if unsupported or not isinstance(stmt, cst.SimpleStatementLine):
+        followups.append(FollowUp(call, "; ".join(unsupported) or f"`{name}(...)` is part of a compound statement"))
+        return None
+    return Instance(stmt, None, call, kwargs, label=f"{name}(...)")
+
+
+def in_source_order_nodes(ctx: FileContext, nodes: list[cst.CSTNode]) -> list[cst.CSTNode]:
+    return sorted(nodes, key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))

@@ -217,7 +217,7 @@ def _is_true(v: cst.BaseExpression | None) -> bool:
 def class_name(ctx: FileContext, fn_name: str) -> str:
     """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``."""
     base = fn_name
-    for suffix in ("_pipeline", "_pipe", "pipeline", "pipe"):
+    for suffix in ("_pipeline", "_pipe", "_iterator", "_loader", "pipeline", "pipe"):
         if base.lower().endswith(suffix) and len(base) > len(suffix):
             base = base[: -len(suffix)]
             break
@@ -888,31 +888,34 @@ def loader_site_edits(
     ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments, and
     ``reset()`` goes (or, for code that pulls with ``next()``, starts a new pass)."""
     use = inst.iterators[0]
-    edits = [_creation_edit(ctx, inst, rule_id, threads_default, notes, threads_set)]
+    made = ctx.enclosing_statement(use.call)
+    depth = len(ctx.indents(made))
+    pre = _creation(ctx, inst, rule_id, threads_default, notes, threads_set)  # what stays of the pipeline
+    together = made is inst.stmt  # @data_iterator: one call made both
+    edits = [] if together else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
     keep = [a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size"
             else a for a in keep]
-    loader = cst.Call(cst.Name(name), args=keep)
-    made = ctx.enclosing_statement(use.call)
-    depth = len(ctx.indents(made))
+    loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if use.framework == "tf":
         return edits + [_dataset_edit(ctx, use, made, loader, name)]
     if use.pulls:
         holder, fresh = _pull_holders(ctx, use)
-        new = [made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
-               _again(holder, fresh)]
-        edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
+        new = [made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]), _again(holder, fresh)]
         edits += [ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
                   for r in use.resets]
-        return edits
-    new = made.deep_replace(use.call, loader)
-    if use.subclass is not None and _follows(ctx, made, use.subclass):  # no gap where the class was
-        new = new.with_changes(leading_lines=[ln for ln in made.leading_lines if ln.comment is not None])
-    edits.append(ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, depth)]))
-    if use.subclass is not None:  # its conversion moved into the loader
-        edits.append(removed_stmt(ctx, use.subclass))
-    return edits + [_dropped(ctx, r) for r in use.resets]
+    else:
+        new = [made.deep_replace(use.call, loader)]
+        if use.subclass is not None and _follows(ctx, made, use.subclass):  # no gap where the class was
+            new[0] = new[0].with_changes(leading_lines=[ln for ln in made.leading_lines if ln.comment is not None])
+        if use.subclass is not None:  # its conversion moved into the loader
+            edits.append(removed_stmt(ctx, use.subclass))
+        edits += [_dropped(ctx, r) for r in use.resets]
+    if together and pre:
+        new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
+    edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
+    return edits
 
 
 def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:
@@ -921,21 +924,41 @@ def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:
     return stmt in body and body.index(stmt) > 0 and body[body.index(stmt) - 1] is before
 
 
-def _creation_edit(ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None,
-                   notes: list, threads_set: set[tuple[int, str]]) -> Edit:
+def _one_line(args: list[cst.Arg]) -> list[cst.Arg]:
+    """The arguments on one line (``fit`` splits the call again where it is too long), unless a
+    comment sits between them."""
+    if "#" in "".join(_code(cst.Call(cst.Name("f"), args=[a])) for a in args):
+        return args
+    out = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                          whitespace_after_arg=cst.SimpleWhitespace("")) for a in args]
+    if out:
+        out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return out
+
+
+def _creation(ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None,
+              notes: list, threads_set: set[tuple[int, str]]) -> list[cst.BaseStatement]:
+    """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
+    TODO about a dropped device_id, with the comments above it."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None:
         key = (id(ctx.scopes.get(inst.stmt)), _code(threads.value))
         threads = None if key in threads_set else threads
         threads_set.add(key)
     todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
-    if threads is None and not todo:
-        return _dropped(ctx, inst.stmt)
     if threads is None:
-        text = ctx.leading_comments(inst.stmt) + "".join(ctx.render(t, ctx.indents(inst.stmt)) for t in todo)
-        return Edit(*ctx.stmt_span(inst.stmt), text)
+        return [cst.EmptyLine(), *todo] if todo else []  # type: ignore[list-item]
     lines = [*inst.stmt.leading_lines, *todo]
-    return ctx.stmt_edit(inst.stmt, [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)])
+    return [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)]
+
+
+def _creation_edit(ctx: FileContext, inst: Instance, pre: list) -> Edit:
+    if not pre:
+        return _dropped(ctx, inst.stmt)
+    if isinstance(pre[0], cst.EmptyLine):  # only the TODO
+        text = ctx.leading_comments(inst.stmt) + "".join(ctx.render(t, ctx.indents(inst.stmt)) for t in pre[1:])
+        return Edit(*ctx.stmt_span(inst.stmt), text)
+    return ctx.stmt_edit(inst.stmt, pre)
 
 
 def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
