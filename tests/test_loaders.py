@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from test_programs import _differences, _has_gpu, _Run
 
+from dali_migrate import migrate_source
+
 LOADERS = Path(__file__).resolve().parent.parent / "fixtures" / "loaders"
 CASES = (
     sorted(p.name for p in LOADERS.iterdir() if (p / "old.py").is_file())
@@ -49,6 +51,15 @@ _cuda_place = _paddle.CUDAPlace
 _paddle.CUDAPlace = lambda i: _paddle.CPUPlace() if i is None else _cuda_place(i)
 _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stream=None)
 """
+
+
+#: targets the emitter does not reach yet: case -> why; strict xfails, so a fix shows up (the
+#: target itself is still run against old.py by test_target_computes_the_same)
+NOT_REACHED = {
+    "pt_external_source": "external_source(cycle=\"raise\") is refused by the external-source plug-in",
+    "pt_size_reset": "iterators over a Pipeline subclass (DM202) are not migrated",
+    "pt_wrapper_class": "an iterator built inside a wrapper class from a pipeline passed in is not followed",
+}
 
 
 def _read(case: str, name: str) -> str:
@@ -93,6 +104,34 @@ def test_target_uses_no_pipeline_mode(case: str) -> None:
     assert "nvidia.dali.experimental.dynamic" in imported
     allowed = {"nvidia.dali.experimental.dynamic", "nvidia.dali.types"}
     assert {m for m in imported if m.startswith(("nvidia.dali", "dali_migrate"))} <= allowed
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=[pytest.mark.xfail(strict=True, reason=NOT_REACHED[c])] if c in NOT_REACHED else [])
+     for c in CASES],
+)
+def test_migration_gives_expected_text(case: str) -> None:
+    assert migrate_source(_read(case, "old.py")).code == _read(case, "new.py")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in NOT_REACHED])
+def test_expected_is_fixed_point(case: str) -> None:
+    new = _read(case, "new.py")
+    assert migrate_source(new).code == new
+
+
+def test_readme_shows_what_the_tool_writes() -> None:
+    """The README's "Before and after" loader example is the tool's own output."""
+    readme = (LOADERS.parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Before and after") :]
+    before, after = [block.split("```", 1)[0] for block in section.split("```python\n")[1:3]]
+    header = (
+        "from nvidia.dali import fn, pipeline_def\n"
+        "from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy\n\n\n"
+    )
+    migrated = migrate_source(header + before).code
+    assert migrated == "import nvidia.dali.experimental.dynamic as ndd\n\n\n" + after
 
 
 @pytest.mark.parametrize("case", CASES)
