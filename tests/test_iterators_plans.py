@@ -22,21 +22,69 @@ EPOCHS = 4
 #: (samples, batch size, shards, shard id, pad_last_batch, stick_to_shard, policy, size,
 #: last_batch_padded, break at (epoch 1), len() in the loop)
 CASES = [
-    (7, 3, 2, 0, False, False, "FILL", None, False, None, True),  # uneven shards: every shard counted at once
+    (
+        7,
+        3,
+        2,
+        0,
+        False,
+        False,
+        "FILL",
+        None,
+        False,
+        None,
+        True,
+    ),  # uneven shards: every shard counted at once
     (7, 3, 2, 0, False, False, "FILL", None, False, 0, True),
-    (10, 4, 1, 0, False, False, "FILL", None, False, 1, True),  # samples read ahead count into the next epoch
+    (
+        10,
+        4,
+        1,
+        0,
+        False,
+        False,
+        "FILL",
+        None,
+        False,
+        1,
+        True,
+    ),  # samples read ahead count into the next epoch
     (10, 3, 3, 1, False, True, "FILL", None, False, None, True),
     (10, 3, 3, 2, True, False, "FILL", None, False, 0, True),
     (10, 4, 1, 0, True, False, "FILL", None, False, None, False),  # the reader's epochs as they are
     (10, 4, 3, 1, False, False, "PARTIAL", None, False, None, True),
-    (9, 2, 2, 0, False, False, "PARTIAL", None, False, None, True),  # a shard of whole batches: empty last batch
+    (
+        9,
+        2,
+        2,
+        0,
+        False,
+        False,
+        "PARTIAL",
+        None,
+        False,
+        None,
+        True,
+    ),  # a shard of whole batches: empty last batch
     (9, 2, 2, 1, True, False, "PARTIAL", None, False, None, True),
     (9, 2, 2, 0, True, True, "PARTIAL", None, False, None, True),
     (10, 4, 1, 0, True, False, "PARTIAL", None, False, None, False),
     (10, 3, 2, 1, False, False, "DROP", None, False, None, True),
     (10, 3, 3, 0, True, False, "DROP", None, False, None, True),
     (7, 3, 1, 0, True, True, "DROP", None, False, None, True),
-    (10, 4, 1, 0, False, False, "FILL", 10, False, 1, True),  # size=: samples read past size count into the next epoch
+    (
+        10,
+        4,
+        1,
+        0,
+        False,
+        False,
+        "FILL",
+        10,
+        False,
+        1,
+        True,
+    ),  # size=: samples read past size count into the next epoch
     (10, 4, 1, 0, False, False, "FILL", 9, True, None, True),
     (10, 4, 2, 1, True, False, "PARTIAL", 7, False, None, True),
     (7, 3, 1, 0, False, False, "DROP", 5, True, None, True),
@@ -51,7 +99,8 @@ from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 @pipeline_def(batch_size={bs}, num_threads=1, device_id=None)
 def numbers(root):
     return fn.readers.numpy(
-        file_root=root, name="R", num_shards={shards}, shard_id={shard}, pad_last_batch={pad}, stick_to_shard={stick}
+        file_root=root, name="R", num_shards={shards}, shard_id={shard}, pad_last_batch={pad},
+        stick_to_shard={stick},
     )
 
 
@@ -88,9 +137,19 @@ def numbers(tmp_path_factory):
 def _program(bs, shards, shard, pad, stick, policy, size, padded, brk, with_len) -> str:
     kw = 'reader_name="R"' if size is None else f"size={size}, last_batch_padded={padded}"
     return PROGRAM.format(
-        bs=bs, shards=shards, shard=shard, pad=pad, stick=stick, policy=policy, kw=kw,
+        bs=bs,
+        shards=shards,
+        shard=shard,
+        pad=pad,
+        stick=stick,
+        policy=policy,
+        kw=kw,
         length="len(loader)" if with_len else "None",
-        brk="" if brk is None else f"\n            if epoch == 1 and i == {brk}:\n                break",
+        brk=(
+            ""
+            if brk is None
+            else f"\n            if epoch == 1 and i == {brk}:\n                break"
+        ),
     )
 
 

@@ -13,7 +13,7 @@ Before::
 After::
 
     def data_pipeline(data_dir, *, batch_size):
-        \"\"\"(images, labels) batches as numpy arrays, without end, as DALIDataset ran the pipeline.\"\"\"
+        \"\"\"(images, labels) batches as numpy arrays, without end, as DALIDataset ran them.\"\"\"
         reader = ndd.readers.File(file_root=data_dir, max_batch_size=batch_size)
         # reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own
         # threads, which a next_epoch() loop does not allow
@@ -51,14 +51,23 @@ DATASET = "nvidia.dali.plugin.tf.DALIDataset"
 #: DALIDataset's positional parameters after ``pipeline``
 PARAMS = ("output_dtypes", "output_shapes", "fail_on_device_mismatch")
 #: arguments that change nothing about the batches the dataset gives
-IGNORED = {"batch_size", "device_id", "fail_on_device_mismatch", "num_threads", "exec_separated", "exec_dynamic",
-           "prefetch_queue_depth", "cpu_prefetch_queue_depth", "gpu_prefetch_queue_depth"}
+IGNORED = {
+    "batch_size",
+    "device_id",
+    "fail_on_device_mismatch",
+    "num_threads",
+    "exec_separated",
+    "exec_dynamic",
+    "prefetch_queue_depth",
+    "cpu_prefetch_queue_depth",
+    "gpu_prefetch_queue_depth",
+}
 ADVICE = (
-    "return tf.data.Dataset.from_generator(lambda: batches(...), output_signature=(tf.TensorSpec(shape, "
-    "dtype), ...)) from output_shapes/output_dtypes, where batches() builds the reader and calls "
-    "reader(batch_size=...) for each step (not a next_epoch() loop: tf.data resumes the generator on "
-    "other threads, which an epoch loop does not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) "
-    "per output"
+    "return tf.data.Dataset.from_generator(lambda: batches(...), "
+    "output_signature=(tf.TensorSpec(shape, dtype), ...)) from output_shapes/output_dtypes, where "
+    "batches() builds the reader and calls reader(batch_size=...) for each step (not a "
+    "next_epoch() loop: tf.data resumes the generator on other threads, which an epoch loop does "
+    "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output"
 )
 
 
@@ -71,7 +80,11 @@ def dataset_use(ctx: FileContext, inst: Instance, call: cst.Call, use_type: type
         if a.star:
             reasons.append("*args/**kwargs")
         elif a.keyword is not None:
-            args[{"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(a.keyword.value, a.keyword.value)] = a.value
+            args[
+                {"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(
+                    a.keyword.value, a.keyword.value
+                )
+            ] = a.value
         elif i == 0:
             args["pipeline"] = a.value
         elif i - 1 < len(PARAMS):
@@ -81,7 +94,9 @@ def dataset_use(ctx: FileContext, inst: Instance, call: cst.Call, use_type: type
     if "output_dtypes" not in args:
         reasons.append("no output_dtypes (from_generator needs the signature)")
     if _in_loop(ctx, call):
-        reasons.append("the dataset is made in a loop (the generator's arguments would be read late)")
+        reasons.append(
+            "the dataset is made in a loop (the generator's arguments would be read late)"
+        )
     if reasons:
         return FollowUp(call, f"DALIDataset is not migrated: {'; '.join(reasons)}", ADVICE)
     use = use_type(call, "tf", [], None, "FILL")
@@ -105,13 +120,20 @@ def signature_reasons(ctx: FileContext, use, outputs: int) -> list[str]:
     d = _literal(ctx, dtypes)
     s = _literal(ctx, shapes) if shapes is not None else None
     if isinstance(d, (cst.Tuple, cst.List)):
-        if len(d.elements) != outputs or (shapes is not None and not (
-                isinstance(s, (cst.Tuple, cst.List)) and len(s.elements) == outputs)):
-            return [f"output_dtypes/output_shapes do not give one entry per output of the pipeline ({outputs})"]
+        if len(d.elements) != outputs or (
+            shapes is not None
+            and not (isinstance(s, (cst.Tuple, cst.List)) and len(s.elements) == outputs)
+        ):
+            return [
+                "output_dtypes/output_shapes do not give one entry per output of the pipeline "
+                f"({outputs})"
+            ]
         return []
     if outputs == 1 and isinstance(dtypes, cst.Attribute):
         return []
-    return ["output_dtypes is not a tuple of dtypes (or one dtype for one output) the tool can read"]
+    return [
+        "output_dtypes is not a tuple of dtypes (or one dtype for one output) the tool can read"
+    ]
 
 
 def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
@@ -131,16 +153,25 @@ def output_signature(ctx: FileContext, use, tf: str) -> cst.BaseExpression:
     d in zip(shapes, dtypes))`` for names, ``tf.TensorSpec(shape, dtype)`` for one output."""
     shapes, dtypes = use.signature
     none = cst.Name("None")
-    if isinstance(dtypes, (cst.Tuple, cst.List)) and (shapes is None or isinstance(shapes, (cst.Tuple, cst.List))):
-        specs = [_spec(tf, shapes.elements[i].value if shapes is not None else none, e.value)
-                 for i, e in enumerate(dtypes.elements)]
+    if isinstance(dtypes, (cst.Tuple, cst.List)) and (
+        shapes is None or isinstance(shapes, (cst.Tuple, cst.List))
+    ):
+        specs = [
+            _spec(tf, shapes.elements[i].value if shapes is not None else none, e.value)
+            for i, e in enumerate(dtypes.elements)
+        ]
         return cst.Tuple([cst.Element(s) for s in specs])
-    if isinstance(dtypes, cst.Name) and _literal(ctx, dtypes) is not None and isinstance(
-            _literal(ctx, dtypes), (cst.Tuple, cst.List)):
+    if (
+        isinstance(dtypes, cst.Name)
+        and _literal(ctx, dtypes) is not None
+        and isinstance(_literal(ctx, dtypes), (cst.Tuple, cst.List))
+    ):
         if shapes is None:
             return cst.parse_expression(f"tuple({tf}.TensorSpec(None, d) for d in {dtypes.value})")
         code = cst.Module([]).code_for_node(shapes)
-        return cst.parse_expression(f"tuple({tf}.TensorSpec(s, d) for s, d in zip({code}, {dtypes.value}))")
+        return cst.parse_expression(
+            f"tuple({tf}.TensorSpec(s, d) for s, d in zip({code}, {dtypes.value}))"
+        )
     return _spec(tf, shapes if shapes is not None else none, dtypes)
 
 

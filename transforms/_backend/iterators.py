@@ -58,8 +58,17 @@ FRAMEWORKS = {
     "nvidia.dali.plugin.paddle": "paddle",
     "nvidia.dali.plugin.jax": "jax",
 }
-_TORCH = ("output_map", "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
-          "last_batch_padded", "last_batch_policy", "prepare_first_batch")
+_TORCH = (
+    "output_map",
+    "size",
+    "reader_name",
+    "auto_reset",
+    "fill_last_batch",
+    "dynamic_shape",
+    "last_batch_padded",
+    "last_batch_policy",
+    "prepare_first_batch",
+)
 #: iterators migrated -> their positional parameters after ``pipelines``
 ITERATORS = {
     "nvidia.dali.plugin.pytorch.DALIGenericIterator": _TORCH,
@@ -68,15 +77,31 @@ ITERATORS = {
     "nvidia.dali.plugin.paddle.DALIGenericIterator": _TORCH,
     "nvidia.dali.plugin.paddle.DALIClassificationIterator": _TORCH[1:],
     "nvidia.dali.plugin.jax.DALIGenericIterator": (
-        "output_map", "size", "reader_name", "auto_reset", "last_batch_padded", "last_batch_policy",
-        "prepare_first_batch", "sharding", "pmap_compatible",
+        "output_map",
+        "size",
+        "reader_name",
+        "auto_reset",
+        "last_batch_padded",
+        "last_batch_policy",
+        "prepare_first_batch",
+        "sharding",
+        "pmap_compatible",
     ),
 }
 RAGGED = "nvidia.dali.plugin.pytorch.DALIRaggedIterator"
-POLICY_CLASSES = tuple(f"nvidia.dali.plugin.{m}.LastBatchPolicy" for m in ("base_iterator", "pytorch", "paddle", "jax"))
+POLICY_CLASSES = tuple(
+    f"nvidia.dali.plugin.{m}.LastBatchPolicy" for m in ("base_iterator", "pytorch", "paddle", "jax")
+)
 #: arguments left at these values change nothing
-DEFAULTS = {"size": "-1", "last_batch_padded": "False", "fill_last_batch": "None", "output_types": "None",
-            "sharding": "None", "pmap_compatible": "None", "pmap_compatible=False": "False"}
+DEFAULTS = {
+    "size": "-1",
+    "last_batch_padded": "False",
+    "fill_last_batch": "None",
+    "output_types": "None",
+    "sharding": "None",
+    "pmap_compatible": "None",
+    "pmap_compatible=False": "False",
+}
 #: arguments that change nothing about the batches
 HARMLESS = {"prepare_first_batch", "dynamic_shape"}
 #: Lightning hooks whose return value the Trainer iterates once per epoch (and sizes with len())
@@ -84,21 +109,24 @@ DATALOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader", "pr
 
 #: what to write instead of a PyTorch iterator the tool cannot migrate
 BY_HAND_TORCH = (
-    "write a loader class instead: build the reader once in __init__ (with max_batch_size= if you read "
-    "its get_metadata()), and in __iter__ run one epoch (for ... in reader.next_epoch(batch_size=...)), "
-    "yielding [{name: output.torch(), ...}] as the iterator did; delete reset()"
+    "write a loader class instead: build the reader once in __init__ (with max_batch_size= if you "
+    "read its get_metadata()), and in __iter__ run one epoch (for ... in "
+    "reader.next_epoch(batch_size=...)), yielding [{name: output.torch(), ...}] as the iterator "
+    "did; delete reset()"
 )
 #: iterators of other frameworks, or shapes of them, that stay: what they are, what to write
 BY_HAND = {
     "nvidia.dali.plugin.tf": ("DALIDataset (TensorFlow) is not migrated", DATASET_ADVICE),
     "nvidia.dali.plugin.jax": (
         "this JAX iterator is not migrated",
-        "write a loader class whose __iter__ runs one epoch of reader.next_epoch(batch_size=...) and yields "
+        "write a loader class whose __iter__ runs one epoch of "
+        "reader.next_epoch(batch_size=...) and yields "
         "{name: jax.dlpack.from_dlpack(ndd.as_tensor(output)), ...}",
     ),
     "nvidia.dali.plugin.paddle": (
         "this Paddle iterator is not migrated",
-        "write a loader class whose __iter__ runs one epoch of reader.next_epoch(batch_size=...) and yields "
+        "write a loader class whose __iter__ runs one epoch of "
+        "reader.next_epoch(batch_size=...) and yields "
         "[{name: paddle.from_dlpack(ndd.as_tensor(output)), ...}]",
     ),
     "nvidia.dali.plugin.mxnet": (
@@ -123,11 +151,17 @@ class IteratorUse:
     size_reader: str | None = None
     last_batch_padded: bool = False
     auto_reset: bool = False
-    sparse_lists: set[int] = field(default_factory=set)  # DALIRaggedIterator SPARSE_LIST_TAG outputs
-    claimed: list[cst.CSTNode] = field(default_factory=list)  # pipeline references the iterator owns
+    sparse_lists: set[int] = field(
+        default_factory=set
+    )  # DALIRaggedIterator SPARSE_LIST_TAG outputs
+    claimed: list[cst.CSTNode] = field(
+        default_factory=list
+    )  # pipeline references the iterator owns
     loops: list[cst.For] = field(default_factory=list)
     early_exit: bool = False  # a loop over the iterator can leave an epoch before its end
-    lens: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # len(it): node, "loop"/"first"/"other"
+    lens: list[tuple[cst.CSTNode, str]] = field(
+        default_factory=list
+    )  # len(it): node, "loop"/"first"/"other"
     resets: list[cst.SimpleStatementLine] = field(default_factory=list)
     #: ``next(it)`` calls (code that pulls batches), and the name or ``self.x`` holding the iterator
     pulls: list[cst.Call] = field(default_factory=list)
@@ -144,7 +178,11 @@ class IteratorUse:
         if self.subclass is not None:
             return self.subclass.name.value
         func = self.call.func
-        return func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "the iterator")
+        return (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else getattr(func, "value", "the iterator")
+        )
 
     @property
     def sized(self) -> bool:
@@ -179,7 +217,11 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
             return found
         inst.iterators.append(found)
         return ""
-    sub = iterator_subclass(ctx, call, tuple(ITERATORS)) if call is not None and q not in ITERATORS else None
+    sub = (
+        iterator_subclass(ctx, call, tuple(ITERATORS))
+        if call is not None and q not in ITERATORS
+        else None
+    )
     if sub is not None and not sub[2]:
         q = sub[1]
     if call is None or q not in ITERATORS:
@@ -192,8 +234,11 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         _Follower(ctx, use, reasons).value(call, 0)
         _check_uses(ctx, use, reasons)
     if reasons or use is None:
-        return FollowUp(call, f"{_call_name(call)} is not migrated: {'; '.join(dict.fromkeys(reasons))}",
-                        _advice(q))
+        return FollowUp(
+            call,
+            f"{_call_name(call)} is not migrated: {'; '.join(dict.fromkeys(reasons))}",
+            _advice(q),
+        )
     inst.iterators.append(use)
     return ""
 
@@ -221,7 +266,9 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
             if q == prefix or q.startswith(prefix + "."):
                 return FollowUp(call, what, advice)
         return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
-    return FollowUp(call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q))
+    return FollowUp(
+        call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q)
+    )
 
 
 def _call_name(call: cst.Call) -> str:
@@ -247,14 +294,16 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None
             why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
             return (
                 f"{name} subclasses {parent} and is not migrated{why}",
-                f"write a loader class whose __iter__ runs one epoch of reader.next_epoch(batch_size=...) "
-                f"and yields what {name}.__next__ returned, built from the outputs as {parent} gave them "
-                "(output.torch() for data[0][name])",
+                "write a loader class whose __iter__ runs one epoch of "
+                f"reader.next_epoch(batch_size=...) and yields what {name}.__next__ returned, "
+                f"built from the outputs as {parent} gave them (output.torch() for data[0][name])",
             )
     return None
 
 
-def _arguments(call: cst.Call, params: tuple[str, ...], reasons: list[str]) -> dict[str, cst.BaseExpression]:
+def _arguments(
+    call: cst.Call, params: tuple[str, ...], reasons: list[str]
+) -> dict[str, cst.BaseExpression]:
     """The iterator's arguments by parameter name, without those left at their defaults."""
     args: dict[str, cst.BaseExpression] = {}
     for i, a in enumerate(call.args):
@@ -269,47 +318,61 @@ def _arguments(call: cst.Call, params: tuple[str, ...], reasons: list[str]) -> d
     return {k: v for k, v in args.items() if _code(v) != DEFAULTS.get(k) and k not in HARMLESS}
 
 
-def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]) -> IteratorUse | None:
+def _analyse(
+    ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]
+) -> IteratorUse | None:
     args = _arguments(call, ITERATORS[q], reasons)
     framework = FRAMEWORKS[q.rsplit(".", 1)[0]]
     pipes = args.pop("pipelines", None)
     if isinstance(pipes, (cst.List, cst.Tuple)) and len(pipes.elements) != 1:
         reasons.append(
-            "a list of several pipelines (one per GPU) is not migrated: by hand, run one process per GPU "
-            "(e.g. torchrun) that builds one pipeline with shard_id=<rank>, num_shards=<world size> and "
-            "device_id=<local rank> and wraps it alone (DALIGenericIterator([pipe], ...)), which dali-migrate "
-            "then migrates; each process's batch is what data[rank] was"
+            "a list of several pipelines (one per GPU) is not migrated: by hand, run one process "
+            "per GPU (e.g. torchrun) that builds one pipeline with shard_id=<rank>, "
+            "num_shards=<world size> and device_id=<local rank> and wraps it alone "
+            "(DALIGenericIterator([pipe], ...)), which dali-migrate then migrates; each process's "
+            "batch is what data[rank] was"
         )
     for key in ("sharding", "pmap_compatible"):
         if key in args:
             reasons.append(f"{key}= (batches assembled over several devices) is not migrated")
     output_map = _output_map(args.pop("output_map", None), q, reasons)
-    sparse_lists = _output_types(ctx, args.pop("output_types", None), reasons) if q == RAGGED else set()
+    sparse_lists = (
+        _output_types(ctx, args.pop("output_types", None), reasons) if q == RAGGED else set()
+    )
     reader_name = _reader_name(args.pop("reader_name", None), reasons)
     size, size_reader, claimed = None, None, []
     if "size" in args:
         size, size_reader, claimed = _size(ctx, inst, args.pop("size"), reasons)
         if reader_name is not None:
-            reasons.append("size= and reader_name= are given together (DALI's iterator refuses that)")
+            reasons.append(
+                "size= and reader_name= are given together (DALI's iterator refuses that)"
+            )
     padded = _flag(args.pop("last_batch_padded", None), "last_batch_padded", reasons)
     if padded and reader_name is not None:
-        reasons.append("last_batch_padded= is given with reader_name= (DALI's iterator refuses that)")
-    policy = _policy(ctx, args.pop("last_batch_policy", None), args.pop("fill_last_batch", None), reasons)
+        reasons.append(
+            "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
+        )
+    policy = _policy(
+        ctx, args.pop("last_batch_policy", None), args.pop("fill_last_batch", None), reasons
+    )
     if framework == "jax" and policy == "PARTIAL":
         reasons.append("JAX's iterator has no PARTIAL policy (DALI refuses it)")
     if q == RAGGED and size is not None and policy == "PARTIAL":
-        reasons.append("DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories)")
+        reasons.append(
+            "DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories)"
+        )
     auto_reset = args.pop("auto_reset", None)
     for key in args:
         reasons.append(f"{key}= is not migrated")
     if reader_name is None and size is None and size_reader is None:
-        # without reader_name and size the iterator forces FILL (and no padding): it never ends an epoch
+        # without reader_name and size the iterator forces FILL, unpadded: it never ends an epoch
         policy, padded = "FILL", False
     if output_map is None:
         return None
     use = IteratorUse(call, framework, output_map, reader_name, policy, size, size_reader, padded)
-    use.auto_reset = auto_reset is not None and not (isinstance(auto_reset, cst.Name) and auto_reset.value in (
-        "False", "None"))
+    use.auto_reset = auto_reset is not None and not (
+        isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
+    )
     use.claimed, use.sparse_lists = claimed, sparse_lists
     return use
 
@@ -349,8 +412,12 @@ def _flag(value: cst.BaseExpression | None, name: str, reasons: list[str]) -> bo
     return False
 
 
-def _policy(ctx: FileContext, p: cst.BaseExpression | None, fill: cst.BaseExpression | None,
-            reasons: list[str]) -> str:
+def _policy(
+    ctx: FileContext,
+    p: cst.BaseExpression | None,
+    fill: cst.BaseExpression | None,
+    reasons: list[str],
+) -> str:
     policy = "FILL"
     if p is not None:
         pq = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
@@ -376,8 +443,9 @@ def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
     names = [n for n in walk(expr) if isinstance(n, cst.Name) and n.value == pipe]
     if len(calls) > 1 or len(names) != len(calls):
         reasons.append(
-            f"size={_code(expr)} is not migrated (only an expression with at most one {pipe}.epoch_size(\"<reader "
-            "name>\")): give the reader a name and pass reader_name= instead"
+            f"size={_code(expr)} is not migrated (only an expression with at most one "
+            f'{pipe}.epoch_size("<reader '
+            'name>")): give the reader a name and pass reader_name= instead'
         )
         return None, None, []
     if calls:
@@ -400,10 +468,16 @@ def _is_epoch_size(call: cst.Call, pipe: str | None) -> bool:
     )
 
 
-RAGGED_TAGS = {"DENSE_TAG": "dense", "SPARSE_LIST_TAG": "sparse_list", "SPARSE_COO_TAG": "sparse_coo"}
+RAGGED_TAGS = {
+    "DENSE_TAG": "dense",
+    "SPARSE_LIST_TAG": "sparse_list",
+    "SPARSE_COO_TAG": "sparse_coo",
+}
 
 
-def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: list[str]) -> set[int]:
+def _output_types(
+    ctx: FileContext, expr: cst.BaseExpression | None, reasons: list[str]
+) -> set[int]:
     """DALIRaggedIterator's ``output_types``: the indices of the SPARSE_LIST_TAG outputs; dense
     outputs read like DALIGenericIterator's, SPARSE_COO_TAG is a reason."""
     if expr is None:
@@ -414,8 +488,10 @@ def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: li
         v = e.value
         if isinstance(v, cst.SimpleString):
             tags.append(v.evaluated_value)
-        elif isinstance(v, cst.Attribute) and (ctx.qualname(v) or "").startswith(RAGGED + ".") and (
-            v.attr.value in RAGGED_TAGS
+        elif (
+            isinstance(v, cst.Attribute)
+            and (ctx.qualname(v) or "").startswith(RAGGED + ".")
+            and (v.attr.value in RAGGED_TAGS)
         ):
             tags.append(RAGGED_TAGS[v.attr.value])
         else:
@@ -424,13 +500,14 @@ def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: li
         reasons.append("output_types is not a list of DALIRaggedIterator tags")
     elif "sparse_coo" in tags:
         reasons.append(
-            "DALIRaggedIterator's SPARSE_COO_TAG output is not migrated: by hand, build the torch sparse "
-            "COO tensor from the samples of the ndd.Batch ([t.torch() for t in batch.tensors])"
+            "DALIRaggedIterator's SPARSE_COO_TAG output is not migrated: by hand, build the torch "
+            "sparse COO tensor from the samples of the ndd.Batch ([t.torch() for t in "
+            "batch.tensors])"
         )
     return {k for k, t in enumerate(tags) if t == "sparse_list"}
 
 
-# -- following the iterator ---------------------------------------------------------------------------
+# -- following the iterator ------------------------------------------------------------------------
 
 
 class _Follower:
@@ -463,7 +540,9 @@ class _Follower:
             self._holder(target)
             for ref in in_source_order(ctx, bindings[0].references):
                 if ctx.scopes.get(ref.node) is not scope:
-                    self.reasons.append(f"`{target.value}` is used in another scope at line {ctx.line_of(ref.node)}")
+                    self.reasons.append(
+                        f"`{target.value}` is used in another scope at line {ctx.line_of(ref.node)}"
+                    )
                 else:
                     self._terminal(ref.node, depth)
         elif _self_attr(ctx, target) is not None:
@@ -486,10 +565,16 @@ class _Follower:
             if node.attr.value != attr or node is target:
                 continue
             stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
-            if not stored and _self_attr(ctx, node) is not None and _enclosing(ctx, node, cst.ClassDef) is cls:
+            if (
+                not stored
+                and _self_attr(ctx, node) is not None
+                and _enclosing(ctx, node, cst.ClassDef) is cls
+            ):
                 reads.append(node)
             else:
-                self.reasons.append(f"`{ctx.text(node)}` at line {ctx.line_of(node)} may be the iterator too")
+                self.reasons.append(
+                    f"`{ctx.text(node)}` at line {ctx.line_of(node)} may be the iterator too"
+                )
         return reads
 
     def _returned(self, ret: cst.Return, depth: int) -> None:
@@ -502,18 +587,30 @@ class _Follower:
             self.use.hooked = True  # the Trainer iterates it once per epoch
             return
         if fn is None or not isinstance(owner, cst.Module) or depth >= 3:
-            self.reasons.append(f"the iterator is returned at line {ctx.line_of(ret)} to code the tool cannot follow")
+            self.reasons.append(
+                f"the iterator is returned at line {ctx.line_of(ret)} to code the tool cannot "
+                "follow"
+            )
             return
         scope = ctx.scopes.get(fn)
-        refs = [r.node for a in scope.assignments[fn.name.value] for r in a.references] if scope else []
+        refs = (
+            [r.node for a in scope.assignments[fn.name.value] for r in a.references]
+            if scope
+            else []
+        )
         if not refs:
-            self.reasons.append(f"{fn.name.value}() returns the iterator, and is not called in this module")
+            self.reasons.append(
+                f"{fn.name.value}() returns the iterator, and is not called in this module"
+            )
         for ref in refs:
             call = ctx.parents.get(ref)
             if isinstance(call, cst.Call) and call.func is ref:
                 self.value(call, depth + 1)
             else:
-                self.reasons.append(f"`{fn.name.value}` (which returns the iterator) is used at line {ctx.line_of(ref)}")
+                self.reasons.append(
+                    f"`{fn.name.value}` (which returns the iterator) is used at line "
+                    f"{ctx.line_of(ref)}"
+                )
 
     def _terminal(self, node: cst.CSTNode, depth: int) -> None:
         """A read of the iterator: a loop over it, len(), reset(), next(), or returned on."""
@@ -533,8 +630,8 @@ class _Follower:
             use.resets.append(_reset_stmt(ctx, node))
         else:
             self.reasons.append(
-                f"`{ctx.text(node)}` is used at line {line} in a way the tool cannot follow "
-                "(only loops over it, len(), next() and reset())"
+                f"`{ctx.text(node)}` is used at line {line} in a way the tool cannot follow (only "
+                "loops over it, len(), next() and reset())"
             )
 
 
@@ -561,8 +658,12 @@ def _builtin_arg(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
     arg = ctx.parents.get(node)
     call = ctx.parents.get(arg)
     return (
-        isinstance(arg, cst.Arg) and arg.keyword is None and not arg.star
-        and isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == name
+        isinstance(arg, cst.Arg)
+        and arg.keyword is None
+        and not arg.star
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value == name
         and len(call.args) == 1
     )
 
@@ -574,9 +675,14 @@ def _reset_stmt(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine 
     expr = ctx.parents.get(call)
     stmt = ctx.parents.get(expr)
     if (
-        isinstance(attr, cst.Attribute) and attr.attr.value == "reset"
-        and isinstance(call, cst.Call) and not call.args and call.func is attr
-        and isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+        isinstance(attr, cst.Attribute)
+        and attr.attr.value == "reset"
+        and isinstance(call, cst.Call)
+        and not call.args
+        and call.func is attr
+        and isinstance(expr, cst.Expr)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
     ):
         return stmt
     return None
@@ -607,13 +713,15 @@ def _check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
     for r in use.resets:
         if any(a is lp for a in _loops_around(ctx, r) for lp in use.loops):
             # after the last batch DALI's reset() starts the next epoch inside the same loop
-            reasons.append(f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over the iterator")
+            reasons.append(
+                f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over the iterator"
+            )
     if use.pulls:
         _check_pulls(ctx, use, reasons)
     if use.lens and not use.sized:
         reasons.append(
-            f"len() at line {ctx.line_of(use.lens[0][0])} of an iterator without reader_name or size (DALI's "
-            "len() gives 0 there; the loader has no epochs to count)"
+            f"len() at line {ctx.line_of(use.lens[0][0])} of an iterator without reader_name or "
+            "size (DALI's len() gives 0 there; the loader has no epochs to count)"
         )
     first = min((ctx.line_of(lp) for lp in use.loops), default=None)
     placed = []
@@ -636,11 +744,17 @@ def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None
     if use.holder is None:
         reasons.append("next() on an iterator that is not kept in a name or a self attribute")
     if use.auto_reset:
-        reasons.append("next() on an iterator with auto_reset (the loader needs the reset() to start an epoch)")
+        reasons.append(
+            "next() on an iterator with auto_reset (the loader needs the reset() to start an epoch)"
+        )
     for r in use.resets:
         handler = _enclosing(ctx, r, cst.ExceptHandler)
-        if handler is None or not (isinstance(handler.type, cst.Name) and handler.type.value == "StopIteration"):
-            reasons.append(f"{use.name}.reset() at line {ctx.line_of(r)} is not in an `except StopIteration:`")
+        if handler is None or not (
+            isinstance(handler.type, cst.Name) and handler.type.value == "StopIteration"
+        ):
+            reasons.append(
+                f"{use.name}.reset() at line {ctx.line_of(r)} is not in an `except StopIteration:`"
+            )
 
 
 def _loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -664,7 +778,9 @@ def _walk_loop(node: cst.CSTNode):
             continue
         if isinstance(n, (cst.For, cst.While)) and n is not node:
             # a return inside a nested loop still leaves the epoch
-            stack.extend(x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise)))
+            stack.extend(
+                x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise))
+            )
             continue
         stack.extend(reversed(n.children))
 
@@ -673,31 +789,50 @@ def _walk_loop(node: cst.CSTNode):
 
 
 def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) -> list[str]:
-    """Why the framework iterators recorded on ``instances`` cannot be migrated (empty: they can)."""
+    """Why the framework iterators on ``instances`` cannot be migrated (empty: they can)."""
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return []
     if len(instances) != 1 or len(uses) != 1:
-        return ["a pipeline iterated through framework iterators must be instantiated once and wrapped once"]
+        return [
+            "a pipeline iterated through framework iterators must be instantiated once and "
+            "wrapped once"
+        ]
     inst, use = instances[0], uses[0]
     if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
     if use.framework == "tf":
         if graph.sources:
-            return ["DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is not migrated"]
+            return [
+                "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
+                "not migrated"
+            ]
         return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
     if len(graph.readers) != 1 or graph.sources:
-        return ["a framework iterator over a pipeline with several readers or an external source is not migrated"]
+        return [
+            "a framework iterator over a pipeline with several readers or an external source is "
+            "not migrated"
+        ]
     reader = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
     name = reader.get("name")
-    for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
-        if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
+    for wanted, what in (
+        (use.reader_name, "reader_name={!r}"),
+        (use.size_reader, "size=pipe.epoch_size({!r})"),
+    ):
+        if wanted is not None and not (
+            isinstance(name, cst.SimpleString) and name.evaluated_value == wanted
+        ):
             return [f"{what.format(wanted)} does not name the reader of the pipeline"]
-    reasons = _reader_reasons(reader, use) + _placement_reasons(ctx, inst, use) + _len_reasons(ctx, reader, use)
+    reasons = (
+        _reader_reasons(reader, use)
+        + _placement_reasons(ctx, inst, use)
+        + _len_reasons(ctx, reader, use)
+    )
     if use.early_exit and epochs_kind(reader, use) not in RESUMABLE:
         reasons.append(
-            f"a loop over {use.name} can leave an epoch early (break, return): DALI's iterator resumed that "
-            f"epoch in the next loop, which the loader does only with the FILL policy ({use.policy} here)"
+            f"a loop over {use.name} can leave an epoch early (break, return): DALI's iterator "
+            "resumed that epoch in the next loop, which the loader does only with the FILL policy "
+            f"({use.policy} here)"
         )
     return reasons
 
@@ -708,11 +843,15 @@ def _reader_reasons(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> 
     for key in ("pad_last_batch", "stick_to_shard"):
         v = reader.get(key)
         if v is not None and not (isinstance(v, cst.Name) and v.value in ("True", "False")):
-            out.append(f"the reader's {key}= is not True or False (the epochs of {use.name} depend on it)")
+            out.append(
+                f"the reader's {key}= is not True or False (the epochs of {use.name} depend on it)"
+            )
     return out
 
 
-def _len_reasons(ctx: FileContext, reader: dict[str, cst.BaseExpression], use: IteratorUse) -> list[str]:
+def _len_reasons(
+    ctx: FileContext, reader: dict[str, cst.BaseExpression], use: IteratorUse
+) -> list[str]:
     padded = _is_true(reader.get("pad_last_batch"))
     if use.reader_name is None or use.policy != "FILL" or padded:
         return []
@@ -721,10 +860,11 @@ def _len_reasons(ctx: FileContext, reader: dict[str, cst.BaseExpression], use: I
     for node, where in use.lens:
         if where == "other":
             return [
-                f"len({ctx.text(node)}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
-                "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
-                "value depends on when reset() ran; take len() inside the loop over it (or before the first "
-                "one), or give the reader pad_last_batch=True"
+                f"len({ctx.text(node)}) at line {ctx.line_of(node)} is not migrated: with FILL "
+                "over a reader without pad_last_batch=True the batch count changes from epoch to "
+                "epoch, and between two loops DALI's value depends on when reset() ran; take "
+                "len() inside the loop over it (or before the first one), or give the reader "
+                "pad_last_batch=True"
             ]
     return []
 
@@ -747,12 +887,22 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     names = {n.value for a in inst.call.args for n in walk(a.value) if isinstance(n, cst.Name)}
     container = _enclosing(ctx, made, cst.FunctionDef) or ctx.module
     for node in walk(container):
-        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+        if isinstance(
+            node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)
+        ):
             target = node.target
-            pos = ctx.positions.get(target) if hasattr(ctx.positions, "get") else ctx.positions[target]
+            pos = (
+                ctx.positions.get(target)
+                if hasattr(ctx.positions, "get")
+                else ctx.positions[target]
+            )
             if pos is None:
                 continue
-            inside = (start.line, start.column) <= (pos.start.line, pos.start.column) < (end.line, end.column)
+            inside = (
+                (start.line, start.column)
+                <= (pos.start.line, pos.start.column)
+                < (end.line, end.column)
+            )
             hit = {n.value for n in walk(target) if isinstance(n, cst.Name)} & names
             if inside and hit:
                 return [f"`{sorted(hit)[0]}` changes between the pipeline and the iterator"]
@@ -767,7 +917,11 @@ def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> No
     """The framework iterators over ``inst`` cannot be migrated (``why``): each keeps its code,
     with a TODO, and the pipeline function stays a plain generator of batches."""
     for use in inst.iterators:
-        advice = BY_HAND_TORCH if use.framework == "torch" else BY_HAND[f"nvidia.dali.plugin.{use.framework}"][1]
+        advice = (
+            BY_HAND_TORCH
+            if use.framework == "torch"
+            else BY_HAND[f"nvidia.dali.plugin.{use.framework}"][1]
+        )
         if use.framework == "tf":
             advice = BY_HAND["nvidia.dali.plugin.tf"][1]
         followups.append(FollowUp(use.call, f"{use.name} is not migrated ({why})", advice))
@@ -809,7 +963,7 @@ def epochs_kind(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> str:
 RESUMABLE = ("resume", "ahead", "fill_shards", "endless")
 
 
-# -- JAX's @data_iterator: the decorated function makes the pipeline and its iterator ----------------
+# -- JAX's @data_iterator: the decorated function makes the pipeline and its iterator --------------
 
 DATA_ITERATOR = "nvidia.dali.plugin.jax.data_iterator"
 #: @data_iterator forwards these to the pipeline when the call does not give them
@@ -832,15 +986,22 @@ def data_iterator_instances(
     (configured by the decorator's ``config``): an instance whose iterator is followed from the
     call. What cannot be followed is a follow-up (the caller refuses the definition then)."""
     scope = ctx.scopes.get(fn)
-    refs = [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    refs = (
+        [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
+        if scope
+        else []
+    )
     instances = []
     for ref in in_source_order_nodes(ctx, refs):
         inst = _call_instance(ctx, fn, ref, followups)
         if inst is None:
             continue
         reasons: list[str] = []
-        fake = cst.Call(cst.Name("data_iterator"), [cst.Arg(cst.Name("pipe"))] + [
-            cst.Arg(a.value, keyword=cst.Name(k)) for k, a in config.items()])
+        fake = cst.Call(
+            cst.Name("data_iterator"),
+            [cst.Arg(cst.Name("pipe"))]
+            + [cst.Arg(a.value, keyword=cst.Name(k)) for k, a in config.items()],
+        )
         use = _analyse(ctx, inst, fake, "nvidia.dali.plugin.jax.DALIGenericIterator", reasons)
         if "devices" in config:
             reasons.append("devices= (one pipeline per device) is not migrated")
@@ -849,8 +1010,13 @@ def data_iterator_instances(
             _Follower(ctx, use, reasons).value(inst.call, 0)
             _check_uses(ctx, use, reasons)
         if reasons or use is None:
-            followups.append(FollowUp(inst.call, f"{fn.name.value}(...) is not migrated: {'; '.join(reasons)}",
-                                      BY_HAND["nvidia.dali.plugin.jax"][1]))
+            followups.append(
+                FollowUp(
+                    inst.call,
+                    f"{fn.name.value}(...) is not migrated: {'; '.join(reasons)}",
+                    BY_HAND["nvidia.dali.plugin.jax"][1],
+                )
+            )
             continue
         for key, value in DATA_ITERATOR_DEFAULTS.items():
             inst.kwargs.setdefault(key, cst.Arg(cst.parse_expression(value), keyword=cst.Name(key)))
@@ -859,22 +1025,34 @@ def data_iterator_instances(
     return instances
 
 
-def _call_instance(ctx: FileContext, fn: cst.FunctionDef, ref: cst.CSTNode, followups: list[FollowUp]) -> (
-    Instance | None
-):
+def _call_instance(
+    ctx: FileContext, fn: cst.FunctionDef, ref: cst.CSTNode, followups: list[FollowUp]
+) -> Instance | None:
     """``fn(...)`` as an instance: its keyword arguments that are no parameter of ``fn`` are the
     pipeline's (``batch_size``, ``num_threads``, ``device_id``)."""
     call = ctx.parents.get(ref)
     name = fn.name.value
     if not (isinstance(call, cst.Call) and call.func is ref) or any(a.star for a in call.args):
-        followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it with plain arguments"))
+        followups.append(
+            FollowUp(ref, f"`{name}` is used here other than by calling it with plain arguments")
+        )
         return None
     stmt = ctx.enclosing_statement(call)
     params = {p.name.value for p in [*fn.params.params, *fn.params.kwonly_params]}
-    kwargs = {a.keyword.value: a for a in call.args if a.keyword is not None and a.keyword.value not in params}
-    unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=False)
+    kwargs = {
+        a.keyword.value: a
+        for a in call.args
+        if a.keyword is not None and a.keyword.value not in params
+    }
+    unsupported = check_pipeline_args(
+        kwargs, f"call on line {ctx.line_of(call)}", checkpoints=False
+    )
     if unsupported or not isinstance(stmt, cst.SimpleStatementLine):
-        followups.append(FollowUp(call, "; ".join(unsupported) or f"`{name}(...)` is part of a compound statement"))
+        followups.append(
+            FollowUp(
+                call, "; ".join(unsupported) or f"`{name}(...)` is part of a compound statement"
+            )
+        )
         return None
     return Instance(stmt, None, call, kwargs, label=f"{name}(...)")
 

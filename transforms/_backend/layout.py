@@ -2,10 +2,8 @@
 that the back end builds) and that end up longer than a line should be are split the way black
 splits them, at their outermost call or display.
 
-Before (a statement moved from a function into a method, four columns deeper)::
-
-            images = ndd.crop_mirror_normalize(images, dtype=types.FLOAT, mean=[127.5] * 3, std=[127.5] * 3)
-
+Before: ``images = ndd.crop_mirror_normalize(images, dtype=types.FLOAT, mean=[127.5] * 3,
+std=[127.5] * 3)`` moved from a function body into a method, where it reaches column 110.
 After::
 
             images = ndd.crop_mirror_normalize(
@@ -52,7 +50,9 @@ class _Fit(cst.CSTTransformer):
         self.depth += 1
         return True
 
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
         self.depth -= 1
         return updated
 
@@ -70,7 +70,9 @@ class _Fit(cst.CSTTransformer):
         return candidate if candidate is not None else updated
 
 
-def _split_statement(stmt: cst.SimpleStatementLine, indent: str, split) -> cst.SimpleStatementLine | None:
+def _split_statement(
+    stmt: cst.SimpleStatementLine, indent: str, split
+) -> cst.SimpleStatementLine | None:
     if len(stmt.body) != 1:
         return None
     small = stmt.body[0]
@@ -96,7 +98,9 @@ def _hug(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:
     """``f(\\n    a, b\\n)``: the contents on one line of their own."""
     if isinstance(expr, cst.Call) and expr.args:
         args = list(expr.args)
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_newline(""))
+        args[-1] = args[-1].with_changes(
+            comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_newline("")
+        )
         return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
     return _display(expr, indent, one_per_line=False)
 
@@ -105,7 +109,9 @@ def _explode(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None
     """One element per line, with a trailing comma."""
     if isinstance(expr, cst.Call) and expr.args:
         args = [
-            a.with_changes(comma=cst.Comma(whitespace_after=_newline(indent)), whitespace_after_arg=_NONE)
+            a.with_changes(
+                comma=cst.Comma(whitespace_after=_newline(indent)), whitespace_after_arg=_NONE
+            )
             for a in expr.args
         ]
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
@@ -113,10 +119,16 @@ def _explode(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None
     return _display(expr, indent, one_per_line=True)
 
 
-def _display(expr: cst.BaseExpression, indent: str, one_per_line: bool) -> cst.BaseExpression | None:
+def _display(
+    expr: cst.BaseExpression, indent: str, one_per_line: bool
+) -> cst.BaseExpression | None:
     """A list, tuple or dict display split after its opening bracket; ``[{...}]`` splits the
     dict inside."""
-    if isinstance(expr, cst.List) and len(expr.elements) == 1 and isinstance(expr.elements[0].value, cst.Dict):
+    if (
+        isinstance(expr, cst.List)
+        and len(expr.elements) == 1
+        and isinstance(expr.elements[0].value, cst.Dict)
+    ):
         inner = _display(expr.elements[0].value, indent, True)
         if inner is None:
             return None
@@ -148,6 +160,9 @@ def _spread(elements: list, indent: str, one_per_line: bool):
         out = [e.with_changes(comma=cst.Comma(whitespace_after=_newline(indent))) for e in elements]
         out[-1] = out[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
         return out, _NONE
-    out = [e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for e in elements]
+    out = [
+        e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        for e in elements
+    ]
     out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return out, _newline("")

@@ -66,7 +66,16 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import append_arg, assigned_names, free_names, fresh_name, kwarg, names_in, remove_args, walk
+from .._cst import (
+    append_arg,
+    assigned_names,
+    free_names,
+    fresh_name,
+    kwarg,
+    names_in,
+    remove_args,
+    walk,
+)
 from . import runtime
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
@@ -120,7 +129,9 @@ class _Class:
     body: _Body
     attrs: dict[str, str] = field(default_factory=dict)  # role -> attribute name
     taken: set[str] = field(default_factory=set)  # attribute names
-    local: set[str] = field(default_factory=set)  # names of the pipeline function (for fresh locals)
+    local: set[str] = field(
+        default_factory=set
+    )  # names of the pipeline function (for fresh locals)
     shared: set[str] = field(default_factory=set)  # names __init__ binds that the batches read
     sharded: bool = False  # the reader has num_shards= (other than 1)
     padded: bool = False  # pad_last_batch=True
@@ -149,7 +160,9 @@ def _parts(body: list[cst.BaseStatement]) -> _Body:
         raise Refused("the generated epoch loop has an unexpected shape")
     stmts = list(epoch_for.body.body)
     last = stmts[-1] if stmts else None
-    small = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    small = (
+        last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    )
     if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
         raise Refused("the generated epoch loop does not end with its yield")
     yielded = small.value.value
@@ -158,11 +171,20 @@ def _parts(body: list[cst.BaseStatement]) -> _Body:
     defs = [s for s in prologue if isinstance(s, cst.FunctionDef)]
     setup = [s for s in prologue if not isinstance(s, cst.FunctionDef)]
     comments = [ln for ln in loop.leading_lines if ln.comment is not None]
-    return _Body(body[0], setup, defs, comments, epoch_for.target, epoch, stmts[:-1], values,
-                 epoch.func.value.value)
+    return _Body(
+        body[0],
+        setup,
+        defs,
+        comments,
+        epoch_for.target,
+        epoch,
+        stmts[:-1],
+        values,
+        epoch.func.value.value,
+    )
 
 
-# -- the class --------------------------------------------------------------------------------------
+# -- the class -------------------------------------------------------------------------------------
 
 
 def loader_definition(
@@ -179,7 +201,9 @@ def loader_definition(
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
-    reader_args = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
+    reader_args = {
+        a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
+    }
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
@@ -202,7 +226,8 @@ def loader_definition(
     cls = cst.ClassDef(
         name=cst.Name(name),
         body=cst.IndentedBlock([doc, *[m.with_changes(leading_lines=blank) for m in methods]]),
-        leading_lines=list(fn.leading_lines) + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
+        leading_lines=list(fn.leading_lines)
+        + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
     )
     cls = fit(cls, ctx.module.default_indent, len(ctx.indents(fn)))
     if "math.ceil(" not in _code(cls):
@@ -227,7 +252,9 @@ def class_name(ctx: FileContext, fn_name: str) -> str:
     if name in taken:
         name = "Dali" + name
     if name in taken:
-        raise Refused(f"the module already uses the name {name}, the loader class this migration writes")
+        raise Refused(
+            f"the module already uses the name {name}, the loader class this migration writes"
+        )
     return name
 
 
@@ -245,12 +272,17 @@ def _init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
     added = list(params.kwonly_params)
     defaults = any(p.default is not None for p in params.params)
     if plain and (not defaults or all(p.default is not None for p in added)):
-        return params.with_changes(params=[self_param, *params.params, *added], kwonly_params=[],
-                                   star_arg=cst.MaybeSentinel.DEFAULT)
+        return params.with_changes(
+            params=[self_param, *params.params, *added],
+            kwonly_params=[],
+            star_arg=cst.MaybeSentinel.DEFAULT,
+        )
     return params.with_changes(params=[self_param, *params.params])
 
 
-def _method(name: str, lines: list[str], body: list[cst.BaseStatement] | None = None) -> cst.FunctionDef:
+def _method(
+    name: str, lines: list[str], body: list[cst.BaseStatement] | None = None
+) -> cst.FunctionDef:
     text = f"def {name}(self):\n" + "".join(f"    {ln}\n" for ln in lines)
     fn = cst.parse_statement(text)
     assert isinstance(fn, cst.FunctionDef)
@@ -265,7 +297,7 @@ def _stmts(text: str) -> list[cst.BaseStatement]:
     return list(cst.parse_module(text + "\n").body)
 
 
-# -- which names the methods share through self ------------------------------------------------------
+# -- which names the methods share through self ----------------------------------------------------
 
 
 def _bound(stmts: list[cst.CSTNode]) -> set[str]:
@@ -284,7 +316,13 @@ def _bound(stmts: list[cst.CSTNode]) -> set[str]:
             elif isinstance(n, (cst.AsName,)):
                 out |= names_in(n.name)
             elif isinstance(n, cst.ImportAlias):
-                out.add((n.asname.name.value if n.asname else cst.Module([]).code_for_node(n.name).split(".")[0]))
+                out.add(
+                    (
+                        n.asname.name.value
+                        if n.asname
+                        else cst.Module([]).code_for_node(n.name).split(".")[0]
+                    )
+                )
     return out
 
 
@@ -333,7 +371,7 @@ def _rename(node: cst.CSTNode, names: set[str]) -> cst.CSTNode:
     return node.visit(_ToSelf(names)) if names else node
 
 
-# -- splicing the per-batch code into the templates ---------------------------------------------------
+# -- splicing the per-batch code into the templates ------------------------------------------------
 
 
 class _Splice(cst.CSTTransformer):
@@ -343,7 +381,9 @@ class _Splice(cst.CSTTransformer):
         super().__init__()
         self.markers = markers
 
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
         body: list[cst.BaseStatement] = []
         for s in updated.body:
             marker = _marker(s)
@@ -352,13 +392,19 @@ class _Splice(cst.CSTTransformer):
                 continue
             new = list(self.markers[marker])
             if new and s.leading_lines:
-                new[0] = new[0].with_changes(leading_lines=[*s.leading_lines, *new[0].leading_lines])
+                new[0] = new[0].with_changes(
+                    leading_lines=[*s.leading_lines, *new[0].leading_lines]
+                )
             body += new
         return updated.with_changes(body=body)
 
 
 def _marker(s: cst.BaseStatement) -> str | None:
-    if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr):
+    if (
+        isinstance(s, cst.SimpleStatementLine)
+        and len(s.body) == 1
+        and isinstance(s.body[0], cst.Expr)
+    ):
         v = s.body[0].value
         if isinstance(v, cst.Name) and v.value.startswith("__") and v.value.isupper():
             return v.value
@@ -401,7 +447,10 @@ def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
     comments = [ln.comment.value for ln in b.comments if ln.comment is not None]
     if not capture:
         comments = [t for t in comments if t != CAPTURE_COMMENT]
-    return f"{b.reader}.next_epoch(batch_size=batch_size{', capture=True' if capture else ''})", comments
+    return (
+        f"{b.reader}.next_epoch(batch_size=batch_size{', capture=True' if capture else ''})",
+        comments,
+    )
 
 
 def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.FunctionDef]:
@@ -417,17 +466,30 @@ def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.Fu
         raw = _stmt(f"yield {', '.join(o.value for o in outs)}")
         raw = raw.with_changes(body=[cst.Expr(cst.Yield(_tuple(b.values)))])
         batches = _template(
-            "def _batches(self):\n" + _indent(["__DEFS__", *comments, "while True:",
-                                               f"    for {target} in {epoch}:", "        __OPS__", "        __RAW__"]),
+            "def _batches(self):\n"
+            + _indent(
+                [
+                    "__DEFS__",
+                    *comments,
+                    "while True:",
+                    f"    for {target} in {epoch}:",
+                    "        __OPS__",
+                    "        __RAW__",
+                ]
+            ),
             {"__DEFS__": b.defs, "__OPS__": b.ops, "__RAW__": [raw]},
         )
         take = f"{', '.join(o.value for o in outs)} = next({c.attr('batches')})"
         lines, trim = _stream_iter(c, take)
-        it = _template("def __iter__(self):\n" + _indent(lines), {"__YIELD__": _yield(c, outs, trim)})
+        it = _template(
+            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": _yield(c, outs, trim)}
+        )
         return [it, batches]
     lines, trim = _epoch_iter(c, epoch, comments, target)
-    it = _template("def __iter__(self):\n" + _indent(lines),
-                   {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": _yield(c, b.values, trim)})
+    it = _template(
+        "def __iter__(self):\n" + _indent(lines),
+        {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": _yield(c, b.values, trim)},
+    )
     return [it]
 
 
@@ -444,7 +506,11 @@ def _output_names(c: _Class) -> list[cst.Name]:
     names = []
     for value, key in zip(c.body.values, c.use.output_map):
         name = _name_of(value)
-        base = name if name not in (None, c.ctx.ndd) else (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
+        base = (
+            name
+            if name not in (None, c.ctx.ndd)
+            else (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
+        )
         names.append(cst.Name(fresh_name(base, taken)))
     c.local |= {n.value for n in names}
     return names
@@ -460,7 +526,9 @@ def _name_of(value: cst.BaseExpression) -> str | None:
     return value.value if isinstance(value, cst.Name) else None
 
 
-def _epoch_iter(c: _Class, epoch: str, comments: list[str], target: str) -> tuple[list[str], str | None]:
+def _epoch_iter(
+    c: _Class, epoch: str, comments: list[str], target: str
+) -> tuple[list[str], str | None]:
     """``__iter__`` over one ``next_epoch()``: FILL over a padded reader, PARTIAL over one shard
     or a padded one, DROP over one shard."""
     use, kind = c.use, c.kind
@@ -469,9 +537,20 @@ def _epoch_iter(c: _Class, epoch: str, comments: list[str], target: str) -> tupl
         return ["__DEFS__", *loop], None
     if kind == "drop":
         i, e = fresh_name("i", c.local), fresh_name("epoch", c.local)
-        unpacked = f"({target})" if isinstance(c.body.target, cst.Tuple) and c.body.target.lpar == [] else target
-        return ["__DEFS__", *comments, f"{e} = {epoch}", f"for {i}, {unpacked} in enumerate({e}):", "    __OPS__",
-                f"    if {i} < {c.attr('full_batches')}:  {DROP}", "        __YIELD__"], None
+        unpacked = (
+            f"({target})"
+            if isinstance(c.body.target, cst.Tuple) and c.body.target.lpar == []
+            else target
+        )
+        return [
+            "__DEFS__",
+            *comments,
+            f"{e} = {epoch}",
+            f"for {i}, {unpacked} in enumerate({e}):",
+            "    __OPS__",
+            f"    if {i} < {c.attr('full_batches')}:  {DROP}",
+            "        __YIELD__",
+        ], None
     left = fresh_name("left", c.local)
     loop.append(f"    {left} -= batch_size")
     return ["__DEFS__", *_partial_start(c, left), *loop], left
@@ -496,25 +575,46 @@ def _stream_iter(c: _Class, take: str) -> tuple[list[str], str | None]:
     kind = c.kind
     if kind == "endless":
         names = take.split(" = ")[0]
-        return ["# without reader_name or size= the old iterator never ended an epoch",
-                f"for {names} in {c.attr('batches')}:", "    __YIELD__"], None
+        return [
+            "# without reader_name or size= the old iterator never ended an epoch",
+            f"for {names} in {c.attr('batches')}:",
+            "    __YIELD__",
+        ], None
     if kind == "ahead":
         return _ahead_iter(c, take), None
     if kind in ("resume", "fill_shards"):
         todo = c.attr("todo")
-        start = f"{todo}, {c.attr('length')} = next({c.attr('plan')})" if kind == "fill_shards" else (
-            f"{todo} = {c.attr('length')}")
-        return [f"if not {todo}:  {RESUME}", f"    {start}", f"while {todo}:", f"    {take}",
-                f"    {todo} -= 1", "    __YIELD__"], None
+        start = (
+            f"{todo}, {c.attr('length')} = next({c.attr('plan')})"
+            if kind == "fill_shards"
+            else (f"{todo} = {c.attr('length')}")
+        )
+        return [
+            f"if not {todo}:  {RESUME}",
+            f"    {start}",
+            f"while {todo}:",
+            f"    {take}",
+            f"    {todo} -= 1",
+            "    __YIELD__",
+        ], None
     if kind in ("drop_stream", "drop_counted"):
         i = fresh_name("i", c.local)
-        return [f"for {i} in range({c.attr('per_epoch')}):", f"    {take}",
-                f"    if {i} < {c.attr('full_batches')}:  {DROP}", "        __YIELD__"], None
+        return [
+            f"for {i} in range({c.attr('per_epoch')}):",
+            f"    {take}",
+            f"    if {i} < {c.attr('full_batches')}:  {DROP}",
+            "        __YIELD__",
+        ], None
     if kind == "counted":
         return [f"for _ in range({c.attr('length')}):", f"    {take}", "    __YIELD__"], None
     left = fresh_name("left", c.local)  # partial_stream, partial_counted
-    return [*_partial_start(c, left), f"for _ in range({c.attr('length')}):", f"    {take}", "    __YIELD__",
-            f"    {left} -= batch_size"], left
+    return [
+        *_partial_start(c, left),
+        f"for _ in range({c.attr('length')}):",
+        f"    {take}",
+        "    __YIELD__",
+        f"    {left} -= batch_size",
+    ], left
 
 
 def _ahead_iter(c: _Class, take: str) -> list[str]:
@@ -527,28 +627,47 @@ def _ahead_iter(c: _Class, take: str) -> list[str]:
         c.imports.add("math")
     if c.use.early_exit:
         start = [f"if {read} >= {end}:  {RESUME}", *["    " + s for s in start]]
-    comment = FILL_AHEAD.split("\n") if c.use.reader_name is not None else [
-        f"# an epoch ends with the batch that reaches {samples}; the samples that batch took from",
-        "# the next epoch count into it"]
-    return [*comment, *start, f"while {read} < {end}:", f"    {take}", f"    {read} += batch_size",
-            "    __YIELD__"]
+    comment = (
+        FILL_AHEAD.split("\n")
+        if c.use.reader_name is not None
+        else [
+            f"# an epoch ends with the batch that reaches {samples}; the samples that batch took "
+            "from",
+            "# the next epoch count into it",
+        ]
+    )
+    return [
+        *comment,
+        *start,
+        f"while {read} < {end}:",
+        f"    {take}",
+        f"    {read} += batch_size",
+        "    __YIELD__",
+    ]
 
 
 # -- what each batch is, per framework -----------------------------------------------------------
 
 
-def _yield(c: _Class, values: list[cst.BaseExpression], trim: str | None) -> list[cst.BaseStatement]:
+def _yield(
+    c: _Class, values: list[cst.BaseExpression], trim: str | None
+) -> list[cst.BaseStatement]:
     """``yield [{"data": images.torch(), ...}]`` (PyTorch, Paddle: one dict per pipeline in a
     list) or ``yield {"images": jax.dlpack.from_dlpack(ndd.as_tensor(images)), ...}`` (JAX), each
     output cut to ``[:trim]`` for PARTIAL."""
     use = c.use
     if len(values) != len(use.output_map):
-        raise Refused(f"{use.name}'s output_map names {len(use.output_map)} outputs, the pipeline has {len(values)}")
+        raise Refused(
+            f"{use.name}'s output_map names {len(use.output_map)} outputs, the pipeline has "
+            f"{len(values)}"
+        )
     elements = []
     for k, (key, value) in enumerate(zip(use.output_map, values)):
         converted = _converted(c, value, k in use.sparse_lists)
         if trim is not None:
-            converted = cst.Subscript(converted, [cst.SubscriptElement(cst.Slice(None, cst.Name(trim)))])
+            converted = cst.Subscript(
+                converted, [cst.SubscriptElement(cst.Slice(None, cst.Name(trim)))]
+            )
         elements.append(cst.DictElement(cst.SimpleString(_quoted(key)), converted))
     batch: cst.BaseExpression = cst.Dict(elements)
     if use.framework != "jax":
@@ -557,7 +676,9 @@ def _yield(c: _Class, values: list[cst.BaseExpression], trim: str | None) -> lis
         bound, reads = body_names(use.subclass)
         clash = (bound | reads) & (c.local | c.shared)
         if clash:
-            raise Refused(f"{use.name}.__next__ uses `{sorted(clash)[0]}`, a name of the pipeline's code too")
+            raise Refused(
+                f"{use.name}.__next__ uses `{sorted(clash)[0]}`, a name of the pipeline's code too"
+            )
         return folded_next(use.subclass, batch, use.output_map)
     return [cst.SimpleStatementLine([cst.Expr(cst.Yield(batch))])]
 
@@ -579,7 +700,9 @@ def _converted(c: _Class, value: cst.BaseExpression, sparse: bool) -> cst.BaseEx
     dense = cst.Call(cst.Attribute(cst.Name(ndd), cst.Name("as_tensor")), [cst.Arg(value)])
     if c.use.framework == "jax":
         module = _module(c, "jax", "jax.dlpack")
-        func = cst.Attribute(cst.Attribute(cst.Name(module), cst.Name("dlpack")), cst.Name("from_dlpack"))
+        func = cst.Attribute(
+            cst.Attribute(cst.Name(module), cst.Name("dlpack")), cst.Name("from_dlpack")
+        )
     else:
         func = cst.Attribute(cst.Name(_module(c, "paddle", "paddle")), cst.Name("from_dlpack"))
     return cst.Call(func, [cst.Arg(dense)])
@@ -623,7 +746,9 @@ def _module_names(ctx: FileContext) -> set[str]:
     """The names the module uses or binds (not the dotted paths of its imports)."""
     names = set(ctx.skipped_names)
     for stmt in ctx.module.body:
-        if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
             names |= _bound([stmt])
         else:
             names |= {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
@@ -634,8 +759,10 @@ def _import_edits(ctx: FileContext, c: _Class) -> list[Edit]:
     """``import <module>`` for what the class uses and the module does not import, where isort
     would put it among the module's imports (the standard library first)."""
     imports = [
-        s for s in ctx.module.body
-        if isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
+        s
+        for s in ctx.module.body
+        if isinstance(s, cst.SimpleStatementLine)
+        and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
         and _first_module(s) != "__future__"
     ]
     edits = []
@@ -689,14 +816,16 @@ def _helpers(ctx: FileContext, c: _Class) -> list[cst.BaseStatement]:
         if name in done:
             continue
         if name in _module_names(ctx):
-            raise Refused(f"the module already uses the name {name}, a helper this migration writes")
+            raise Refused(
+                f"the module already uses the name {name}, a helper this migration writes"
+            )
         done.add(name)
         node = cst.parse_module(inspect.getsource(getattr(runtime, name))).body[0]
         out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
     return out
 
 
-# -- __init__ ---------------------------------------------------------------------------------------
+# -- __init__ --------------------------------------------------------------------------------------
 
 
 def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str], str | None]:
@@ -710,11 +839,16 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
         lines.append(f"{meta} = {reader}.get_metadata()")
         size, padded = f'{meta}["epoch_size"]', f'{meta}["epoch_size_padded"] // {shards}'
     else:
-        size, padded = f'{reader}.get_metadata()["epoch_size"]', f'{reader}.get_metadata()["epoch_size_padded"]'
+        size, padded = (
+            f'{reader}.get_metadata()["epoch_size"]',
+            f'{reader}.get_metadata()["epoch_size_padded"]',
+        )
     if kind in ("plain", "resume"):
         if not (use.lens or use.hooked or kind == "resume"):
             return [], None
-        return _with_stream(c, lines + [f"{c.attr('length')} = {_ceil(c, f'{padded} / batch_size')}"]), c.attr("length")
+        return _with_stream(
+            c, lines + [f"{c.attr('length')} = {_ceil(c, f'{padded} / batch_size')}"]
+        ), c.attr("length")
     if kind in ("partial", "partial_stream"):
         lines += _shard_lines(c, meta, size)
         largest = _ceil(c, f"{size} / {shards}") if kind == "partial_stream" else c.attr("samples")
@@ -726,20 +860,29 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
         per_shard = size if kind == "drop" else fresh_name("per_shard", c.local)
         if kind == "drop_stream":
             lines.append(f"{per_shard} = {size} // {shards}")
-            lines.append(f"{c.attr('full_batches')}, {c.attr('per_epoch')} = {per_shard} // batch_size, "
-                         f"{_ceil(c, f'{per_shard} / batch_size')}")
+            lines.append(
+                f"{c.attr('full_batches')}, {c.attr('per_epoch')} = {per_shard} // batch_size, "
+                f"{_ceil(c, f'{per_shard} / batch_size')}"
+            )
         else:
             lines.append(f"{c.attr('full_batches')} = {per_shard} // batch_size")
         return _with_stream(c, lines), c.attr("full_batches")
     if kind == "fill_shards":
         c.helpers.append("dali_fill_epochs")
         plan = c.attr("plan")
-        return _with_stream(c, [f"{plan} = dali_fill_epochs({reader}.get_metadata(), batch_size)",
-                                f"{c.attr('todo')}, {c.attr('length')} = next({plan})"]), c.attr("length")
+        return _with_stream(
+            c,
+            [
+                f"{plan} = dali_fill_epochs({reader}.get_metadata(), batch_size)",
+                f"{c.attr('todo')}, {c.attr('length')} = next({plan})",
+            ],
+        ), c.attr("length")
     return _counted_tail(c, inst, fn, size)
 
 
-def _counted_tail(c: _Class, inst: Instance, fn: cst.FunctionDef, size: str) -> tuple[list[str], str | None]:
+def _counted_tail(
+    c: _Class, inst: Instance, fn: cst.FunctionDef, size: str
+) -> tuple[list[str], str | None]:
     """FILL without padding over one shard, ``size=`` and an iterator that never ends."""
     kind = c.kind
     if kind == "endless":
@@ -753,8 +896,14 @@ def _counted_tail(c: _Class, inst: Instance, fn: cst.FunctionDef, size: str) -> 
         return _with_stream(c, lines), c.attr("length")
     if kind == "drop_counted":
         local = fresh_name("size", c.local)
-        return _with_stream(c, [f"{local} = {total}", f"{c.attr('full_batches')}, {c.attr('per_epoch')} = "
-                                f"{local} // batch_size, {_ceil(c, f'{local} / batch_size')}"]), c.attr("full_batches")
+        return _with_stream(
+            c,
+            [
+                f"{local} = {total}",
+                f"{c.attr('full_batches')}, {c.attr('per_epoch')} = {local} // batch_size, "
+                f"{_ceil(c, f'{local} / batch_size')}",
+            ],
+        ), c.attr("full_batches")
     lines = [f"{samples} = {total}"] if kind == "partial_counted" else []
     lines.append(f"{c.attr('length')} = {_ceil(c, f'{samples if lines else total} / batch_size')}")
     return _with_stream(c, lines), c.attr("length")
@@ -767,11 +916,17 @@ def _shard_lines(c: _Class, meta: str, size: str) -> list[str]:
     if not c.sharded:
         return [f"{samples} = {size}"]
     if c.moving:
-        return [f"{samples} = {size}",
-                f'{c.attr("shard")}, {c.attr("num_shards")} = {meta}["shard_id"], {meta}["number_of_shards"]']
+        return [
+            f"{samples} = {size}",
+            f'{c.attr("shard")}, {c.attr("num_shards")} = {meta}["shard_id"], '
+            f'{meta}["number_of_shards"]',
+        ]
     shard, n = fresh_name("shard", c.local), fresh_name("n", c.local)
-    return [f'{shard}, {n} = {meta}["shard_id"], {meta}["number_of_shards"]',
-            f"{samples} = {size} * ({shard} + 1) // {n} - {size} * {shard} // {n}  # this shard's samples"]
+    return [
+        f'{shard}, {n} = {meta}["shard_id"], {meta}["number_of_shards"]',
+        f"{samples} = {size} * ({shard} + 1) // {n} - {size} * {shard} // {n}  # this shard's "
+        "samples",
+    ]
 
 
 def _with_stream(c: _Class, lines: list[str]) -> list[str]:
@@ -799,7 +954,11 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
     positional = [p.name.value for p in fn.params.params]
     for i, a in enumerate(inst.call.args):
         if isinstance(a.value, cst.Name) and not a.star:
-            param = a.keyword.value if a.keyword is not None else (positional[i] if i < len(positional) else None)
+            param = (
+                a.keyword.value
+                if a.keyword is not None
+                else (positional[i] if i < len(positional) else None)
+            )
             if param is not None:
                 given.setdefault(a.value.value, param)
     meta = f'{c.body.reader}.get_metadata()["epoch_size_padded"]'
@@ -831,29 +990,42 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
     new = new.visit(Names())
     text = _code(new)
     if missing or "\n" in text:
-        raise Refused(f"size={_code(size)} uses `{missing[0] if missing else text}`, which the loader does not have")
+        raise Refused(
+            f"size={_code(size)} uses `{missing[0] if missing else text}`, which the loader does "
+            "not have"
+        )
     return text
 
 
-def _with_max_batch_size(stmt: cst.BaseStatement, reader: str, why: bool = True) -> cst.BaseStatement:
+def _with_max_batch_size(
+    stmt: cst.BaseStatement, reader: str, why: bool = True
+) -> cst.BaseStatement:
     """``reader = ndd.readers.X(...)`` with ``max_batch_size=batch_size`` and the comment that
     says why: get_metadata() before the first next_epoch() would fix the batch size to 1."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
         return stmt
     assign = stmt.body[0]
     target = assign.targets[0].target
-    if not (isinstance(target, cst.Name) and target.value == reader and isinstance(assign.value, cst.Call)):
+    if not (
+        isinstance(target, cst.Name)
+        and target.value == reader
+        and isinstance(assign.value, cst.Call)
+    ):
         return stmt
     call = assign.value
     comment = [cst.EmptyLine(comment=cst.Comment(MAX_BATCH_COMMENT))] if why else []
     if any(a.keyword is not None and a.keyword.value == "max_batch_size" for a in call.args):
         return stmt.with_changes(leading_lines=[*stmt.leading_lines, *comment])
     new = append_arg(list(call.args), kwarg("max_batch_size", cst.Name("batch_size")))
-    return stmt.with_changes(body=[assign.with_changes(value=call.with_changes(args=new))],
-                             leading_lines=[*stmt.leading_lines, *comment])
+    return stmt.with_changes(
+        body=[assign.with_changes(value=call.with_changes(args=new))],
+        leading_lines=[*stmt.leading_lines, *comment],
+    )
 
 
-def _init(c: _Class, params: cst.Parameters, param_names: list[str], tail: list[str]) -> cst.FunctionDef:
+def _init(
+    c: _Class, params: cst.Parameters, param_names: list[str], tail: list[str]
+) -> cst.FunctionDef:
     """``__init__``: the parameters the batches need kept on self, the setup code and the
     reader (built once), then ``tail``."""
     kept = [p for p in param_names if p in c.shared]
@@ -871,7 +1043,7 @@ def _init(c: _Class, params: cst.Parameters, param_names: list[str], tail: list[
     return fn.with_changes(params=params)
 
 
-# -- the use sites ------------------------------------------------------------------------------------
+# -- the use sites ---------------------------------------------------------------------------------
 
 
 def loader_site_edits(
@@ -890,25 +1062,44 @@ def loader_site_edits(
     use = inst.iterators[0]
     made = ctx.enclosing_statement(use.call)
     depth = len(ctx.indents(made))
-    pre = _creation(ctx, inst, rule_id, threads_default, notes, threads_set)  # what stays of the pipeline
+    pre = _creation(
+        ctx, inst, rule_id, threads_default, notes, threads_set
+    )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
     edits = [] if together else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
-    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
-    keep = [a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size"
-            else a for a in keep]
+    keep = remove_args(
+        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+    )
+    keep = [
+        (
+            a.with_changes(keyword=cst.Name("batch_size"))
+            if a.keyword and a.keyword.value == "max_batch_size"
+            else a
+        )
+        for a in keep
+    ]
     loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if use.framework == "tf":
         return edits + [_dataset_edit(ctx, use, made, loader, name)]
     if use.pulls:
         holder, fresh = _pull_holders(ctx, use)
-        new = [made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]), _again(holder, fresh)]
-        edits += [ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
-                  for r in use.resets]
+        new = [
+            made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
+            _again(holder, fresh),
+        ]
+        edits += [
+            ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
+            for r in use.resets
+        ]
     else:
         new = [made.deep_replace(use.call, loader)]
-        if use.subclass is not None and _follows(ctx, made, use.subclass):  # no gap where the class was
-            new[0] = new[0].with_changes(leading_lines=[ln for ln in made.leading_lines if ln.comment is not None])
+        if use.subclass is not None and _follows(
+            ctx, made, use.subclass
+        ):  # no gap where the class was
+            new[0] = new[0].with_changes(
+                leading_lines=[ln for ln in made.leading_lines if ln.comment is not None]
+            )
         if use.subclass is not None:  # its conversion moved into the loader
             edits.append(removed_stmt(ctx, use.subclass))
         edits += [_dropped(ctx, r) for r in use.resets]
@@ -929,15 +1120,26 @@ def _one_line(args: list[cst.Arg]) -> list[cst.Arg]:
     comment sits between them."""
     if "#" in "".join(_code(cst.Call(cst.Name("f"), args=[a])) for a in args):
         return args
-    out = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
-                          whitespace_after_arg=cst.SimpleWhitespace("")) for a in args]
+    out = [
+        a.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for a in args
+    ]
     if out:
         out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return out
 
 
-def _creation(ctx: FileContext, inst: Instance, rule_id: str, threads_default: cst.Arg | None,
-              notes: list, threads_set: set[tuple[int, str]]) -> list[cst.BaseStatement]:
+def _creation(
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    notes: list,
+    threads_set: set[tuple[int, str]],
+) -> list[cst.BaseStatement]:
     """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
     TODO about a dropped device_id, with the comments above it."""
     threads = inst.kwargs.get("num_threads", threads_default)
@@ -956,7 +1158,9 @@ def _creation_edit(ctx: FileContext, inst: Instance, pre: list) -> Edit:
     if not pre:
         return _dropped(ctx, inst.stmt)
     if isinstance(pre[0], cst.EmptyLine):  # only the TODO
-        text = ctx.leading_comments(inst.stmt) + "".join(ctx.render(t, ctx.indents(inst.stmt)) for t in pre[1:])
+        text = ctx.leading_comments(inst.stmt) + "".join(
+            ctx.render(t, ctx.indents(inst.stmt)) for t in pre[1:]
+        )
         return Edit(*ctx.stmt_span(inst.stmt), text)
     return ctx.stmt_edit(inst.stmt, pre)
 
@@ -969,7 +1173,9 @@ def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
     return removed_stmt(ctx, stmt)
 
 
-def _pull_holders(ctx: FileContext, use: IteratorUse) -> tuple[cst.BaseExpression, cst.BaseExpression]:
+def _pull_holders(
+    ctx: FileContext, use: IteratorUse
+) -> tuple[cst.BaseExpression, cst.BaseExpression]:
     """Where the iterator was kept (``self._iterator``), and a fresh place next to it for the
     loader (``self._loader``)."""
     holder = use.holder
@@ -991,7 +1197,7 @@ def _again(holder: cst.BaseExpression, loader: cst.BaseExpression) -> cst.Simple
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(holder.deep_clone())], call)])
 
 
-# -- TensorFlow: a generator of numpy batches, and tf.data.Dataset.from_generator ---------------------
+# -- TensorFlow: a generator of numpy batches, and tf.data.Dataset.from_generator ------------------
 
 PER_STEP = (
     "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
@@ -1004,7 +1210,11 @@ FROM_GENERATOR = (
 
 
 def dataset_definition(
-    ctx: FileContext, fn: cst.FunctionDef, graph: Graph, body: list[cst.BaseStatement], params: cst.Parameters,
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    params: cst.Parameters,
     inst: Instance,
 ) -> tuple[list[cst.BaseStatement], list[Edit], str]:
     """The pipeline function as a generator of numpy batches that calls the reader once per step
@@ -1026,24 +1236,42 @@ def dataset_definition(
     *ops, last = inner
     yielded = last.body[0].value.value
     values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
-    arrays = [cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values]
+    arrays = [
+        cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
+    ]
     arrays = [a.visit(_Replace("__V__", _atom(v))) for a, v in zip(arrays, values)]
-    out = arrays[0] if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List)) else (
-        cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[]) if len(arrays) > 1 else cst.Tuple(
-            [cst.Element(arrays[0])]))
+    out = (
+        arrays[0]
+        if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
+        else (
+            cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[])
+            if len(arrays) > 1
+            else cst.Tuple([cst.Element(arrays[0])])
+        )
+    )
     new_last = last.with_changes(body=[cst.Expr(cst.Yield(out))])
-    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
-    new_loop = loop.with_changes(body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments)
+    comments = (
+        [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
+    )
+    new_loop = loop.with_changes(
+        body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments
+    )
     prologue = list(body[1:-1])
     if single:
         prologue = [_with_max_batch_size(s, reader, why=False) for s in prologue]
     doc = body[0]
     if graph.docstring is None:
         names = ", ".join(output_names(ctx, graph.outputs))
-        doc = _stmt(f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran the pipeline."""')
-    new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop]))
+        doc = _stmt(
+            f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran them."""'
+        )
+    new_fn = fn.with_changes(
+        decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop])
+    )
     if fn.decorators:
-        new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
+        new_fn = new_fn.with_changes(
+            leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+        )
     new_fn = fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn)))
     c = _Class(ctx, use, "tf", None)  # type: ignore[arg-type]
     _module(c, "tensorflow", "tensorflow")
@@ -1059,13 +1287,20 @@ class _Replace(cst.CSTTransformer):
         return self.value if updated.value == self.name else updated
 
 
-def _dataset_edit(ctx: FileContext, use: IteratorUse, made: cst.BaseStatement, call: cst.Call, name: str) -> Edit:
-    """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...), output_signature=...)``."""
+def _dataset_edit(
+    ctx: FileContext, use: IteratorUse, made: cst.BaseStatement, call: cst.Call, name: str
+) -> Edit:
+    """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
+    output_signature=...)``."""
     tf = _imported_as(ctx, "tensorflow") or "tensorflow"
     gen = cst.Lambda(cst.Parameters(), call)
     func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
-    dataset = cst.Call(func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))])
-    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")]
+    dataset = cst.Call(
+        func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
+    )
+    comments = [
+        cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")
+    ]
     new = made.deep_replace(use.call, dataset)
     new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
     return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])

@@ -4,6 +4,7 @@ in use needs them. They are real code so that they are linted and tested as code
 tests/test_iterators_plans.py runs the migrated loaders, helpers included, against DALI's own
 iterator.
 """
+
 # ruff: noqa: ANN001, ANN201
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ from .._cst import assigned_names, free_names, walk
 SELF_ATTRIBUTES = ("output_map",)
 
 
-def iterator_subclass(ctx: FileContext, call: cst.Call, iterators: tuple[str, ...]) -> (
-    tuple[cst.ClassDef, str, list[str]] | None
-):
+def iterator_subclass(
+    ctx: FileContext, call: cst.Call, iterators: tuple[str, ...]
+) -> tuple[cst.ClassDef, str, list[str]] | None:
     """``call`` makes an object of a class defined here that subclasses one of ``iterators``:
     (the class, the iterator's qualified name, why its ``__next__`` cannot move into a loader)."""
     if not isinstance(call.func, cst.Name):
@@ -54,18 +54,26 @@ def iterator_subclass(ctx: FileContext, call: cst.Call, iterators: tuple[str, ..
     return cls, base, reasons
 
 
-def _class_reasons(ctx: FileContext, cls: cst.ClassDef, bases: int, refs: list[cst.CSTNode]) -> list[str]:
+def _class_reasons(
+    ctx: FileContext, cls: cst.ClassDef, bases: int, refs: list[cst.CSTNode]
+) -> list[str]:
     name = cls.name.value
     if bases != 1 or cls.keywords or cls.decorators:
         return [f"{name} has other bases, keywords or decorators"]
     if len(refs) != 1:
         return [f"{name} is used in more than one place"]
     body = [s for s in cls.body.body if not _is_doc_or_pass(s)]
-    if len(body) != 1 or not (isinstance(body[0], cst.FunctionDef) and body[0].name.value == "__next__"):
+    if len(body) != 1 or not (
+        isinstance(body[0], cst.FunctionDef) and body[0].name.value == "__next__"
+    ):
         return [f"{name} defines more than __next__"]
     method = body[0]
     params = method.params
-    if len(params.params) != 1 or params.star_arg is not cst.MaybeSentinel.DEFAULT or params.kwonly_params:
+    if (
+        len(params.params) != 1
+        or params.star_arg is not cst.MaybeSentinel.DEFAULT
+        or params.kwonly_params
+    ):
         return [f"{name}.__next__ takes other parameters than self"]
     return _next_reasons(ctx, cls, method)
 
@@ -74,14 +82,21 @@ def _next_reasons(ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef) 
     name = cls.name.value
     stmts = list(method.body.body)
     last = stmts[-1]
-    ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    ret = (
+        last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    )
     if not (isinstance(ret, cst.Return) and ret.value is not None):
         return [f"{name}.__next__ does not end with `return <batch>`"]
     supers = [n for n in walk(method) if _is_super_next(n)]
     if len(supers) != 1:
         return [f"{name}.__next__ does not call super().__next__() exactly once"]
     for n in walk(method.body):
-        if isinstance(n, (cst.Return, cst.Yield, cst.Raise, cst.Try, cst.Global, cst.Nonlocal, cst.Await)) and n is not ret:
+        if (
+            isinstance(
+                n, (cst.Return, cst.Yield, cst.Raise, cst.Try, cst.Global, cst.Nonlocal, cst.Await)
+            )
+            and n is not ret
+        ):
             return [f"{name}.__next__ returns, raises or catches in the middle"]
         if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return [f"{name}.__next__ defines functions"]
@@ -100,14 +115,21 @@ def _is_doc_or_pass(s: cst.BaseStatement) -> bool:
     if not isinstance(s, cst.SimpleStatementLine) or len(s.body) != 1:
         return False
     small = s.body[0]
-    return isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString))
+    return isinstance(small, cst.Pass) or (
+        isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
+    )
 
 
 def _is_super_next(n: cst.CSTNode) -> bool:
     return (
-        isinstance(n, cst.Call) and not n.args and isinstance(n.func, cst.Attribute) and n.func.attr.value == "__next__"
-        and isinstance(n.func.value, cst.Call) and isinstance(n.func.value.func, cst.Name)
-        and n.func.value.func.value == "super" and not n.func.value.args
+        isinstance(n, cst.Call)
+        and not n.args
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value == "__next__"
+        and isinstance(n.func.value, cst.Call)
+        and isinstance(n.func.value.func, cst.Name)
+        and n.func.value.func.value == "super"
+        and not n.func.value.args
     )
 
 
@@ -115,7 +137,11 @@ def _allowed_self(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.parents.get(name)
     if isinstance(parent, cst.Param):
         return True
-    if isinstance(parent, cst.Attribute) and parent.value is name and parent.attr.value in SELF_ATTRIBUTES:
+    if (
+        isinstance(parent, cst.Attribute)
+        and parent.value is name
+        and parent.attr.value in SELF_ATTRIBUTES
+    ):
         return True
     return False
 
@@ -123,7 +149,9 @@ def _allowed_self(ctx: FileContext, name: cst.Name) -> bool:
 # -- folding __next__ into the loader ------------------------------------------------------------
 
 
-def folded_next(cls: cst.ClassDef, batch: cst.BaseExpression, output_map: list[str]) -> list[cst.BaseStatement]:
+def folded_next(
+    cls: cst.ClassDef, batch: cst.BaseExpression, output_map: list[str]
+) -> list[cst.BaseStatement]:
     """The statements of ``cls.__next__`` with ``super().__next__()`` the loader's ``batch`` and
     ``self.output_map`` the names, ending in ``yield`` where it returned."""
     method = next(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
@@ -151,12 +179,20 @@ class _Fold(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         return self.batch.deep_clone() if _is_super_next(original) else updated
 
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
-        if isinstance(updated.value, cst.Name) and updated.value.value == "self" and updated.attr.value == "output_map":
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
+        if (
+            isinstance(updated.value, cst.Name)
+            and updated.value.value == "self"
+            and updated.attr.value == "output_map"
+        ):
             return self.names.deep_clone()
         return updated
 
-    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+    def leave_Subscript(
+        self, original: cst.Subscript, updated: cst.Subscript
+    ) -> cst.BaseExpression:
         return _picked(updated) or updated
 
 
@@ -181,17 +217,35 @@ def _inline_dicts(stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     take the place of those uses and the assignment goes."""
     for i, s in enumerate(stmts):
         small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Dict)
-                and isinstance(small.targets[0].target, cst.Name)):
+        if not (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.value, cst.Dict)
+            and isinstance(small.targets[0].target, cst.Name)
+        ):
             continue
         name = small.targets[0].target.value
         rest = stmts[i + 1 :]
         uses = [n for r in rest for n in walk(r) if isinstance(n, cst.Name) and n.value == name]
-        keys = [_key_of(r, n) for r in rest for n in walk(r) if isinstance(n, cst.Subscript)
-                and isinstance(n.value, cst.Name) and n.value.value == name]
-        have = {e.key.evaluated_value for e in small.value.elements
-                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)}
-        if None in keys or len(keys) != len(uses) or len(set(keys)) != len(keys) or not set(keys) <= have:
+        keys = [
+            _key_of(r, n)
+            for r in rest
+            for n in walk(r)
+            if isinstance(n, cst.Subscript)
+            and isinstance(n.value, cst.Name)
+            and n.value.value == name
+        ]
+        have = {
+            e.key.evaluated_value
+            for e in small.value.elements
+            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+        }
+        if (
+            None in keys
+            or len(keys) != len(uses)
+            or len(set(keys)) != len(keys)
+            or not set(keys) <= have
+        ):
             continue
         if any(name in assigned_names(r) for r in rest):
             continue
@@ -213,7 +267,9 @@ class _Inline(cst.CSTTransformer):
         super().__init__()
         self.name, self.value = name, value
 
-    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+    def leave_Subscript(
+        self, original: cst.Subscript, updated: cst.Subscript
+    ) -> cst.BaseExpression:
         if isinstance(updated.value, cst.Name) and updated.value.value == self.name:
             picked = _picked(updated.with_changes(value=self.value))
             if picked is not None:
