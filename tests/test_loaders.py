@@ -58,7 +58,6 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 NOT_REACHED = {
     "pt_external_source": "external_source(cycle='raise') is refused by the external-source plug-in",
     "pt_size_reset": "iterators over a Pipeline subclass (DM202) are not migrated",
-    "pt_wrapper_class": "an iterator made in a wrapper class from a pipeline passed in is not followed",
 }
 
 

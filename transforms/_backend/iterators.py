@@ -51,6 +51,7 @@ from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, dataset_use, signature_reasons
 from .subclasses import iterator_subclass
+from .wrappers import wrapped_iterator
 
 #: framework of each plug-in module
 FRAMEWORKS = {
@@ -172,6 +173,14 @@ class IteratorUse:
     subclass: cst.ClassDef | None = None
     #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
     signature: tuple | None = None
+    #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
+    #: the ``__init__`` parameter that takes it
+    wrapper: tuple | None = None
+
+    @property
+    def site(self) -> cst.Call:
+        """The call that makes the iterator where the pipeline is (the wrapper's, if any)."""
+        return self.wrapper[0] if self.wrapper is not None else self.call
 
     @property
     def name(self) -> str:
@@ -224,12 +233,22 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     )
     if sub is not None and not sub[2]:
         q = sub[1]
+    wrapped = (
+        wrapped_iterator(ctx, ref, tuple(ITERATORS)) if q not in ITERATORS and not sub else None
+    )
+    if isinstance(wrapped, str):
+        return FollowUp(call, f"the iterator made in {_call_name(call)} is not migrated: {wrapped}")
+    if wrapped is not None:  # made in a wrapper class's __init__ from the pipeline passed in
+        call, q = wrapped[2], wrapped[4]
     if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
     use = _analyse(ctx, inst, call, q, reasons)
     if use is not None and sub is not None:
         use.subclass = sub[0]
+    if use is not None and wrapped is not None:
+        use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
+        call = use.call
     if use is not None:
         _Follower(ctx, use, reasons).value(call, 0)
         _check_uses(ctx, use, reasons)
@@ -873,7 +892,7 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     """The loader is made where the iterator was, from the pipeline's arguments: the pipeline
     must be made before it in the same scope and loops, and those arguments' names must mean
     the same there."""
-    made = ctx.enclosing_statement(use.call)
+    made = ctx.enclosing_statement(use.site)
     if made is inst.stmt:  # @data_iterator: one call makes both
         return []
     if ctx.scopes.get(made) is not ctx.scopes.get(inst.stmt):

@@ -1082,8 +1082,12 @@ def loader_site_edits(
     loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if use.framework == "tf":
         return edits + [_dataset_edit(ctx, use, made, loader, name)]
+    if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
+        edits.append(_wrapper_edit(ctx, use, loader))
+        loader = cst.Name(use.wrapper[2])
     if use.pulls:
         holder, fresh = _pull_holders(ctx, use)
+        edits += [ctx.expr_edit(node, fresh.deep_clone()) for node, _ in use.lens]
         new = [
             made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
             _again(holder, fresh),
@@ -1107,6 +1111,13 @@ def loader_site_edits(
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
+    outer, ref, _ = use.wrapper
+    stmt = ctx.enclosing_statement(outer)
+    new = fit(stmt.deep_replace(ref, loader), ctx.module.default_indent, len(ctx.indents(stmt)))
+    return ctx.stmt_edit(stmt, [new])
 
 
 def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:

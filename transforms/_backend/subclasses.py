@@ -29,6 +29,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import assigned_names, free_names, walk
+from .wrappers import binding_of
 
 #: names the body of ``__next__`` may read from ``self``
 SELF_ATTRIBUTES = ("output_map",)
@@ -41,16 +42,15 @@ def iterator_subclass(
     (the class, the iterator's qualified name, why its ``__next__`` cannot move into a loader)."""
     if not isinstance(call.func, cst.Name):
         return None
-    scope = ctx.scopes.get(call.func)
-    bindings = list(scope.assignments[call.func.value]) if scope is not None else []
-    if len(bindings) != 1 or not isinstance(bindings[0].node, cst.ClassDef):
+    binding = binding_of(ctx, call.func)
+    if binding is None or not isinstance(binding.node, cst.ClassDef):
         return None
-    cls = bindings[0].node
+    cls = binding.node
     bases = [ctx.qualname(b.value) for b in cls.bases]
     base = next((b for b in bases if b in iterators), None)
     if base is None:
         return None
-    reasons = _class_reasons(ctx, cls, len(bases), [r.node for r in bindings[0].references])
+    reasons = _class_reasons(ctx, cls, len(bases), [r.node for r in binding.references])
     return cls, base, reasons
 
 
