@@ -240,10 +240,15 @@ def _is_true(v: cst.BaseExpression | None) -> bool:
 
 
 def class_name(ctx: FileContext, fn_name: str) -> str:
-    """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``."""
+    """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``,
+    ``create_dali_pipeline`` -> ``DaliLoader``."""
     base = fn_name
+    for prefix in ("create_", "make_", "build_", "get_"):
+        if base.lower().startswith(prefix):
+            base = base[len(prefix) :]
+            break
     for suffix in ("_pipeline", "_pipe", "_iterator", "_loader", "pipeline", "pipe"):
-        if base.lower().endswith(suffix) and len(base) > len(suffix):
+        if base.lower().endswith(suffix):
             base = base[: -len(suffix)]
             break
     camel = "".join(part[:1].upper() + part[1:] for part in base.split("_") if part)
@@ -608,8 +613,10 @@ def _stream_iter(c: _Class, take: str) -> tuple[list[str], str | None]:
     if kind == "counted":
         return [f"for _ in range({c.attr('length')}):", f"    {take}", "    __YIELD__"], None
     left = fresh_name("left", c.local)  # partial_stream, partial_counted
+    largest = ["# every epoch takes as many batches as the largest shard needs"]
     return [
         *_partial_start(c, left),
+        *(largest if kind == "partial_stream" else []),
         f"for _ in range({c.attr('length')}):",
         f"    {take}",
         "    __YIELD__",
