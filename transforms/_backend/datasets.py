@@ -41,11 +41,16 @@ copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did n
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
 
 from .model import FollowUp, Instance
+
+if TYPE_CHECKING:  # iterators imports this module
+    from .iterators import IteratorUse
 
 DATASET = "nvidia.dali.plugin.tf.DALIDataset"
 #: DALIDataset's positional parameters after ``pipeline``
@@ -71,7 +76,9 @@ ADVICE = (
 )
 
 
-def dataset_use(ctx: FileContext, inst: Instance, call: cst.Call, use_type: type) -> object:
+def dataset_use(
+    ctx: FileContext, inst: Instance, call: cst.Call, use_type: type[IteratorUse]
+) -> IteratorUse | FollowUp:
     """``DALIDataset(pipeline=pipe, ...)``: the use to record (``use_type``, the iterators'
     ``IteratorUse``, framework "tf"), or the follow-up that says why it stays."""
     reasons: list[str] = []
@@ -113,7 +120,7 @@ def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
-def signature_reasons(ctx: FileContext, use, outputs: int) -> list[str]:
+def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
     """The dtypes (and shapes) must say how many outputs there are: tuples (or names bound once
     to tuples) with one entry per output, or a single dtype for a single output."""
     shapes, dtypes = use.signature
@@ -148,7 +155,7 @@ def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpre
     return assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
 
 
-def output_signature(ctx: FileContext, use, tf: str) -> cst.BaseExpression:
+def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
     """``(tf.TensorSpec(shape, dtype), ...)`` for literal tuples, ``tuple(tf.TensorSpec(s, d) for s,
     d in zip(shapes, dtypes))`` for names, ``tf.TensorSpec(shape, dtype)`` for one output."""
     shapes, dtypes = use.signature

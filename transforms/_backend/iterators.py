@@ -51,7 +51,7 @@ from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, dataset_use, signature_reasons
 from .subclasses import iterator_subclass
-from .wrappers import wrapped_iterator
+from .wrappers import binding_of, wrapped_iterator
 
 #: framework of each plug-in module
 FRAMEWORKS = {
@@ -101,7 +101,6 @@ DEFAULTS = {
     "output_types": "None",
     "sharding": "None",
     "pmap_compatible": "None",
-    "pmap_compatible=False": "False",
 }
 #: arguments that change nothing about the batches
 HARMLESS = {"prepare_first_batch", "dynamic_shape"}
@@ -647,11 +646,51 @@ class _Follower:
             use.pulls.append(ctx.parents.get(parent))
         elif _reset_stmt(ctx, node) is not None:
             use.resets.append(_reset_stmt(ctx, node))
-        else:
+        elif not self._passed(node, depth):
             self.reasons.append(
                 f"`{ctx.text(node)}` is used at line {line} in a way the tool cannot follow (only "
                 "loops over it, len(), next() and reset())"
             )
+
+    def _passed(self, node: cst.CSTNode, depth: int) -> bool:
+        """``train(model, loader)`` where ``train`` is a function of this module called only
+        there: its parameter is followed (the tool rewrites the resets it finds there)."""
+        ctx = self.ctx
+        arg = ctx.parents.get(node)
+        call = ctx.parents.get(arg)
+        if not (isinstance(arg, cst.Arg) and not arg.star and isinstance(call, cst.Call)):
+            return False
+        if not isinstance(call.func, cst.Name) or depth >= 3:
+            return False
+        binding = binding_of(ctx, call.func)
+        fn = binding.node if binding is not None else None
+        if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
+            return False
+        if len(binding.references) != 1:
+            self.reasons.append(
+                f"{fn.name.value}() takes the iterator and is called in several places"
+            )
+            return True
+        param = _parameter(fn, call, arg)
+        scope = ctx.scopes.get(fn.body) if param is not None else None
+        bindings = [a for a in scope.assignments[param.name.value]] if scope is not None else []
+        if param is None or len(bindings) != 1 or bindings[0].node is not param:
+            self.reasons.append(
+                f"the parameter of {fn.name.value}() that takes the iterator is rebound"
+            )
+            return True
+        for ref in in_source_order(ctx, bindings[0].references):
+            self._terminal(ref.node, depth + 1)
+        return True
+
+
+def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The plain parameter of ``fn`` that ``arg`` of ``call`` binds."""
+    params = list(fn.params.params)
+    if arg.keyword is not None:
+        return next((p for p in params if p.name.value == arg.keyword.value), None)
+    index = [a for a in call.args if a.keyword is None].index(arg)
+    return params[index] if index < len(params) else None
 
 
 def _self_attr(ctx: FileContext, node: cst.CSTNode) -> str | None:
@@ -742,14 +781,17 @@ def _check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
             f"len() at line {ctx.line_of(use.lens[0][0])} of an iterator without reader_name or "
             "size (DALI's len() gives 0 there; the loader has no epochs to count)"
         )
-    first = min((ctx.line_of(lp) for lp in use.loops), default=None)
+    first = min(use.loops, key=ctx.line_of, default=None)
     placed = []
     for node, _ in use.lens:
         ancestors = _loops_around(ctx, node)
         where = "other"
+        same = first is None or _enclosing(ctx, node, cst.FunctionDef) is _enclosing(
+            ctx, first, cst.FunctionDef
+        )
         if any(a is lp for a in ancestors for lp in use.loops):
             where = "loop"
-        elif not ancestors and (first is None or ctx.line_of(node) < first):
+        elif not ancestors and same and (first is None or ctx.line_of(node) < ctx.line_of(first)):
             where = "first"
         placed.append((node, where))
     use.lens = placed

@@ -842,9 +842,11 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
     meta = fresh_name("meta", c.local)
     shards = f'{meta}["number_of_shards"]'
     lines: list[str] = []
-    if c.sharded or kind in ("partial_stream", "drop_stream"):
+    both = kind == "partial" and c.padded and (use.lens or use.hooked)  # two keys: read once
+    if c.sharded or both or kind in ("partial_stream", "drop_stream"):
         lines.append(f"{meta} = {reader}.get_metadata()")
-        size, padded = f'{meta}["epoch_size"]', f'{meta}["epoch_size_padded"] // {shards}'
+        size, padded = f'{meta}["epoch_size"]', f'{meta}["epoch_size_padded"]'
+        padded += f" // {shards}" if c.sharded else ""
     else:
         size, padded = (
             f'{reader}.get_metadata()["epoch_size"]',
