@@ -184,3 +184,30 @@ def test_early_exit_is_refused_where_the_loader_cannot_resume(policy) -> None:
     new = migrate_source(_program(4, 1, 0, False, False, policy, None, False, 1, True)).code
     todo = next(line for line in new.splitlines() if "TODO(dali-migrate)" in line)
     assert "leave an epoch early" in todo and "DALIGenericIterator(" in new
+
+
+STAYS = {
+    "handed to a builtin": ("print(loader)", "in a way the tool cannot follow"),
+    "handed to a helper called twice": (
+        "show(loader)\n    show(loader)",
+        "show() takes the iterator and is called in several places",
+    ),
+    "size from a name the loader lacks": (None, "reads `samples`, which the loader cannot have"),
+}
+
+
+@pytest.mark.parametrize("shape", STAYS, ids=list(STAYS))
+def test_shapes_that_stay_get_a_todo(shape: str) -> None:
+    """Uses the loader cannot take keep the iterator, with a TODO that says why (no crash)."""
+    extra, why = STAYS[shape]
+    old = _program(4, 1, 0, False, False, "FILL", None, False, None, True)
+    if extra is None:
+        old = old.replace('reader_name="R"', "size=samples").replace(
+            "pipe = numbers", "samples = 10\n    pipe = numbers"
+        )
+    else:
+        old = "def show(x):\n    print(x)\n\n" + old.replace(
+            "    return out\n", f"    {extra}\n    return out\n"
+        )
+    result = migrate_source(old)
+    assert why in result.code or any(why in d.message for d in result.diagnostics), result.code

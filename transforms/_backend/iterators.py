@@ -45,7 +45,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import in_source_order, walk
+from .._cst import free_names, in_source_order, walk
 from .arguments import check_pipeline_args
 from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
@@ -663,7 +663,7 @@ class _Follower:
         if not isinstance(call.func, cst.Name) or depth >= 3:
             return False
         binding = binding_of(ctx, call.func)
-        fn = binding.node if binding is not None else None
+        fn = getattr(binding, "node", None)  # builtins have no node
         if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
             return False
         if len(binding.references) != 1:
@@ -884,6 +884,13 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
             isinstance(name, cst.SimpleString) and name.evaluated_value == wanted
         ):
             return [f"{what.format(wanted)} does not name the reader of the pipeline"]
+    if use.size is not None and isinstance(graph.container, cst.FunctionDef):
+        _, missing = size_parameters(use, inst, graph.container)
+        if missing:
+            return [
+                f"size={_code(use.size)} reads `{missing[0]}`, which the loader cannot have: give the "
+                "reader a name and pass reader_name= instead, or pass it to the pipeline"
+            ]
     reasons = (
         _reader_reasons(reader, use)
         + _placement_reasons(ctx, inst, use)
@@ -991,6 +998,30 @@ def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> No
 
 def _code(expr: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(expr)
+
+
+#: calls allowed in a size= expression besides the pipeline's epoch_size()
+SIZE_BUILTINS = {"int", "round", "len", "min", "max", "abs"}
+
+
+def size_parameters(
+    use: IteratorUse, inst: Instance, fn: cst.FunctionDef
+) -> tuple[dict[str, str], list[str]]:
+    """For ``size=``: the names the caller also gave to the pipeline -> the parameter it gave
+    them to (``num_shards=world_size``: ``world_size`` -> ``num_shards``), and the other names
+    the expression reads (the loader does not have them)."""
+    given: dict[str, str] = {}
+    positional = [p.name.value for p in fn.params.params]
+    for i, a in enumerate(inst.call.args):
+        if isinstance(a.value, cst.Name) and not a.star:
+            param = a.keyword.value if a.keyword is not None else None
+            if param is None and i < len(positional):
+                param = positional[i]
+            if param is not None:
+                given.setdefault(a.value.value, param)
+    pipe = inst.name if inst.assign is not None else None
+    names = free_names(use.size) if use.size is not None else set()
+    return given, sorted(names - set(given) - SIZE_BUILTINS - {pipe})
 
 
 def is_sharded(reader: dict[str, cst.BaseExpression]) -> bool:

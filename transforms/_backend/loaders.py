@@ -80,7 +80,7 @@ from . import runtime
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
-from .iterators import IteratorUse, epochs_kind, is_sharded
+from .iterators import SIZE_BUILTINS, IteratorUse, epochs_kind, is_sharded, size_parameters
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
@@ -100,8 +100,6 @@ PARTIAL_SHARDS = (
 )
 PARTIAL_ONE = "# PARTIAL: the last batch keeps only the samples left in the epoch"
 DROP = "# DROP: the incomplete last batch is read, not given"
-#: calls allowed in a size= expression besides the pipeline's epoch_size()
-SIZE_BUILTINS = {"int", "round", "len", "min", "max", "abs"}
 
 
 @dataclass
@@ -959,17 +957,7 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
     is ``... // num_shards``)."""
     size = c.use.size
     assert size is not None
-    given: dict[str, str] = {}
-    positional = [p.name.value for p in fn.params.params]
-    for i, a in enumerate(inst.call.args):
-        if isinstance(a.value, cst.Name) and not a.star:
-            param = (
-                a.keyword.value
-                if a.keyword is not None
-                else (positional[i] if i < len(positional) else None)
-            )
-            if param is not None:
-                given.setdefault(a.value.value, param)
+    given, _ = size_parameters(c.use, inst, fn)
     meta = f'{c.body.reader}.get_metadata()["epoch_size_padded"]'
 
     class Rewrite(cst.CSTTransformer):

@@ -43,7 +43,7 @@ def iterator_subclass(
     if not isinstance(call.func, cst.Name):
         return None
     binding = binding_of(ctx, call.func)
-    if binding is None or not isinstance(binding.node, cst.ClassDef):
+    if not isinstance(getattr(binding, "node", None), cst.ClassDef):  # builtins have no node
         return None
     cls = binding.node
     bases = [ctx.qualname(b.value) for b in cls.bases]

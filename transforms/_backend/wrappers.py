@@ -105,8 +105,7 @@ def free_names_list(node: cst.CSTNode, name: str) -> list[cst.Name]:
 
 
 def _module_class(ctx: FileContext, name: cst.Name) -> cst.ClassDef | None:
-    binding = binding_of(ctx, name)
-    cls = binding.node if binding is not None else None
+    cls = getattr(binding_of(ctx, name), "node", None)  # builtins have no node
     return (
         cls
         if isinstance(cls, cst.ClassDef) and isinstance(ctx.parents.get(cls), cst.Module)
