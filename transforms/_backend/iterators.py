@@ -888,8 +888,8 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
         _, missing = size_parameters(use, inst, graph.container)
         if missing:
             return [
-                f"size={_code(use.size)} reads `{missing[0]}`, which the loader cannot have: give the "
-                "reader a name and pass reader_name= instead, or pass it to the pipeline"
+                f"size={_code(use.size)} reads `{missing[0]}`, which the loader cannot have: give "
+                "the reader a name and pass reader_name= instead, or pass it to the pipeline"
             ]
     reasons = (
         _reader_reasons(reader, use)
