@@ -1,8 +1,9 @@
 """Loader fixtures: what each framework's DALI iterator should migrate to, proven by running it.
 
 Each ``fixtures/loaders/<case>/`` holds ``old.py`` (pipeline mode feeding a framework through
-DALI's plugin: PyTorch, JAX, Paddle or TensorFlow), ``new.py`` (the migration the emitter aims at:
-dynamic mode, written as one would by hand) and ``data.json``: the synthetic data (see
+DALI's plugin: PyTorch, JAX, Paddle or TensorFlow), ``new.py`` (the migration: dynamic mode as one
+would write it by hand; what the emitter writes, except for the targets in NOT_REACHED) and
+``data.json``: the synthetic data (see
 conftest.make_dataset), ``iterations`` and, for cases beyond PyTorch, ``framework``: the modules
 the case needs; it is skipped, with the reason, where one is not installed.
 
