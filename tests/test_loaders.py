@@ -3,9 +3,9 @@
 Each ``fixtures/loaders/<case>/`` holds ``old.py`` (pipeline mode feeding a framework through
 DALI's plugin: PyTorch, JAX, Paddle or TensorFlow), ``new.py`` (the migration: dynamic mode as one
 would write it by hand; what the emitter writes, except for the targets in NOT_REACHED) and
-``data.json``: the synthetic data (see
-conftest.make_dataset), ``iterations`` and, for cases beyond PyTorch, ``framework``: the modules
-the case needs; it is skipped, with the reason, where one is not installed.
+``data.json``: the synthetic data (see conftest.make_dataset), ``iterations`` and, for cases
+beyond PyTorch, ``framework``: the modules the case needs; it is skipped, with the reason, where
+one is not installed.
 
 Both programs define ``main(data_dir, iterations)`` and are run and compared exactly as the
 program fixtures are (tests/test_programs.py): in their own subprocesses, on real DALI, on the
