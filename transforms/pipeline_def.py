@@ -167,7 +167,8 @@ class PipelineDef(Rule):
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
         _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
         if config is not None and (followups or not all(i.iterators for i in instances)):
-            raise Refused("; ".join(dict.fromkeys(f.what for f in followups)) or "its iterator is not migrated")
+            why = "; ".join(dict.fromkeys(f.what for f in followups))
+            raise Refused(why or "its iterator is not migrated")
         fed = [u for u in graph.sources if u.kind == "fed"]
         for inst in instances:
             if fed or inst.feeds:
@@ -235,7 +236,7 @@ class PipelineDef(Rule):
             lowering=state.lowering,
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
-        loader = next((i for i in instances if i.iterators), None)  # a framework iterator: a loader class
+        loader = next((i for i in instances if i.iterators), None)  # iterated: a loader class
         if loader is not None:
             params = params.with_changes(kwonly_params=kwonly, star_arg=star)
             helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
