@@ -258,7 +258,9 @@ class PipelineDef(Rule):
         for inst in instances:
             if inst is loader:
                 threads = dec_kwargs.get("num_threads")
-                edits += loader_site_edits(ctx, inst, cls, self.id, threads, kept, notes, threads_set)
+                edits += loader_site_edits(
+                    ctx, inst, cls, self.id, threads, kept, notes, threads_set
+                )
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
             edits += pipeline_def_instance_edits(
