@@ -1,4 +1,4 @@
-"""Feeding PyTorch through DALIGenericIterator (PARTIAL): migrates to a generator of epochs with the emitted dali_iterator_epochs helper."""
+"""Feeding PyTorch through DALIGenericIterator (PARTIAL): migrates to a small loader class."""
 from nvidia.dali import fn, pipeline_def
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 

@@ -1,10 +1,11 @@
 """Loader fixtures: what each framework's DALI iterator should migrate to, proven by running it.
 
 Each ``fixtures/loaders/<case>/`` holds ``old.py`` (pipeline mode feeding a framework through
-DALI's plugin: PyTorch, JAX, Paddle or TensorFlow), ``new.py`` (the migration the emitter aims at:
-dynamic mode, written as one would by hand) and ``data.json``: the synthetic data (see
-conftest.make_dataset), ``iterations`` and, for cases beyond PyTorch, ``framework``: the modules
-the case needs; it is skipped, with the reason, where one is not installed.
+DALI's plugin: PyTorch, JAX, Paddle or TensorFlow), ``new.py`` (the migration: dynamic mode as one
+would write it by hand; what the emitter writes, except for the targets in NOT_REACHED) and
+``data.json``: the synthetic data (see conftest.make_dataset), ``iterations`` and, for cases
+beyond PyTorch, ``framework``: the modules the case needs; it is skipped, with the reason, where
+one is not installed.
 
 Both programs define ``main(data_dir, iterations)`` and are run and compared exactly as the
 program fixtures are (tests/test_programs.py): in their own subprocesses, on real DALI, on the
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pytest
 from test_programs import _has_gpu, _Run, _same_run
+
+from dali_migrate import migrate_source
 
 LOADERS = Path(__file__).resolve().parent.parent / "fixtures" / "loaders"
 CASES = (
@@ -49,6 +52,14 @@ _cuda_place = _paddle.CUDAPlace
 _paddle.CUDAPlace = lambda i: _paddle.CPUPlace() if i is None else _cuda_place(i)
 _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stream=None)
 """
+
+
+#: targets the emitter does not reach yet: case -> why; strict xfails, so a fix shows up (the
+#: target itself is still run against old.py by test_target_computes_the_same)
+NOT_REACHED = {
+    "pt_external_source": "external_source(cycle='raise') is refused (external_source plug-in)",
+    "pt_size_reset": "iterators over a Pipeline subclass (DM202) are not migrated",
+}
 
 
 def _read(case: str, name: str) -> str:
@@ -93,6 +104,35 @@ def test_target_uses_no_pipeline_mode(case: str) -> None:
     assert "nvidia.dali.experimental.dynamic" in imported
     allowed = {"nvidia.dali.experimental.dynamic", "nvidia.dali.types"}
     assert {m for m in imported if m.startswith(("nvidia.dali", "dali_migrate"))} <= allowed
+
+
+def _reached(case: str):
+    why = NOT_REACHED.get(case)
+    return pytest.param(case, marks=[pytest.mark.xfail(strict=True, reason=why)] if why else [])
+
+
+@pytest.mark.parametrize("case", [_reached(c) for c in CASES])
+def test_migration_gives_expected_text(case: str) -> None:
+    assert migrate_source(_read(case, "old.py")).code == _read(case, "new.py")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in NOT_REACHED])
+def test_expected_is_fixed_point(case: str) -> None:
+    new = _read(case, "new.py")
+    assert migrate_source(new).code == new
+
+
+def test_readme_shows_what_the_tool_writes() -> None:
+    """The README's "Before and after" loader example is the tool's own output."""
+    readme = (LOADERS.parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Before and after") :]
+    before, after = [block.split("```", 1)[0] for block in section.split("```python\n")[1:3]]
+    header = (
+        "from nvidia.dali import fn, pipeline_def\n"
+        "from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy\n\n\n"
+    )
+    migrated = migrate_source(header + before).code
+    assert migrated == "import nvidia.dali.experimental.dynamic as ndd\n\n\n" + after
 
 
 @pytest.mark.parametrize("case", CASES)

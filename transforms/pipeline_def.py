@@ -90,7 +90,13 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
-from ._backend.iterators import abandon_iterators, epoch_body, iterator_reasons
+from ._backend.iterators import (
+    abandon_iterators,
+    data_iterator_decorator,
+    data_iterator_instances,
+    iterator_reasons,
+)
+from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
     analyse_graph,
@@ -136,7 +142,7 @@ class PipelineDef(Rule):
         ctx = state.ctx
         units: list[_Unit] = []
         for fn in ctx.nodes_of(cst.FunctionDef):
-            dec = pipeline_decorator(ctx, fn)
+            dec = pipeline_decorator(ctx, fn) or data_iterator_decorator(ctx, fn)
             if dec is None:
                 continue
             state.claimed.append(fn)
@@ -201,6 +207,9 @@ class PipelineDef(Rule):
         from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
         dec_kwargs = decorator_kwargs(ctx, dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        config = None  # JAX's @data_iterator(...) configures the iterator each call makes
+        if dec is data_iterator_decorator(ctx, fn):
+            config, dec_kwargs = dec_kwargs, {}
         reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
@@ -210,11 +219,16 @@ class PipelineDef(Rule):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
         owner = ctx.parents.get(ctx.parents.get(fn))
-        if isinstance(owner, cst.ClassDef):
+        if config is not None:
+            instances = data_iterator_instances(ctx, fn, config, followups)
+        elif isinstance(owner, cst.ClassDef):
             instances = _method_instances(ctx, owner, fn, followups)
         else:
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
         _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
+        if config is not None and (followups or not all(i.iterators for i in instances)):
+            why = "; ".join(dict.fromkeys(f.what for f in followups))
+            raise Refused(why or "its iterator is not migrated")
         fed = [u for u in graph.sources if u.kind == "fed"]
         for inst in instances:
             if fed or inst.feeds:
@@ -283,7 +297,10 @@ class PipelineDef(Rule):
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
-        body, helpers = epoch_body(ctx, graph, body, instances)  # framework iterators
+        loader = next((i for i in instances if i.iterators), None)  # iterated: a loader class
+        if loader is not None:
+            params = params.with_changes(kwonly_params=kwonly, star_arg=star)
+            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(
@@ -294,9 +311,16 @@ class PipelineDef(Rule):
         if fn.decorators:
             # comments above the decorator stay above the function
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
-        edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
+        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
+        edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         for inst in instances:
+            if inst is loader:
+                threads = dec_kwargs.get("num_threads")
+                edits += loader_site_edits(
+                    ctx, inst, cls, self.id, threads, kept, notes, threads_set
+                )
+                continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
             edits += pipeline_def_instance_edits(
                 ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers, threads_set=threads_set

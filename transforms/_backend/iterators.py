@@ -1,13 +1,14 @@
-"""Framework iterators over a migrated pipeline (issue 5 items 1 and 2): the part of DM200 that
-turns ``DALIGenericIterator([pipe], ...)`` / ``DALIClassificationIterator`` / ``DALIRaggedIterator``
-and the loops over it into loops over the epochs of the dynamic-mode generator.
+"""Framework iterators over a migrated pipeline: the part of DM200 that recognises
+``DALIGenericIterator([pipe], ...)`` (PyTorch, Paddle, JAX), ``DALIClassificationIterator`` and
+``DALIRaggedIterator``, follows the iterator wherever the code keeps it, and rewrites the few
+places that change. The loader class that replaces the pipeline is written by ``loaders``.
 
 Before::
 
     pipe = train_pipe(data_dir)
+    pipe.build()
     loader = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader",
                                  last_batch_policy=LastBatchPolicy.PARTIAL)
-    steps = len(loader) * 2
     for epoch in range(2):
         for data in loader:
             train_step(data[0]["data"], data[0]["label"])
@@ -15,145 +16,189 @@ Before::
 
 After::
 
-    def train_pipe(data_dir, *, batch_size=64):
-        \"\"\"The epochs DALIGenericIterator gave: next() gives the next one, a generator of (images, labels) batches.\"\"\"
-        reader = ndd.readers.File(file_root=data_dir, max_batch_size=batch_size)
-
-        def batches():
-            \"\"\"(images, labels) batches epoch after epoch, without end, as Pipeline.run() gave them.\"\"\"
-            while True:
-                for jpegs, labels in reader.next_epoch(batch_size=batch_size):
-                    ...
-                    yield images, labels
-
-        plan = dali_reader_epochs(reader.get_metadata(), batch_size, "PARTIAL")
-        return DaliIteratorEpochs(batches(), plan)
-
-    pipe = train_pipe(data_dir)
-    steps = len(pipe) * 2
+    ndd.set_num_threads(4)
+    loader = TrainLoader(data_dir)
     for epoch in range(2):
-        for data in next(pipe):
-            train_step(data[0].torch(), data[1].torch())
+        for data in loader:
+            train_step(data[0]["data"], data[0]["label"])
 
-Why this shape: the generator the back end emits already reproduces the ``pipe.run()`` stream
-exactly (dali-semantics section 3); a framework iterator only cuts that stream into epochs (how
-many batches, the last one trimmed for PARTIAL, one extra read and dropped for DROP, samples read
-ahead credited for FILL without padding: ``plugin/base_iterator.py``). So the pipeline function
-returns a ``DaliIteratorEpochs`` (emitted once per module, like the plans): ``next()`` gives an
-epoch, ``len()`` what ``len(iterator)`` gave, and an epoch left early (``break``) is resumed by the
-next ``next()``, as DALI's iterator ignores ``reset()`` until its epoch is over. The policy
-arithmetic is a plan: ``dali_reader_epochs`` (``reader_name=``, from the reader's metadata, built
-with ``max_batch_size``, pitfall 4) or ``dali_size_epochs`` (``size=`` without ``reader_name``:
-an integer literal, or ``pipe.epoch_size("Reader")``, which is ``epoch_size_padded``, row 12).
-FILL over a reader with ``pad_last_batch=True``, with no ``len()`` and no early exit, needs no
-helper: one ``next_epoch()`` is one epoch of the iterator (row 35). An iterator without
-``reader_name`` and ``size`` never ends an epoch: the loop runs over the endless generator itself.
+The loader class yields what the iterator yielded (a list of one dict of torch tensors, a dict
+of ``jax.Array``s, ...) one epoch per pass, so the code that consumes it stays as it was: loops,
+``enumerate``, indexing, ``len(loader)``, a ``return`` from Lightning's ``train_dataloader()``.
+What changes: the pipeline's creation (gone; ``num_threads`` becomes ``ndd.set_num_threads``),
+the iterator's construction (the loader, with the pipeline's arguments), ``loader.reset()``
+(deleted: each pass is an epoch) and, for code that pulls batches with ``next()`` and resets on
+``StopIteration``, the reset (``it = iter(loader)`` again).
 
-Loops over the loader become loops over one epoch (``next(pipe)``); ``data[0]["name"]`` becomes
-``data[k].torch()`` for output ``k`` of ``output_map`` (a list of per-sample tensors for a
-DALIRaggedIterator SPARSE_LIST_TAG output); ``len(loader)`` becomes ``len(pipe)`` (for FILL over
-an unpadded reader, whose count changes per epoch, only inside a loop over it or before the first
-one); ``loader.reset()`` disappears. What cannot be proved equal gives a reason and the pipeline
-stays as it was: several pipelines (one per GPU), iterator subclasses, SPARSE_COO_TAG, other
-``size=`` expressions, other frameworks' iterators.
+The iterator is followed through a local name, an attribute of ``self`` (set in one method,
+read in the others), ``return`` from a function of the module (to its callers) and ``return``
+from a Lightning ``*_dataloader()`` hook. Whatever cannot be followed, or a configuration the
+loader does not reproduce exactly, leaves the code as it was with a TODO at the iterator that
+says what to write.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.fixes import Diagnostic, Edit
 
-from .._cst import fresh_name, in_source_order, walk
-from . import runtime
-from .docstrings import is_generated_doc
-from .edits import removed_stmt
-from .model import FollowUp, Graph, Instance, Refused
+from .._cst import free_names, in_source_order, walk
+from .arguments import check_pipeline_args
+from .model import FollowUp, Graph, Instance
+from .datasets import ADVICE as DATASET_ADVICE
+from .datasets import DATASET, dataset_use, signature_reasons
+from .subclasses import iterator_subclass
+from .wrappers import binding_of, wrapped_iterator
 
-#: PyTorch iterators this module migrates -> their positional parameters after ``pipelines``
-TORCH_ITERATORS = {
-    "nvidia.dali.plugin.pytorch.DALIGenericIterator": (
-        "output_map", "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
-        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
-    ),
-    "nvidia.dali.plugin.pytorch.DALIClassificationIterator": (
-        "size", "reader_name", "auto_reset", "fill_last_batch", "dynamic_shape",
-        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
-    ),
-    "nvidia.dali.plugin.pytorch.DALIRaggedIterator": (
-        "output_map", "size", "reader_name", "output_types", "auto_reset", "fill_last_batch", "dynamic_shape",
-        "last_batch_padded", "last_batch_policy", "prepare_first_batch",
+#: framework of each plug-in module
+FRAMEWORKS = {
+    "nvidia.dali.plugin.pytorch": "torch",
+    "nvidia.dali.plugin.paddle": "paddle",
+    "nvidia.dali.plugin.jax": "jax",
+}
+_TORCH = (
+    "output_map",
+    "size",
+    "reader_name",
+    "auto_reset",
+    "fill_last_batch",
+    "dynamic_shape",
+    "last_batch_padded",
+    "last_batch_policy",
+    "prepare_first_batch",
+)
+#: iterators migrated -> their positional parameters after ``pipelines``
+ITERATORS = {
+    "nvidia.dali.plugin.pytorch.DALIGenericIterator": _TORCH,
+    "nvidia.dali.plugin.pytorch.DALIClassificationIterator": _TORCH[1:],
+    "nvidia.dali.plugin.pytorch.DALIRaggedIterator": (*_TORCH[:3], "output_types", *_TORCH[3:]),
+    "nvidia.dali.plugin.paddle.DALIGenericIterator": _TORCH,
+    "nvidia.dali.plugin.paddle.DALIClassificationIterator": _TORCH[1:],
+    "nvidia.dali.plugin.jax.DALIGenericIterator": (
+        "output_map",
+        "size",
+        "reader_name",
+        "auto_reset",
+        "last_batch_padded",
+        "last_batch_policy",
+        "prepare_first_batch",
+        "sharding",
+        "pmap_compatible",
     ),
 }
 RAGGED = "nvidia.dali.plugin.pytorch.DALIRaggedIterator"
-POLICY_CLASSES = ("nvidia.dali.plugin.base_iterator.LastBatchPolicy", "nvidia.dali.plugin.pytorch.LastBatchPolicy")
-
-#: iterators of other frameworks: what to do by hand
-BY_HAND = {
-    "nvidia.dali.plugin.jax": (
-        "JAX iterators are not migrated yet",
-        "iterate the migrated generator and convert each ndd.Batch with "
-        "jax.dlpack.from_dlpack(ndd.as_tensor(batch))",
-    ),
-    "nvidia.dali.plugin.tf": (
-        "DALIDataset (TensorFlow) is not migrated yet",
-        "wrap the migrated generator in tf.data.Dataset.from_generator, converting each ndd.Batch "
-        "with np.asarray(ndd.as_tensor(batch))",
-    ),
-    "nvidia.dali.plugin.paddle": (
-        "Paddle iterators are not migrated yet",
-        "iterate the migrated generator and convert each ndd.Batch with "
-        "paddle.utils.dlpack.from_dlpack(ndd.as_tensor(batch))",
-    ),
-    "nvidia.dali.plugin.mxnet": (
-        "MXNet iterators are not migrated",
-        "iterate the migrated generator and convert each ndd.Batch with mx.nd.from_dlpack(ndd.as_tensor(batch))",
-    ),
+POLICY_CLASSES = tuple(
+    f"nvidia.dali.plugin.{m}.LastBatchPolicy" for m in ("base_iterator", "pytorch", "paddle", "jax")
+)
+#: arguments left at these values change nothing
+DEFAULTS = {
+    "size": "-1",
+    "last_batch_padded": "False",
+    "fill_last_batch": "None",
+    "output_types": "None",
+    "sharding": "None",
+    "pmap_compatible": "None",
 }
+#: arguments that change nothing about the batches
+HARMLESS = {"prepare_first_batch", "dynamic_shape"}
+#: Lightning hooks whose return value the Trainer iterates once per epoch (and sizes with len())
+DATALOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")
 
 #: what to write instead of a PyTorch iterator the tool cannot migrate
 BY_HAND_TORCH = (
-    "loop over the epochs of the migrated generator (one reader.next_epoch() per epoch), converting each "
-    "ndd.Batch with .torch()"
+    "write a loader class instead: build the reader once in __init__ (with max_batch_size= if you "
+    "read its get_metadata()), and in __iter__ run one epoch (for ... in "
+    "reader.next_epoch(batch_size=...)), yielding [{name: output.torch(), ...}] as the iterator "
+    "did; delete reset()"
 )
-
-EPOCHS_CLASS = "DaliIteratorEpochs"
-READER_PLAN = "dali_reader_epochs"
-SIZE_PLAN = "dali_size_epochs"
-
-
-
-def helper_source(name: str) -> str:
-    """The text of the runtime definition ``name``, as it is copied into the output."""
-    return inspect.getsource(getattr(runtime, name))
+#: iterators of other frameworks, or shapes of them, that stay: what they are, what to write
+BY_HAND = {
+    "nvidia.dali.plugin.tf": ("DALIDataset (TensorFlow) is not migrated", DATASET_ADVICE),
+    "nvidia.dali.plugin.jax": (
+        "this JAX iterator is not migrated",
+        "write a loader class whose __iter__ runs one epoch of "
+        "reader.next_epoch(batch_size=...) and yields "
+        "{name: jax.dlpack.from_dlpack(ndd.as_tensor(output)), ...}",
+    ),
+    "nvidia.dali.plugin.paddle": (
+        "this Paddle iterator is not migrated",
+        "write a loader class whose __iter__ runs one epoch of "
+        "reader.next_epoch(batch_size=...) and yields "
+        "[{name: paddle.from_dlpack(ndd.as_tensor(output)), ...}]",
+    ),
+    "nvidia.dali.plugin.mxnet": (
+        "MXNet iterators are not migrated",
+        "iterate the epochs of the reader (reader.next_epoch()) and convert each output with "
+        "mx.nd.from_dlpack(ndd.as_tensor(output))",
+    ),
+}
 
 
 @dataclass
 class IteratorUse:
-    """``loader = DALIGenericIterator([pipe], ...)`` and what is done with ``loader``."""
+    """``DALIGenericIterator([pipe], ...)``: its configuration and everything done with it."""
 
-    stmt: cst.SimpleStatementLine
     call: cst.Call
-    name: str
+    framework: str  # "torch", "paddle" or "jax"
     output_map: list[str]
     reader_name: str | None
-    policy: str
-    loops: list[cst.CSTNode] = field(default_factory=list)  # the reference to replace in each loop
-    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
-    reads: list[tuple[cst.Subscript, str, int]] = field(default_factory=list)  # data[0]["x"], data, k
-    mode: str = ""  # set when the generator is emitted: "plain", "helper" or "stream"
-    #: size= without reader_name: the literal, or the reader name of ``pipe.epoch_size("name")``
+    policy: str  # "FILL", "PARTIAL" or "DROP"
+    #: size= without reader_name: the expression, or the reader name of ``pipe.epoch_size("name")``
     size: cst.BaseExpression | None = None
     size_reader: str | None = None
     last_batch_padded: bool = False
-    claimed: list[cst.CSTNode] = field(default_factory=list)  # pipeline references this iterator owns
-    lens: list[tuple[cst.Name, str]] = field(default_factory=list)  # len(loader): the name, "loop"/"first"/"other"
+    auto_reset: bool = False
+    sparse_lists: set[int] = field(
+        default_factory=set
+    )  # DALIRaggedIterator SPARSE_LIST_TAG outputs
+    claimed: list[cst.CSTNode] = field(
+        default_factory=list
+    )  # pipeline references the iterator owns
+    loops: list[cst.For] = field(default_factory=list)
     early_exit: bool = False  # a loop over the iterator can leave an epoch before its end
-    sparse_lists: set[int] = field(default_factory=set)  # DALIRaggedIterator SPARSE_LIST_TAG outputs
+    lens: list[tuple[cst.CSTNode, str]] = field(
+        default_factory=list
+    )  # len(it): node, "loop"/"first"/"other"
+    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: ``next(it)`` calls (code that pulls batches), and the name or ``self.x`` holding the iterator
+    pulls: list[cst.Call] = field(default_factory=list)
+    holder: cst.BaseExpression | None = None
+    #: returned by a Lightning ``*_dataloader()`` hook: iterated once per epoch, sized with len()
+    hooked: bool = False
+    #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
+    subclass: cst.ClassDef | None = None
+    #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
+    signature: tuple | None = None
+    #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
+    #: the ``__init__`` parameter that takes it
+    wrapper: tuple | None = None
+
+    @property
+    def site(self) -> cst.Call:
+        """The call that makes the iterator where the pipeline is (the wrapper's, if any)."""
+        return self.wrapper[0] if self.wrapper is not None else self.call
+
+    @property
+    def name(self) -> str:
+        if self.subclass is not None:
+            return self.subclass.name.value
+        func = self.call.func
+        return (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else getattr(func, "value", "the iterator")
+        )
+
+    @property
+    def sized(self) -> bool:
+        """The iterator has epochs (reader_name= or size=)."""
+        return self.reader_name is not None or self.size is not None or self.size_reader is not None
+
+
+# -- recognising the iterator ---------------------------------------------------------------------
 
 
 def _enclosing_call(ctx: FileContext, ref: cst.CSTNode) -> cst.Call | None:
@@ -174,16 +219,53 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     recorded on ``inst.iterators``, or the follow-up for an iterator that cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
-    if call is None or not q or not q.startswith("nvidia.dali.plugin."):
-        return iterator_hint(ctx, ref)
-    if q not in TORCH_ITERATORS:
+    if call is not None and q == DATASET:  # TensorFlow: a tf.data.Dataset from a generator
+        found = dataset_use(ctx, inst, call, IteratorUse)
+        if isinstance(found, FollowUp):
+            return found
+        inst.iterators.append(found)
+        return ""
+    sub = (
+        iterator_subclass(ctx, call, tuple(ITERATORS))
+        if call is not None and q not in ITERATORS
+        else None
+    )
+    if sub is not None and not sub[2]:
+        q = sub[1]
+    wrapped = (
+        wrapped_iterator(ctx, ref, tuple(ITERATORS)) if q not in ITERATORS and not sub else None
+    )
+    if isinstance(wrapped, str):
+        return FollowUp(call, f"the iterator made in {_call_name(call)} is not migrated: {wrapped}")
+    if wrapped is not None:  # made in a wrapper class's __init__ from the pipeline passed in
+        call, q = wrapped[2], wrapped[4]
+    if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
     use = _analyse(ctx, inst, call, q, reasons)
-    if reasons:
-        return FollowUp(call, f"{_call_name(call)} is not migrated: {'; '.join(reasons)}", BY_HAND_TORCH)
+    if use is not None and sub is not None:
+        use.subclass = sub[0]
+    if use is not None and wrapped is not None:
+        use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
+        call = use.call
+    if use is not None:
+        _Follower(ctx, use, reasons).value(call, 0)
+        _check_uses(ctx, use, reasons)
+    if reasons or use is None:
+        return FollowUp(
+            call,
+            f"{_call_name(call)} is not migrated: {'; '.join(dict.fromkeys(reasons))}",
+            _advice(q),
+        )
     inst.iterators.append(use)
     return ""
+
+
+def _advice(q: str | None) -> str:
+    for prefix, (_, advice) in BY_HAND.items():
+        if q and q.startswith(prefix + "."):
+            return advice
+    return BY_HAND_TORCH
 
 
 def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
@@ -197,17 +279,21 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
     if not q or not q.startswith("nvidia.dali.plugin."):
         why = _subclass_reason(ctx, call)
         return FollowUp(call, why[0], why[1]) if why is not None else None
-    for prefix, (what, advice) in BY_HAND.items():
-        if q == prefix or q.startswith(prefix + "."):
-            return FollowUp(call, what, advice)
-    if q not in TORCH_ITERATORS:
+    if q not in ITERATORS:
+        for prefix, (what, advice) in BY_HAND.items():
+            if q == prefix or q.startswith(prefix + "."):
+                return FollowUp(call, what, advice)
         return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
-    return FollowUp(call, f"{_call_name(call)} over a pipeline kept here is not migrated", BY_HAND_TORCH)
+    return FollowUp(
+        call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q)
+    )
 
 
 def _call_name(call: cst.Call) -> str:
     func = call.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else "the iterator"
 
 
 def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
@@ -215,24 +301,28 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None
     this module: what to do by hand (its methods may change anything about the batches)."""
     if not isinstance(call.func, cst.Name):
         return None
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.ClassDef) and stmt.name.value == call.func.value:
+    for stmt in ctx.nodes_of(cst.ClassDef):
+        if stmt.name.value == call.func.value:
             bases = [ctx.qualname(b.value) or "" for b in stmt.bases]
             base = next((b for b in bases if b.startswith("nvidia.dali.plugin.")), None)
             if base is None:
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
+            sub = iterator_subclass(ctx, call, tuple(ITERATORS))
+            why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
             return (
-                f"{name} subclasses {parent} and is not migrated",
-                f"by hand, loop over the epochs of the migrated generator as for {parent} (each batch a tuple "
-                f"of ndd.Batch whose .torch() is the tensor {parent} put in data[0][name]) and move what {name} "
-                "adds (its __next__ and other overrides) into that loop",
+                f"{name} subclasses {parent} and is not migrated{why}",
+                "write a loader class whose __iter__ runs one epoch of "
+                f"reader.next_epoch(batch_size=...) and yields what {name}.__next__ returned, "
+                f"built from the outputs as {parent} gave them (output.torch() for data[0][name])",
             )
     return None
 
 
-def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]) -> IteratorUse | None:
-    params = TORCH_ITERATORS[q]
+def _arguments(
+    call: cst.Call, params: tuple[str, ...], reasons: list[str]
+) -> dict[str, cst.BaseExpression]:
+    """The iterator's arguments by parameter name, without those left at their defaults."""
     args: dict[str, cst.BaseExpression] = {}
     for i, a in enumerate(call.args):
         if a.star:
@@ -243,123 +333,169 @@ def _analyse(ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str])
             args["pipelines"] = a.value
         elif i - 1 < len(params):
             args[params[i - 1]] = a.value
-    # arguments left at their defaults change nothing
-    for key, default in (("size", "-1"), ("last_batch_padded", "False"), ("fill_last_batch", "None"), ("output_types", "None")):
-        if key in args and _code(args[key]) == default:
-            del args[key]
-    pipes = args.get("pipelines")
+    return {k: v for k, v in args.items() if _code(v) != DEFAULTS.get(k) and k not in HARMLESS}
+
+
+def _analyse(
+    ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]
+) -> IteratorUse | None:
+    args = _arguments(call, ITERATORS[q], reasons)
+    framework = FRAMEWORKS[q.rsplit(".", 1)[0]]
+    pipes = args.pop("pipelines", None)
     if isinstance(pipes, (cst.List, cst.Tuple)) and len(pipes.elements) != 1:
         reasons.append(
-            "a list of several pipelines (one per GPU) is not migrated: by hand, run one process per GPU "
-            "(e.g. torchrun) that builds one pipeline with shard_id=<rank>, num_shards=<world size> and "
-            "device_id=<local rank> and wraps it alone (DALIGenericIterator([pipe], ...)), which dali-migrate "
-            "then migrates; each process's batch is what data[rank] was"
+            "a list of several pipelines (one per GPU) is not migrated: by hand, run one process "
+            "per GPU (e.g. torchrun) that builds one pipeline with shard_id=<rank>, "
+            "num_shards=<world size> and device_id=<local rank> and wraps it alone "
+            "(DALIGenericIterator([pipe], ...)), which dali-migrate then migrates; each process's "
+            "batch is what data[rank] was"
         )
-    output_map = ["data", "label"] if q.endswith("DALIClassificationIterator") else None
-    if "output_map" in args:
-        om = args["output_map"]
-        items = om.elements if isinstance(om, (cst.List, cst.Tuple)) else None
-        if items is None or not all(isinstance(e.value, cst.SimpleString) for e in items):
-            reasons.append("output_map is not a list of string literals")
-        else:
-            output_map = [e.value.evaluated_value for e in items]
-            if any(isinstance(n, str) is False for n in output_map) or len(set(output_map)) != len(output_map):
-                reasons.append("output_map is not a list of distinct names")
-    elif output_map is None:
-        reasons.append("no output_map")
-    sparse_lists = _output_types(ctx, args.get("output_types"), reasons) if q == RAGGED else set()
-    reader_name = None
-    if "reader_name" in args:
-        rn = args["reader_name"]
-        if isinstance(rn, cst.SimpleString):
-            reader_name = rn.evaluated_value
-        elif not (isinstance(rn, cst.Name) and rn.value == "None"):
-            reasons.append("reader_name is not a string literal")
+    for key in ("sharding", "pmap_compatible"):
+        if key in args:
+            reasons.append(f"{key}= (batches assembled over several devices) is not migrated")
+    output_map = _output_map(args.pop("output_map", None), q, reasons)
+    sparse_lists = (
+        _output_types(ctx, args.pop("output_types", None), reasons) if q == RAGGED else set()
+    )
+    reader_name = _reader_name(args.pop("reader_name", None), reasons)
     size, size_reader, claimed = None, None, []
     if "size" in args:
-        size, size_reader, claimed = _size(ctx, inst, args["size"], reasons)
+        size, size_reader, claimed = _size(ctx, inst, args.pop("size"), reasons)
         if reader_name is not None:
-            reasons.append("size= and reader_name= are given together (DALI's iterator refuses that)")
-    last_batch_padded = False
-    if "last_batch_padded" in args:
-        lbp = args["last_batch_padded"]
-        if reader_name is not None:
-            reasons.append("last_batch_padded= is given with reader_name= (DALI's iterator refuses that)")
-        elif not (isinstance(lbp, cst.Name) and lbp.value in ("True", "False")):
-            reasons.append("last_batch_padded is not True or False")
-        else:
-            last_batch_padded = lbp.value == "True"
+            reasons.append(
+                "size= and reader_name= are given together (DALI's iterator refuses that)"
+            )
+    padded = _flag(args.pop("last_batch_padded", None), "last_batch_padded", reasons)
+    if padded and reader_name is not None:
+        reasons.append(
+            "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
+        )
+    policy = _policy(
+        ctx, args.pop("last_batch_policy", None), args.pop("fill_last_batch", None), reasons
+    )
+    if framework == "jax" and policy == "PARTIAL":
+        reasons.append("JAX's iterator has no PARTIAL policy (DALI refuses it)")
+    if q == RAGGED and size is not None and policy == "PARTIAL":
+        reasons.append(
+            "DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories)"
+        )
+    auto_reset = args.pop("auto_reset", None)
+    for key in args:
+        reasons.append(f"{key}= is not migrated")
+    if reader_name is None and size is None and size_reader is None:
+        # without reader_name and size the iterator forces FILL, unpadded: it never ends an epoch
+        policy, padded = "FILL", False
+    if output_map is None:
+        return None
+    use = IteratorUse(call, framework, output_map, reader_name, policy, size, size_reader, padded)
+    use.auto_reset = auto_reset is not None and not (
+        isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
+    )
+    use.claimed, use.sparse_lists = claimed, sparse_lists
+    return use
+
+
+def _output_map(om: cst.BaseExpression | None, q: str, reasons: list[str]) -> list[str] | None:
+    if om is None:
+        if q.endswith("DALIClassificationIterator"):
+            return ["data", "label"]
+        reasons.append("no output_map")
+        return None
+    items = om.elements if isinstance(om, (cst.List, cst.Tuple)) else None
+    if items is None or not all(isinstance(e.value, cst.SimpleString) for e in items):
+        reasons.append("output_map is not a list of string literals")
+        return None
+    names = [e.value.evaluated_value for e in items]  # type: ignore[union-attr]
+    if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        reasons.append("output_map is not a list of distinct names")
+        return None
+    return names
+
+
+def _reader_name(rn: cst.BaseExpression | None, reasons: list[str]) -> str | None:
+    if rn is None or (isinstance(rn, cst.Name) and rn.value == "None"):
+        return None
+    if isinstance(rn, cst.SimpleString):
+        return rn.evaluated_value  # type: ignore[return-value]
+    reasons.append("reader_name is not a string literal")
+    return None
+
+
+def _flag(value: cst.BaseExpression | None, name: str, reasons: list[str]) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, cst.Name) and value.value in ("True", "False"):
+        return value.value == "True"
+    reasons.append(f"{name} is not True or False")
+    return False
+
+
+def _policy(
+    ctx: FileContext,
+    p: cst.BaseExpression | None,
+    fill: cst.BaseExpression | None,
+    reasons: list[str],
+) -> str:
     policy = "FILL"
-    if "last_batch_policy" in args:
-        p = args["last_batch_policy"]
+    if p is not None:
         pq = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
         match = [pq[len(c) + 1 :] for c in POLICY_CLASSES if pq and pq.startswith(c + ".")]
         if not match or match[0] not in ("FILL", "PARTIAL", "DROP"):
             reasons.append("last_batch_policy is not LastBatchPolicy.FILL/PARTIAL/DROP")
         else:
             policy = match[0]
-    if "fill_last_batch" in args:
-        f = args["fill_last_batch"]
-        if isinstance(f, cst.Name) and f.value in ("True", "False"):
-            policy = "FILL" if f.value == "True" else "PARTIAL"
-        elif not (isinstance(f, cst.Name) and f.value == "None"):
+    if fill is not None:
+        if isinstance(fill, cst.Name) and fill.value in ("True", "False"):
+            policy = "FILL" if fill.value == "True" else "PARTIAL"
+        else:
             reasons.append("fill_last_batch is not True, False or None")
-    if q == RAGGED and "size" in args and policy == "PARTIAL":
-        reasons.append("DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories): use reader_name=")
-    if reader_name is None and "size" not in args:
-        # without reader_name and size the iterator forces FILL (and no padding): it never ends an epoch
-        policy, last_batch_padded = "FILL", False
-    assign = ctx.parents.get(call)
-    stmt = ctx.parents.get(assign)
-    if not (
-        isinstance(assign, cst.Assign)
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
-        and isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-    ):
-        reasons.append("the iterator is not assigned to one name (`loader = DALIGenericIterator(...)`)")
-        return None
-    if reasons:
-        return None
-    use = IteratorUse(stmt, call, assign.targets[0].target.value, output_map, reader_name, policy)
-    use.size, use.size_reader, use.claimed = size, size_reader, claimed
-    use.last_batch_padded, use.sparse_lists = last_batch_padded, sparse_lists
-    _follow(ctx, inst, assign, use, reasons)
-    return use
+    return policy
 
 
 def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
-    """``size=``: an integer literal, or ``pipe.epoch_size("Reader")`` of this pipeline (which
-    becomes the reader's ``get_metadata()["epoch_size_padded"]``, dali-semantics row 12):
-    (literal or None, reader name or None, the pipeline reference the iterator claims)."""
-    if isinstance(expr, cst.Integer) and int(expr.value, 0) > 0:
-        return expr, None, []
-    pipe = inst.assign.targets[0].target.value
-    if (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and isinstance(expr.func.value, cst.Name)
-        and expr.func.value.value == pipe
-        and expr.func.attr.value == "epoch_size"
-        and len(expr.args) == 1
-        and not expr.args[0].star
-        and (expr.args[0].keyword is None or expr.args[0].keyword.value == "name")
-        and isinstance(expr.args[0].value, cst.SimpleString)
-    ):
-        return None, expr.args[0].value.evaluated_value, [expr.func.value]
-    reasons.append(
-        f"size={_code(expr)} is not migrated (only an integer literal or {pipe}.epoch_size(\"<reader name>\")): "
-        "give the reader a name and pass reader_name= instead, or compute the size by hand from "
-        "reader.get_metadata()[\"epoch_size_padded\"]"
+    """``size=``: an expression of names the loader's caller has, in which ``pipe.epoch_size("R")``
+    (of this pipeline) may appear once and becomes the reader's ``epoch_size_padded``:
+    (the expression, the reader name or None, the pipeline references the iterator claims)."""
+    pipe = inst.name if inst.assign is not None else None
+    calls = [n for n in walk(expr) if isinstance(n, cst.Call) and _is_epoch_size(n, pipe)]
+    names = [n for n in walk(expr) if isinstance(n, cst.Name) and n.value == pipe]
+    if len(calls) > 1 or len(names) != len(calls):
+        reasons.append(
+            f"size={_code(expr)} is not migrated (only an expression with at most one "
+            f'{pipe}.epoch_size("<reader '
+            'name>")): give the reader a name and pass reader_name= instead'
+        )
+        return None, None, []
+    if calls:
+        return expr, calls[0].args[0].value.evaluated_value, [calls[0].func.value]
+    if isinstance(expr, cst.Integer) and int(expr.value, 0) <= 0:
+        reasons.append(f"size={_code(expr)} is not a positive size")
+    return expr, None, []
+
+
+def _is_epoch_size(call: cst.Call, pipe: str | None) -> bool:
+    return (
+        isinstance(call.func, cst.Attribute)
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value == pipe
+        and call.func.attr.value == "epoch_size"
+        and len(call.args) == 1
+        and not call.args[0].star
+        and (call.args[0].keyword is None or call.args[0].keyword.value == "name")
+        and isinstance(call.args[0].value, cst.SimpleString)
     )
-    return None, None, []
 
 
-RAGGED_TAGS = {"DENSE_TAG": "dense", "SPARSE_LIST_TAG": "sparse_list", "SPARSE_COO_TAG": "sparse_coo"}
+RAGGED_TAGS = {
+    "DENSE_TAG": "dense",
+    "SPARSE_LIST_TAG": "sparse_list",
+    "SPARSE_COO_TAG": "sparse_coo",
+}
 
 
-def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: list[str]) -> set[int]:
+def _output_types(
+    ctx: FileContext, expr: cst.BaseExpression | None, reasons: list[str]
+) -> set[int]:
     """DALIRaggedIterator's ``output_types``: the indices of the SPARSE_LIST_TAG outputs; dense
     outputs read like DALIGenericIterator's, SPARSE_COO_TAG is a reason."""
     if expr is None:
@@ -370,7 +506,11 @@ def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: li
         v = e.value
         if isinstance(v, cst.SimpleString):
             tags.append(v.evaluated_value)
-        elif isinstance(v, cst.Attribute) and (ctx.qualname(v) or "").startswith(RAGGED + ".") and v.attr.value in RAGGED_TAGS:
+        elif (
+            isinstance(v, cst.Attribute)
+            and (ctx.qualname(v) or "").startswith(RAGGED + ".")
+            and (v.attr.value in RAGGED_TAGS)
+        ):
             tags.append(RAGGED_TAGS[v.attr.value])
         else:
             tags.append(None)
@@ -378,73 +518,304 @@ def _output_types(ctx: FileContext, expr: cst.BaseExpression | None, reasons: li
         reasons.append("output_types is not a list of DALIRaggedIterator tags")
     elif "sparse_coo" in tags:
         reasons.append(
-            "DALIRaggedIterator's SPARSE_COO_TAG output is not migrated: by hand, build the torch sparse "
-            "COO tensor from the samples of the ndd.Batch ([t.torch() for t in batch.tensors])"
+            "DALIRaggedIterator's SPARSE_COO_TAG output is not migrated: by hand, build the torch "
+            "sparse COO tensor from the samples of the ndd.Batch ([t.torch() for t in "
+            "batch.tensors])"
         )
     return {k for k, t in enumerate(tags) if t == "sparse_list"}
 
 
-def _follow(ctx: FileContext, inst, assign: cst.Assign, use: IteratorUse, reasons: list[str]) -> None:
-    """Every use of ``loader``: ``for x in loader`` / ``enumerate(loader)`` loops and
-    ``loader.reset()``; anything else is a reason."""
-    scope = ctx.scopes.get(assign)
-    if scope is None or scope is not ctx.scopes.get(inst.assign):
-        reasons.append("the iterator is made in another scope than the pipeline")
-        return
-    assignments = list(scope.assignments[use.name])
-    if len(assignments) != 1:
-        reasons.append(f"`{use.name}` is assigned more than once")
-        return
-    for ref in in_source_order(ctx, assignments[0].references):
-        node = ref.node
-        parent = ctx.parents.get(node)
-        line = ctx.line_of(node)
-        if isinstance(parent, cst.Attribute) and parent.attr.value == "reset":
-            call = ctx.parents.get(parent)
-            expr = ctx.parents.get(call)
-            stmt = ctx.parents.get(expr)
-            if isinstance(call, cst.Call) and not call.args and isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-                use.resets.append(stmt)
-                continue
-        loop, target = _loop_of(ctx, node)
-        if loop is not None:
-            if ctx.scopes.get(loop) is not scope:
-                reasons.append(f"the loop over `{use.name}` at line {line} is in another scope")
-            elif _loop_reasons(ctx, loop, target, use, reasons):
-                use.loops.append(node)
-            continue
-        if isinstance(parent, cst.Arg) and isinstance(ctx.parents.get(parent), cst.Call):
-            func = ctx.parents.get(parent).func
-            if isinstance(func, cst.Name) and func.value == "len" and len(ctx.parents.get(parent).args) == 1:
-                if ctx.scopes.get(node) is not scope:
-                    reasons.append(f"len({use.name}) at line {line} is in another scope")
-                elif use.reader_name is None and use.size is None and use.size_reader is None:
-                    reasons.append(
-                        f"len({use.name}) at line {line} is not migrated: an iterator without reader_name or size "
-                        "has no length (DALI's len() gives 0); the migrated generator never ends an epoch"
+# -- following the iterator ------------------------------------------------------------------------
+
+
+class _Follower:
+    """Every use of the iterator object: through names, ``self`` attributes, returns to the
+    callers of a factory and Lightning hooks, to the loops, ``len()``, ``reset()`` and ``next()``
+    that consume it. Anything else is a reason."""
+
+    def __init__(self, ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+        self.ctx, self.use, self.reasons = ctx, use, reasons
+
+    def value(self, expr: cst.CSTNode, depth: int) -> None:
+        """``expr`` evaluates to the iterator."""
+        ctx = self.ctx
+        parent = ctx.parents.get(expr)
+        if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+            self._bound(parent.targets[0].target, depth)
+        elif isinstance(parent, cst.Return):
+            self._returned(parent, depth)
+        else:
+            self._terminal(expr, depth)
+
+    def _bound(self, target: cst.BaseAssignTargetExpression, depth: int) -> None:
+        ctx = self.ctx
+        if isinstance(target, cst.Name):
+            scope = ctx.scopes.get(target)
+            bindings = list(scope.assignments[target.value]) if scope is not None else []
+            if len(bindings) != 1:
+                self.reasons.append(f"`{target.value}` is assigned more than once")
+                return
+            self._holder(target)
+            for ref in in_source_order(ctx, bindings[0].references):
+                if ctx.scopes.get(ref.node) is not scope:
+                    self.reasons.append(
+                        f"`{target.value}` is used in another scope at line {ctx.line_of(ref.node)}"
                     )
                 else:
-                    use.lens.append((node, ""))
+                    self._terminal(ref.node, depth)
+        elif _self_attr(ctx, target) is not None:
+            self._holder(target)
+            for read in self._attribute_reads(target):
+                self._terminal(read, depth)
+        else:
+            self.reasons.append(f"the iterator is stored in `{ctx.text(target)}`")
+
+    def _holder(self, target: cst.BaseExpression) -> None:
+        self.use.holder = target if self.use.holder is None else self.use.holder
+
+    def _attribute_reads(self, target: cst.Attribute) -> list[cst.Attribute]:
+        """``self.x`` read in the methods of the class that sets it; ``.x`` anywhere else, or set
+        anywhere else, is a reason."""
+        ctx, attr = self.ctx, target.attr.value
+        cls = _enclosing(ctx, target, cst.ClassDef)
+        reads = []
+        for node in ctx.nodes_of(cst.Attribute):
+            if node.attr.value != attr or node is target:
                 continue
-        reasons.append(f"`{use.name}` is used at line {line} in a way the tool cannot follow (only loops over it, len() and reset())")
-    # where each len(loader) is: inside a loop over it (the current epoch), before any loop
-    # over it could have run (the first epoch), or elsewhere
-    loops = [_loop_of(ctx, r)[0] for r in use.loops]
-    first = min((ctx.line_of(lp) for lp in loops), default=None)
+            stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
+            if (
+                not stored
+                and _self_attr(ctx, node) is not None
+                and _enclosing(ctx, node, cst.ClassDef) is cls
+            ):
+                reads.append(node)
+            else:
+                self.reasons.append(
+                    f"`{ctx.text(node)}` at line {ctx.line_of(node)} may be the iterator too"
+                )
+        return reads
+
+    def _returned(self, ret: cst.Return, depth: int) -> None:
+        ctx = self.ctx
+        fn = _enclosing(ctx, ret, cst.FunctionDef)
+        owner = ctx.parents.get(fn) if fn is not None else None
+        if isinstance(owner, cst.IndentedBlock):
+            owner = ctx.parents.get(owner)
+        if fn is not None and isinstance(owner, cst.ClassDef) and fn.name.value in DATALOADER_HOOKS:
+            self.use.hooked = True  # the Trainer iterates it once per epoch
+            return
+        if fn is None or not isinstance(owner, cst.Module) or depth >= 3:
+            self.reasons.append(
+                f"the iterator is returned at line {ctx.line_of(ret)} to code the tool cannot "
+                "follow"
+            )
+            return
+        scope = ctx.scopes.get(fn)
+        refs = (
+            [r.node for a in scope.assignments[fn.name.value] for r in a.references]
+            if scope
+            else []
+        )
+        if not refs:
+            self.reasons.append(
+                f"{fn.name.value}() returns the iterator, and is not called in this module"
+            )
+        for ref in refs:
+            call = ctx.parents.get(ref)
+            if isinstance(call, cst.Call) and call.func is ref:
+                self.value(call, depth + 1)
+            else:
+                self.reasons.append(
+                    f"`{fn.name.value}` (which returns the iterator) is used at line "
+                    f"{ctx.line_of(ref)}"
+                )
+
+    def _terminal(self, node: cst.CSTNode, depth: int) -> None:
+        """A read of the iterator: a loop over it, len(), reset(), next(), or returned on."""
+        ctx, use = self.ctx, self.use
+        parent = ctx.parents.get(node)
+        line = ctx.line_of(node)
+        loop = _loop_of(ctx, node)
+        if loop is not None:
+            use.loops.append(loop)
+        elif isinstance(parent, cst.Return) and parent.value is node:
+            self._returned(parent, depth)
+        elif _builtin_arg(ctx, node, "len"):
+            use.lens.append((node, ""))
+        elif _builtin_arg(ctx, node, "next"):
+            use.pulls.append(ctx.parents.get(parent))
+        elif _reset_stmt(ctx, node) is not None:
+            use.resets.append(_reset_stmt(ctx, node))
+        elif not self._passed(node, depth):
+            self.reasons.append(
+                f"`{ctx.text(node)}` is used at line {line} in a way the tool cannot follow (only "
+                "loops over it, len(), next() and reset())"
+            )
+
+    def _passed(self, node: cst.CSTNode, depth: int) -> bool:
+        """``train(model, loader)`` where ``train`` is a function of this module called only
+        there: its parameter is followed (the tool rewrites the resets it finds there)."""
+        ctx = self.ctx
+        arg = ctx.parents.get(node)
+        call = ctx.parents.get(arg)
+        if not (isinstance(arg, cst.Arg) and not arg.star and isinstance(call, cst.Call)):
+            return False
+        if not isinstance(call.func, cst.Name) or depth >= 3:
+            return False
+        binding = binding_of(ctx, call.func)
+        fn = getattr(binding, "node", None)  # builtins have no node
+        if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
+            return False
+        if len(binding.references) != 1:
+            self.reasons.append(
+                f"{fn.name.value}() takes the iterator and is called in several places"
+            )
+            return True
+        param = _parameter(fn, call, arg)
+        scope = ctx.scopes.get(fn.body) if param is not None else None
+        bindings = [a for a in scope.assignments[param.name.value]] if scope is not None else []
+        if param is None or len(bindings) != 1 or bindings[0].node is not param:
+            self.reasons.append(
+                f"the parameter of {fn.name.value}() that takes the iterator is rebound"
+            )
+            return True
+        for ref in in_source_order(ctx, bindings[0].references):
+            self._terminal(ref.node, depth + 1)
+        return True
+
+
+def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The plain parameter of ``fn`` that ``arg`` of ``call`` binds."""
+    params = list(fn.params.params)
+    if arg.keyword is not None:
+        return next((p for p in params if p.name.value == arg.keyword.value), None)
+    index = [a for a in call.args if a.keyword is None].index(arg)
+    return params[index] if index < len(params) else None
+
+
+def _self_attr(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """``self.x`` in a method whose first parameter is ``self``: ``x``."""
+    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
+        return None
+    fn = _enclosing(ctx, node, cst.FunctionDef)
+    while fn is not None and not isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
+        fn = _enclosing(ctx, fn, cst.FunctionDef)
+    if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
+        return None
+    return node.attr.value
+
+
+def _enclosing(ctx: FileContext, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, kind):
+        cur = ctx.parents.get(cur)
+    return cur
+
+
+def _builtin_arg(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
+    arg = ctx.parents.get(node)
+    call = ctx.parents.get(arg)
+    return (
+        isinstance(arg, cst.Arg)
+        and arg.keyword is None
+        and not arg.star
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value == name
+        and len(call.args) == 1
+    )
+
+
+def _reset_stmt(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """``<node>.reset()`` as a statement of its own."""
+    attr = ctx.parents.get(node)
+    call = ctx.parents.get(attr)
+    expr = ctx.parents.get(call)
+    stmt = ctx.parents.get(expr)
+    if (
+        isinstance(attr, cst.Attribute)
+        and attr.attr.value == "reset"
+        and isinstance(call, cst.Call)
+        and not call.args
+        and call.func is attr
+        and isinstance(expr, cst.Expr)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+    ):
+        return stmt
+    return None
+
+
+def _loop_of(ctx: FileContext, node: cst.CSTNode) -> cst.For | None:
+    """``for x in <node>`` / ``for i, x in enumerate(<node>)``: the loop."""
+    parent = ctx.parents.get(node)
+    if isinstance(parent, cst.For) and parent.iter is node:
+        return parent
+    if _builtin_arg(ctx, node, "enumerate"):
+        call = ctx.parents.get(parent)
+        loop = ctx.parents.get(call)
+        if isinstance(loop, cst.For) and loop.iter is call:
+            return loop
+    return None
+
+
+def _check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+    """What the loops, len(), reset() and next() found say about the loader: early exits,
+    where each len() is, resets inside loops, code that pulls."""
+    for loop in use.loops:
+        if loop.orelse is not None:
+            reasons.append(f"the loop at line {ctx.line_of(loop)} has an else clause")
+        # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over)
+        if any(isinstance(n, (cst.Break, cst.Return, cst.Raise)) for n in _walk_loop(loop.body)):
+            use.early_exit = True
     for r in use.resets:
-        if any(a is lp for a in _loops_around(ctx, r) for lp in loops):
+        if any(a is lp for a in _loops_around(ctx, r) for lp in use.loops):
             # after the last batch DALI's reset() starts the next epoch inside the same loop
-            reasons.append(f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over {use.name}")
+            reasons.append(
+                f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over the iterator"
+            )
+    if use.pulls:
+        _check_pulls(ctx, use, reasons)
+    if use.lens and not use.sized:
+        reasons.append(
+            f"len() at line {ctx.line_of(use.lens[0][0])} of an iterator without reader_name or "
+            "size (DALI's len() gives 0 there; the loader has no epochs to count)"
+        )
+    first = min(use.loops, key=ctx.line_of, default=None)
     placed = []
     for node, _ in use.lens:
-        where = "other"
         ancestors = _loops_around(ctx, node)
-        if any(a is lp for a in ancestors for lp in loops):
+        where = "other"
+        same = first is None or _enclosing(ctx, node, cst.FunctionDef) is _enclosing(
+            ctx, first, cst.FunctionDef
+        )
+        if any(a is lp for a in ancestors for lp in use.loops):
             where = "loop"
-        elif not ancestors and (first is None or ctx.line_of(node) < first):
+        elif not ancestors and same and (first is None or ctx.line_of(node) < ctx.line_of(first)):
             where = "first"
         placed.append((node, where))
     use.lens = placed
+
+
+def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+    """Code that takes batches with ``next(it)`` and starts the next epoch with ``it.reset()``
+    on StopIteration: ``it`` becomes ``iter(loader)``, again at each reset."""
+    if use.loops or use.hooked:
+        reasons.append("the iterator is both looped over and taken from with next()")
+    if use.holder is None:
+        reasons.append("next() on an iterator that is not kept in a name or a self attribute")
+    if use.auto_reset:
+        reasons.append(
+            "next() on an iterator with auto_reset (the loader needs the reset() to start an epoch)"
+        )
+    for r in use.resets:
+        handler = _enclosing(ctx, r, cst.ExceptHandler)
+        if handler is None or not (
+            isinstance(handler.type, cst.Name) and handler.type.value == "StopIteration"
+        ):
+            reasons.append(
+                f"{use.name}.reset() at line {ctx.line_of(r)} is not in an `except StopIteration:`"
+            )
 
 
 def _loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -458,94 +829,8 @@ def _loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def _loop_of(ctx: FileContext, node: cst.CSTNode) -> tuple[cst.For | None, cst.Name | None]:
-    """``for data in loader`` / ``for i, data in enumerate(loader)``: the loop and ``data``."""
-    parent = ctx.parents.get(node)
-    if isinstance(parent, cst.For) and parent.iter is node:
-        return parent, parent.target if isinstance(parent.target, cst.Name) else None
-    if isinstance(parent, cst.Arg) and parent.keyword is None:
-        call = ctx.parents.get(parent)
-        loop = ctx.parents.get(call)
-        if (
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Name)
-            and call.func.value == "enumerate"
-            and call.args[0] is parent
-            and isinstance(loop, cst.For)
-            and loop.iter is call
-        ):
-            t = loop.target
-            if isinstance(t, cst.Tuple) and len(t.elements) == 2 and isinstance(t.elements[1].value, cst.Name):
-                return loop, t.elements[1].value
-            return loop, None
-    return None, None
-
-
-def _loop_reasons(ctx: FileContext, loop: cst.For, target: cst.Name | None, use: IteratorUse, reasons: list[str]) -> bool:
-    line = ctx.line_of(loop)
-    before = len(reasons)
-    if target is None:
-        reasons.append(f"the loop at line {line} does not bind each batch to one name")
-        return False
-    if loop.orelse is not None:
-        reasons.append(f"the loop at line {line} has an else clause")
-    for n in _walk_loop(loop.body):
-        # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over):
-        # DaliIteratorEpochs does too; without reader_name or size there are no epochs to resume
-        if isinstance(n, (cst.Break, cst.Return, cst.Raise)):
-            use.early_exit = True
-            break
-    reads = []
-    for n in walk(loop.body):
-        if isinstance(n, cst.Name) and n.value == target.value and not _is_attr_name(ctx, n):
-            read = _batch_read(ctx, n, use)
-            if read is None:
-                reasons.append(
-                    f"`{target.value}` at line {ctx.line_of(n)} is used other than as "
-                    f'{target.value}[0]["<name from output_map>"]'
-                )
-                break
-            reads.append(read)
-    # the batch name must not live on after the loop
-    scope = ctx.scopes.get(loop)
-    for a in scope.assignments[target.value] if scope else ():
-        for ref in in_source_order(ctx, a.references):
-            if not _inside(ctx, ref.node, loop.body):
-                reasons.append(f"`{target.value}` of the loop at line {line} is used after the loop")
-                break
-    if len(reasons) > before:
-        return False
-    use.reads += reads
-    return True
-
-
-def _batch_read(ctx: FileContext, name: cst.Name, use: IteratorUse):
-    """``data[0]["label"]`` -> (outer subscript, "data", index of "label")."""
-    inner = ctx.parents.get(name)
-    if not (isinstance(inner, cst.Subscript) and inner.value is name and _index(inner) == 0):
-        return None
-    outer = ctx.parents.get(inner)
-    if not (isinstance(outer, cst.Subscript) and outer.value is inner):
-        return None
-    key = outer.slice[0].slice.value if len(outer.slice) == 1 and isinstance(outer.slice[0].slice, cst.Index) else None
-    if not isinstance(key, cst.SimpleString) or key.evaluated_value not in use.output_map:
-        return None
-    return outer, name.value, use.output_map.index(key.evaluated_value)
-
-
-def _index(sub: cst.Subscript):
-    if len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index) and isinstance(sub.slice[0].slice.value, cst.Integer):
-        return int(sub.slice[0].slice.value.value)
-    return None
-
-
-def _is_attr_name(ctx: FileContext, n: cst.Name) -> bool:
-    p = ctx.parents.get(n)
-    return (isinstance(p, cst.Attribute) and p.attr is n) or (isinstance(p, cst.Arg) and p.keyword is n)
-
-
 def _walk_loop(node: cst.CSTNode):
-    """Like _walk, but not into nested loops (their break is theirs) or functions."""
+    """Like walk, but not into nested loops (their break is theirs) or functions."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -554,238 +839,315 @@ def _walk_loop(node: cst.CSTNode):
             continue
         if isinstance(n, (cst.For, cst.While)) and n is not node:
             # a return inside a nested loop still leaves the epoch
-            stack.extend(x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise)))
+            stack.extend(
+                x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise))
+            )
             continue
         stack.extend(reversed(n.children))
 
 
-def _inside(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    while node is not None:
-        if node is container:
-            return True
-        node = ctx.parents.get(node)
-    return False
-
-
-# -- emitting ------------------------------------------------------------------------------------
+# -- whether the loader can replace them -----------------------------------------------------------
 
 
 def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) -> list[str]:
-    """Why the framework iterators recorded on ``instances`` cannot be migrated (empty: they can)."""
+    """Why the framework iterators on ``instances`` cannot be migrated (empty: they can)."""
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return []
     if len(instances) != 1 or len(uses) != 1:
-        return ["a pipeline iterated through framework iterators must be instantiated once and wrapped once"]
-    if instances[0].runs:
+        return [
+            "a pipeline iterated through framework iterators must be instantiated once and "
+            "wrapped once"
+        ]
+    inst, use = instances[0], uses[0]
+    if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
+    if use.framework == "tf":
+        if graph.sources:
+            return [
+                "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
+                "not migrated"
+            ]
+        return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
     if len(graph.readers) != 1 or graph.sources:
-        return ["a framework iterator over a pipeline with several readers or an external source is not migrated"]
-    name = next((a.value for a in graph.readers[0].call.args if a.keyword and a.keyword.value == "name"), None)
-    use = uses[0]
-    for wanted, what in ((use.reader_name, "reader_name={!r}"), (use.size_reader, "size=pipe.epoch_size({!r})")):
-        if wanted is not None and not (isinstance(name, cst.SimpleString) and name.evaluated_value == wanted):
+        return [
+            "a framework iterator over a pipeline with several readers or an external source is "
+            "not migrated"
+        ]
+    reader = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
+    name = reader.get("name")
+    for wanted, what in (
+        (use.reader_name, "reader_name={!r}"),
+        (use.size_reader, "size=pipe.epoch_size({!r})"),
+    ):
+        if wanted is not None and not (
+            isinstance(name, cst.SimpleString) and name.evaluated_value == wanted
+        ):
             return [f"{what.format(wanted)} does not name the reader of the pipeline"]
-    padded = next((a.value for a in graph.readers[0].call.args if a.keyword and a.keyword.value == "pad_last_batch"), None)
-    padded = isinstance(padded, cst.Name) and padded.value == "True"
-    if use.reader_name is not None and use.policy == "FILL" and not padded:
-        # FILL without padding: the batch count, and so len(), changes from epoch to epoch, and
-        # DALI's value between two epochs depends on when reset() ran
-        for node, where in use.lens:
-            if where == "other":
-                return [
-                    f"len({use.name}) at line {ctx.line_of(node)} is not migrated: with FILL over a reader without "
-                    "pad_last_batch=True the batch count changes from epoch to epoch, and between two loops DALI's "
-                    f"value depends on when reset() ran; take len({use.name}) inside the loop over it (or before the "
-                    "first one), or give the reader pad_last_batch=True"
-                ]
+    if use.size is not None and isinstance(graph.container, cst.FunctionDef):
+        _, missing = size_parameters(use, inst, graph.container)
+        if missing:
+            return [
+                f"size={_code(use.size)} reads `{missing[0]}`, which the loader cannot have: give "
+                "the reader a name and pass reader_name= instead, or pass it to the pipeline"
+            ]
+    reasons = (
+        _reader_reasons(reader, use)
+        + _placement_reasons(ctx, inst, use)
+        + _len_reasons(ctx, reader, use)
+    )
+    if use.early_exit and epochs_kind(reader, use) not in RESUMABLE:
+        reasons.append(
+            f"a loop over {use.name} can leave an epoch early (break, return): DALI's iterator "
+            "resumed that epoch in the next loop, which the loader does only with the FILL policy "
+            f"({use.policy} here)"
+        )
+    return reasons
+
+
+def _reader_reasons(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> list[str]:
+    """Reader arguments the loader's epoch arithmetic needs as literals."""
+    out = []
+    for key in ("pad_last_batch", "stick_to_shard"):
+        v = reader.get(key)
+        if v is not None and not (isinstance(v, cst.Name) and v.value in ("True", "False")):
+            out.append(
+                f"the reader's {key}= is not True or False (the epochs of {use.name} depend on it)"
+            )
+    return out
+
+
+def _len_reasons(
+    ctx: FileContext, reader: dict[str, cst.BaseExpression], use: IteratorUse
+) -> list[str]:
+    padded = _is_true(reader.get("pad_last_batch"))
+    if use.reader_name is None or use.policy != "FILL" or padded:
+        return []
+    # FILL without padding: the batch count, and so len(), changes from epoch to epoch, and
+    # DALI's value between two epochs depends on when reset() ran
+    for node, where in use.lens:
+        if where == "other":
+            return [
+                f"len({ctx.text(node)}) at line {ctx.line_of(node)} is not migrated: with FILL "
+                "over a reader without pad_last_batch=True the batch count changes from epoch to "
+                "epoch, and between two loops DALI's value depends on when reset() ran; take "
+                "len() inside the loop over it (or before the first one), or give the reader "
+                "pad_last_batch=True"
+            ]
     return []
+
+
+def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str]:
+    """The loader is made where the iterator was, from the pipeline's arguments: the pipeline
+    must be made before it in the same scope and loops, and those arguments' names must mean
+    the same there."""
+    made = ctx.enclosing_statement(use.site)
+    if made is inst.stmt:  # @data_iterator: one call makes both
+        return []
+    if ctx.scopes.get(made) is not ctx.scopes.get(inst.stmt):
+        return ["the iterator is made in another function than the pipeline"]
+    loops = [id(n) for n in _loops_around(ctx, made)]
+    if loops != [id(n) for n in _loops_around(ctx, inst.stmt)]:
+        return ["the iterator is made in another loop than the pipeline"]
+    start, end = ctx.positions[inst.stmt].end, ctx.positions[made].start
+    if (start.line, start.column) > (end.line, end.column):
+        return ["the iterator is made before the pipeline"]
+    names = {n.value for a in inst.call.args for n in walk(a.value) if isinstance(n, cst.Name)}
+    container = _enclosing(ctx, made, cst.FunctionDef) or ctx.module
+    for node in walk(container):
+        if isinstance(
+            node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)
+        ):
+            target = node.target
+            pos = (
+                ctx.positions.get(target)
+                if hasattr(ctx.positions, "get")
+                else ctx.positions[target]
+            )
+            if pos is None:
+                continue
+            inside = (
+                (start.line, start.column)
+                <= (pos.start.line, pos.start.column)
+                < (end.line, end.column)
+            )
+            hit = {n.value for n in walk(target) if isinstance(n, cst.Name)} & names
+            if inside and hit:
+                return [f"`{sorted(hit)[0]}` changes between the pipeline and the iterator"]
+    return []
+
+
+def _is_true(v: cst.BaseExpression | None) -> bool:
+    return isinstance(v, cst.Name) and v.value == "True"
 
 
 def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> None:
     """The framework iterators over ``inst`` cannot be migrated (``why``): each keeps its code,
     with a TODO, and the pipeline function stays a plain generator of batches."""
     for use in inst.iterators:
-        followups.append(FollowUp(use.call, f"{_iterator_name(use)} is not migrated ({why})", BY_HAND_TORCH))
+        advice = (
+            BY_HAND_TORCH
+            if use.framework == "torch"
+            else BY_HAND[f"nvidia.dali.plugin.{use.framework}"][1]
+        )
+        if use.framework == "tf":
+            advice = BY_HAND["nvidia.dali.plugin.tf"][1]
+        followups.append(FollowUp(use.call, f"{use.name} is not migrated ({why})", advice))
     inst.iterators = []
 
 
-def epoch_body(
-    ctx: FileContext, graph: Graph, body: list[cst.BaseStatement], instances: list[Instance]
-) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
-    """The generator body from :func:`emit_generator_body`, made the epochs of the framework
-    iterator when the pipeline is consumed through one; also the helpers to put before it (each
-    once per module). Raises Refused where a configuration cannot be carried over."""
-    uses = [u for inst in instances for u in inst.iterators]
-    if not uses:
-        return body, []
-    why = iterator_reasons(ctx, graph, instances)
-    if why:
-        raise Refused(why[0])  # the front end abandons such iterators first (abandon_iterators)
-    use = uses[0]
-    reader_args = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
-    loop = body[-1]
-    if not (isinstance(loop, cst.While) and len(loop.body.body) == 1 and isinstance(loop.body.body[0], cst.For)):
-        raise Refused("the generated epoch loop has an unexpected shape")
-    if use.reader_name is None and use.size is None and use.size_reader is None:
-        use.mode = "stream"  # the iterator never ends an epoch: loop over the endless generator
-        return body, []
-    padded = reader_args.get("pad_last_batch")
-    padded = isinstance(padded, cst.Name) and padded.value == "True"
-    epoch_for = loop.body.body[0]
-    next_epoch = epoch_for.iter
-    bs = next((a.value for a in next_epoch.args if a.keyword and a.keyword.value == "batch_size"), None)
-    reader_var = next_epoch.func.value.value
-    outputs = _docstring_outputs(body[0])
-    taken = {n.value for s in body for n in walk(s) if isinstance(n, cst.Name)}
-    doc = body[0]
-    if use.reader_name is not None and use.policy == "FILL" and padded and not use.lens and not use.early_exit:
-        # one next_epoch() is one epoch of the iterator (row 35)
-        use.mode = "plain"
-        epoch_name = fresh_name("epoch", taken)
-        inner = _nested_def(
-            epoch_name, f"One epoch of ({outputs}) batches: one pass over the old iterator.", [epoch_for], loop.leading_lines
-        )
-        tail = [cst.While(test=cst.Name("True"), body=cst.IndentedBlock([_stmt(cst.Expr(cst.Yield(cst.Call(cst.Name(epoch_name)))))]),
-                          leading_lines=[cst.EmptyLine(indent=False)])]
-        if is_generated_doc(doc):
-            text = f'"""Yields the epochs {_iterator_name(use)} gave, each a generator of ({outputs}) batches."""'
-            doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
-        return [doc, *body[1:-1], inner, *tail], []
-    use.mode = "helper"
-    batches_name = fresh_name("batches", taken)
-    plan_name = fresh_name("plan", taken)
-    inner = _nested_def(
-        batches_name, f"({outputs}) batches epoch after epoch, without end, as Pipeline.run() gave them.", [loop.with_changes(leading_lines=[])],
-        loop.leading_lines,
-    )
-    metadata = cst.Call(cst.Attribute(cst.Name(reader_var), cst.Name("get_metadata")))
-    policy = cst.SimpleString(f'"{use.policy}"')
-    if use.reader_name is not None:
-        plan_fn, plan_args = READER_PLAN, [metadata, bs, policy]
-    else:
-        if use.size is not None:
-            size = use.size
-        else:  # pipe.epoch_size("Reader")
-            size = cst.Subscript(metadata, slice=[cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))])
-        plan_fn, plan_args = SIZE_PLAN, [size, bs, policy, cst.Name(str(use.last_batch_padded))]
-    if use.reader_name is not None or use.size is None:
-        body = [_with_max_batch_size(s, reader_var, bs) for s in body]  # get_metadata() before next_epoch()
-    tail = [
-        _stmt(cst.Assign([cst.AssignTarget(cst.Name(plan_name))], cst.Call(cst.Name(plan_fn), args=[cst.Arg(a) for a in plan_args]))).with_changes(
-            leading_lines=[cst.EmptyLine(indent=False)]
-        ),
-        _stmt(cst.Return(cst.Call(cst.Name(EPOCHS_CLASS), args=[cst.Arg(cst.Call(cst.Name(batches_name))), cst.Arg(cst.Name(plan_name))]))),
-    ]
-    helpers = _helpers(ctx, [EPOCHS_CLASS, plan_fn])
-    if is_generated_doc(doc):
-        text = f'"""The epochs {_iterator_name(use)} gave: next() gives the next one, a generator of ({outputs}) batches."""'
-        doc = doc.with_changes(body=[cst.Expr(cst.SimpleString(text))])
-    return [doc, *body[1:-1], inner, *tail], helpers
-
-
-def _helpers(ctx: FileContext, names: list[str]) -> list[cst.BaseStatement]:
-    """The helpers ``names`` not yet emitted in this module (each once, before the first
-    pipeline that needs it)."""
-    done = getattr(ctx, "_dali_iterator_helpers", None)
-    if done is None:
-        done = ctx._dali_iterator_helpers = set()
-    out = []
-    for name in names:
-        if name in done:
-            continue
-        if _defines(ctx, name):
-            raise Refused(f"the module already defines {name}, the name of a helper this migration needs")
-        done.add(name)
-        node = cst.parse_module(helper_source(name).replace("ndd.", f"{ctx.ndd}.")).body[0]
-        out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
-    return out
-
-
-def _iterator_name(use: IteratorUse) -> str:
-    func = use.call.func
-    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "the iterator"
-
-
-def _code(expr: cst.BaseExpression) -> str:
+def _code(expr: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(expr)
 
 
-def _stmt(small: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
-    return cst.SimpleStatementLine([small])
+#: calls allowed in a size= expression besides the pipeline's epoch_size()
+SIZE_BUILTINS = {"int", "round", "len", "min", "max", "abs"}
 
 
-def _nested_def(name: str, doc: str, body: list[cst.BaseStatement], leading) -> cst.FunctionDef:
-    docline = _stmt(cst.Expr(cst.SimpleString(f'"""{doc}"""')))
-    first = body[0].with_changes(leading_lines=list(leading))
-    return cst.FunctionDef(
-        name=cst.Name(name),
-        params=cst.Parameters(),
-        body=cst.IndentedBlock([docline, first, *body[1:]]),
-        leading_lines=[cst.EmptyLine(indent=False)],
+def size_parameters(
+    use: IteratorUse, inst: Instance, fn: cst.FunctionDef
+) -> tuple[dict[str, str], list[str]]:
+    """For ``size=``: the names the caller also gave to the pipeline -> the parameter it gave
+    them to (``num_shards=world_size``: ``world_size`` -> ``num_shards``), and the other names
+    the expression reads (the loader does not have them)."""
+    given: dict[str, str] = {}
+    positional = [p.name.value for p in fn.params.params]
+    for i, a in enumerate(inst.call.args):
+        if isinstance(a.value, cst.Name) and not a.star:
+            param = a.keyword.value if a.keyword is not None else None
+            if param is None and i < len(positional):
+                param = positional[i]
+            if param is not None:
+                given.setdefault(a.value.value, param)
+    pipe = inst.name if inst.assign is not None else None
+    names = free_names(use.size) if use.size is not None else set()
+    return given, sorted(names - set(given) - SIZE_BUILTINS - {pipe})
+
+
+def is_sharded(reader: dict[str, cst.BaseExpression]) -> bool:
+    """The reader reads one of several shards (``num_shards=`` other than a literal 1)."""
+    n = reader.get("num_shards")
+    return n is not None and not (isinstance(n, cst.Integer) and int(n.value, 0) == 1)
+
+
+def epochs_kind(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> str:
+    """How the loader cuts epochs for the iterator's configuration: over the reader's own epochs
+    ("plain", "partial", "drop") where DALI's line up with them, else over the endless stream
+    ("resume", "ahead", "fill_shards", "partial_stream", "drop_stream", "counted",
+    "partial_counted", "drop_counted", "endless")."""
+    padded, sharded = _is_true(reader.get("pad_last_batch")), is_sharded(reader)
+    if not use.sized:
+        return "endless"
+    if use.reader_name is None:  # size=
+        if use.policy == "FILL":
+            return "counted" if use.last_batch_padded else "ahead"
+        return "partial_counted" if use.policy == "PARTIAL" else "drop_counted"
+    if use.policy == "FILL":
+        if padded:
+            return "resume" if use.early_exit else "plain"
+        return "fill_shards" if sharded else "ahead"
+    if use.policy == "PARTIAL":
+        return "partial" if padded or not sharded else "partial_stream"
+    return "drop_stream" if sharded else "drop"
+
+
+#: configurations whose loader resumes an epoch a loop left early
+RESUMABLE = ("resume", "ahead", "fill_shards", "endless")
+
+
+# -- JAX's @data_iterator: the decorated function makes the pipeline and its iterator --------------
+
+DATA_ITERATOR = "nvidia.dali.plugin.jax.data_iterator"
+#: @data_iterator forwards these to the pipeline when the call does not give them
+DATA_ITERATOR_DEFAULTS = {"num_threads": "4"}
+
+
+def data_iterator_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
+    """The ``@data_iterator(...)`` decorator of ``fn`` (JAX), if it has one."""
+    for d in fn.decorators:
+        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if ctx.qualname(expr) == DATA_ITERATOR:
+            return d
+    return None
+
+
+def data_iterator_instances(
+    ctx: FileContext, fn: cst.FunctionDef, config: dict[str, cst.Arg], followups: list[FollowUp]
+) -> list[Instance]:
+    """Each call of a ``@data_iterator`` function makes a pipeline and the JAX iterator over it
+    (configured by the decorator's ``config``): an instance whose iterator is followed from the
+    call. What cannot be followed is a follow-up (the caller refuses the definition then)."""
+    scope = ctx.scopes.get(fn)
+    refs = (
+        [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
+        if scope
+        else []
     )
-
-
-def _docstring_outputs(doc: cst.BaseStatement) -> str:
-    if is_generated_doc(doc):
-        text = doc.body[0].value.evaluated_value
-        return text[text.index("(") + 1 : text.index(")")]
-    return "output"
-
-
-def _with_max_batch_size(stmt: cst.BaseStatement, reader_var: str, bs: cst.BaseExpression) -> cst.BaseStatement:
-    """``reader = ndd.readers.X(...)`` gets ``max_batch_size=``: get_metadata() before the first
-    next_epoch() would otherwise fix the batch size to 1 (pitfall 4)."""
-    if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
-        return stmt
-    assign = stmt.body[0]
-    t = assign.targets[0].target
-    if not (isinstance(t, cst.Name) and t.value == reader_var and isinstance(assign.value, cst.Call)):
-        return stmt
-    call = assign.value
-    if any(a.keyword and a.keyword.value == "max_batch_size" for a in call.args):
-        return stmt
-    args = list(call.args)
-    if args:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    args.append(cst.Arg(bs, keyword=cst.Name("max_batch_size"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
-    return stmt.with_changes(body=[assign.with_changes(value=call.with_changes(args=args))])
-
-
-def _defines(ctx: FileContext, name: str) -> bool:
-    return name in ctx.skipped_names or any(
-        isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in ctx.module.body
-    )
-
-
-def site_edits(ctx: FileContext, inst: Instance, notes: list[Diagnostic]) -> list[Edit]:
-    """The code around the iterator: its construction and reset() calls removed, loops over it
-    made loops over one epoch of the generator, ``len(loader)`` -> ``len(pipe)``,
-    ``data[0]["name"]`` -> ``data[k].torch()`` (a list of per-sample tensors for the sparse-list
-    outputs of DALIRaggedIterator)."""
-    edits: list[Edit] = []
-    if not inst.iterators:
-        return edits
-    pipe = inst.name
-    for use in inst.iterators:
-        if not use.mode:
-            raise Refused("a framework iterator over this kind of pipeline is not migrated yet")
-        edits.append(removed_stmt(ctx, use.stmt))
-        edits += [removed_stmt(ctx, r) for r in use.resets]
-        for ref in use.loops:
-            new = cst.Name(pipe) if use.mode == "stream" else cst.Call(cst.Name("next"), args=[cst.Arg(cst.Name(pipe))])
-            edits.append(ctx.expr_edit(ref, new))
-        for ref, _ in use.lens:
-            edits.append(ctx.expr_edit(ref, cst.Name(pipe)))
-        for outer, name, k in use.reads:
-            pick = cst.Subscript(cst.Name(name), slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(k))))])
-            if k in use.sparse_lists:
-                sample = cst.Name("sample")
-                new = cst.ListComp(
-                    cst.Call(cst.Attribute(sample, cst.Name("torch"))),
-                    cst.CompFor(target=sample, iter=cst.Attribute(pick, cst.Name("tensors"))),
+    instances = []
+    for ref in in_source_order_nodes(ctx, refs):
+        inst = _call_instance(ctx, fn, ref, followups)
+        if inst is None:
+            continue
+        reasons: list[str] = []
+        fake = cst.Call(
+            cst.Name("data_iterator"),
+            [cst.Arg(cst.Name("pipe"))]
+            + [cst.Arg(a.value, keyword=cst.Name(k)) for k, a in config.items()],
+        )
+        use = _analyse(ctx, inst, fake, "nvidia.dali.plugin.jax.DALIGenericIterator", reasons)
+        if "devices" in config:
+            reasons.append("devices= (one pipeline per device) is not migrated")
+        if use is not None:
+            use.call = inst.call
+            _Follower(ctx, use, reasons).value(inst.call, 0)
+            _check_uses(ctx, use, reasons)
+        if reasons or use is None:
+            followups.append(
+                FollowUp(
+                    inst.call,
+                    f"{fn.name.value}(...) is not migrated: {'; '.join(reasons)}",
+                    BY_HAND["nvidia.dali.plugin.jax"][1],
                 )
-            else:
-                new = cst.Call(cst.Attribute(pick, cst.Name("torch")))
-            edits.append(ctx.expr_edit(outer, new))
-    return edits
+            )
+            continue
+        for key, value in DATA_ITERATOR_DEFAULTS.items():
+            inst.kwargs.setdefault(key, cst.Arg(cst.parse_expression(value), keyword=cst.Name(key)))
+        inst.iterators.append(use)
+        instances.append(inst)
+    return instances
+
+
+def _call_instance(
+    ctx: FileContext, fn: cst.FunctionDef, ref: cst.CSTNode, followups: list[FollowUp]
+) -> Instance | None:
+    """``fn(...)`` as an instance: its keyword arguments that are no parameter of ``fn`` are the
+    pipeline's (``batch_size``, ``num_threads``, ``device_id``)."""
+    call = ctx.parents.get(ref)
+    name = fn.name.value
+    if not (isinstance(call, cst.Call) and call.func is ref) or any(a.star for a in call.args):
+        followups.append(
+            FollowUp(ref, f"`{name}` is used here other than by calling it with plain arguments")
+        )
+        return None
+    stmt = ctx.enclosing_statement(call)
+    params = {p.name.value for p in [*fn.params.params, *fn.params.kwonly_params]}
+    kwargs = {
+        a.keyword.value: a
+        for a in call.args
+        if a.keyword is not None and a.keyword.value not in params
+    }
+    unsupported = check_pipeline_args(
+        kwargs, f"call on line {ctx.line_of(call)}", checkpoints=False
+    )
+    if unsupported or not isinstance(stmt, cst.SimpleStatementLine):
+        followups.append(
+            FollowUp(
+                call, "; ".join(unsupported) or f"`{name}(...)` is part of a compound statement"
+            )
+        )
+        return None
+    return Instance(stmt, None, call, kwargs, label=f"{name}(...)")
+
+
+def in_source_order_nodes(ctx: FileContext, nodes: list[cst.CSTNode]) -> list[cst.CSTNode]:
+    return sorted(nodes, key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))

@@ -13,7 +13,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
 from .._cst import comment_line, remove_args, walk
-from . import handles, iterators
+from . import handles
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance
@@ -91,7 +91,6 @@ def run_site_edits(
     in the same fix (``data = pipe.run()`` then ``data = restored.run()`` in one scope: a use
     after both may hold either; the caller drops the edits found twice)."""
     edits = [removed_stmt(ctx, b) for b in [*inst.builds, *inst.feed_stmts]]
-    edits += iterators.site_edits(ctx, inst, notes)
     edits += handles.site_edits(ctx, inst)
     for run in inst.runs:
         assert isinstance(run.func, cst.Attribute)

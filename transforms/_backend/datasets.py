@@ -1,0 +1,187 @@
+"""TensorFlow's ``DALIDataset`` over a migrated pipeline (a component of DM200): the pipeline
+becomes a generator of numpy batches, and the dataset ``tf.data.Dataset.from_generator`` over it,
+with the signature ``output_shapes``/``output_dtypes`` gave.
+
+Before::
+
+    pipe = data_pipeline(data_dir, batch_size=BATCH_SIZE, device_id=0)
+    shapes = ((BATCH_SIZE, 224, 224, 3), (BATCH_SIZE, 1))
+    dtypes = (tf.float32, tf.int32)
+    dataset = dali_tf.DALIDataset(pipeline=pipe, batch_size=BATCH_SIZE, output_shapes=shapes,
+                                  output_dtypes=dtypes, device_id=0)
+
+After::
+
+    def data_pipeline(data_dir, *, batch_size):
+        \"\"\"(images, labels) batches as numpy arrays, without end, as DALIDataset ran them.\"\"\"
+        reader = ndd.readers.File(file_root=data_dir, max_batch_size=batch_size)
+        # reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own
+        # threads, which a next_epoch() loop does not allow
+        while True:
+            jpegs, labels = reader(batch_size=batch_size)
+            images = ndd.decoders.image(jpegs, device="gpu")
+            yield np.asarray(ndd.as_tensor(images.cpu())), np.asarray(ndd.as_tensor(labels.cpu()))
+
+    shapes = ((BATCH_SIZE, 224, 224, 3), (BATCH_SIZE, 1))
+    dtypes = (tf.float32, tf.int32)
+    # from_generator calls data_pipeline anew for each iterator, as DALIDataset started a fresh
+    # pipeline; it takes host arrays
+    dataset = tf.data.Dataset.from_generator(
+        lambda: data_pipeline(data_dir, batch_size=BATCH_SIZE),
+        output_signature=tuple(tf.TensorSpec(s, d) for s, d in zip(shapes, dtypes)),
+    )
+
+Why: ``DALIDataset`` runs the pipeline without end (no epochs), and each iterator over it starts
+a fresh pipeline; ``from_generator`` calls its function anew for each iterator. It resumes the
+generator on TensorFlow's own threads, which an ndd ``next_epoch()`` loop cannot cross (it holds
+a thread-bound evaluation context across its yields): the reader is called once per step instead,
+which gives the same endless stream. ``from_generator`` takes host arrays, so GPU outputs are
+copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did not have.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from .model import FollowUp, Instance
+
+if TYPE_CHECKING:  # iterators imports this module
+    from .iterators import IteratorUse
+
+DATASET = "nvidia.dali.plugin.tf.DALIDataset"
+#: DALIDataset's positional parameters after ``pipeline``
+PARAMS = ("output_dtypes", "output_shapes", "fail_on_device_mismatch")
+#: arguments that change nothing about the batches the dataset gives
+IGNORED = {
+    "batch_size",
+    "device_id",
+    "fail_on_device_mismatch",
+    "num_threads",
+    "exec_separated",
+    "exec_dynamic",
+    "prefetch_queue_depth",
+    "cpu_prefetch_queue_depth",
+    "gpu_prefetch_queue_depth",
+}
+ADVICE = (
+    "return tf.data.Dataset.from_generator(lambda: batches(...), "
+    "output_signature=(tf.TensorSpec(shape, dtype), ...)) from output_shapes/output_dtypes, where "
+    "batches() builds the reader and calls reader(batch_size=...) for each step (not a "
+    "next_epoch() loop: tf.data resumes the generator on other threads, which an epoch loop does "
+    "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output"
+)
+
+
+def dataset_use(
+    ctx: FileContext, inst: Instance, call: cst.Call, use_type: type[IteratorUse]
+) -> IteratorUse | FollowUp:
+    """``DALIDataset(pipeline=pipe, ...)``: the use to record (``use_type``, the iterators'
+    ``IteratorUse``, framework "tf"), or the follow-up that says why it stays."""
+    reasons: list[str] = []
+    args: dict[str, cst.BaseExpression] = {}
+    for i, a in enumerate(call.args):
+        if a.star:
+            reasons.append("*args/**kwargs")
+        elif a.keyword is not None:
+            args[
+                {"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(
+                    a.keyword.value, a.keyword.value
+                )
+            ] = a.value
+        elif i == 0:
+            args["pipeline"] = a.value
+        elif i - 1 < len(PARAMS):
+            args[PARAMS[i - 1]] = a.value
+    for key in set(args) - IGNORED - {"pipeline", "output_dtypes", "output_shapes"}:
+        reasons.append(f"{key}= is not migrated")
+    if "output_dtypes" not in args:
+        reasons.append("no output_dtypes (from_generator needs the signature)")
+    if _in_loop(ctx, call):
+        reasons.append(
+            "the dataset is made in a loop (the generator's arguments would be read late)"
+        )
+    if reasons:
+        return FollowUp(call, f"DALIDataset is not migrated: {'; '.join(reasons)}", ADVICE)
+    use = use_type(call, "tf", [], None, "FILL")
+    use.signature = (args.get("output_shapes"), args["output_dtypes"])
+    return use
+
+
+def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module, cst.Lambda)):
+        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
+    """The dtypes (and shapes) must say how many outputs there are: tuples (or names bound once
+    to tuples) with one entry per output, or a single dtype for a single output."""
+    shapes, dtypes = use.signature
+    d = _literal(ctx, dtypes)
+    s = _literal(ctx, shapes) if shapes is not None else None
+    if isinstance(d, (cst.Tuple, cst.List)):
+        if len(d.elements) != outputs or (
+            shapes is not None
+            and not (isinstance(s, (cst.Tuple, cst.List)) and len(s.elements) == outputs)
+        ):
+            return [
+                "output_dtypes/output_shapes do not give one entry per output of the pipeline "
+                f"({outputs})"
+            ]
+        return []
+    if outputs == 1 and isinstance(dtypes, cst.Attribute):
+        return []
+    return [
+        "output_dtypes is not a tuple of dtypes (or one dtype for one output) the tool can read"
+    ]
+
+
+def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """``expr``, or the value of the name it is when that name is bound once in its scope."""
+    if not isinstance(expr, cst.Name):
+        return expr
+    scope = ctx.scopes.get(expr)
+    bindings = list(scope.assignments[expr.value]) if scope is not None else []
+    if len(bindings) != 1:
+        return None
+    assign = ctx.parents.get(ctx.parents.get(bindings[0].node))
+    return assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+
+
+def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
+    """``(tf.TensorSpec(shape, dtype), ...)`` for literal tuples, ``tuple(tf.TensorSpec(s, d) for s,
+    d in zip(shapes, dtypes))`` for names, ``tf.TensorSpec(shape, dtype)`` for one output."""
+    shapes, dtypes = use.signature
+    none = cst.Name("None")
+    if isinstance(dtypes, (cst.Tuple, cst.List)) and (
+        shapes is None or isinstance(shapes, (cst.Tuple, cst.List))
+    ):
+        specs = [
+            _spec(tf, shapes.elements[i].value if shapes is not None else none, e.value)
+            for i, e in enumerate(dtypes.elements)
+        ]
+        return cst.Tuple([cst.Element(s) for s in specs])
+    if (
+        isinstance(dtypes, cst.Name)
+        and _literal(ctx, dtypes) is not None
+        and isinstance(_literal(ctx, dtypes), (cst.Tuple, cst.List))
+    ):
+        if shapes is None:
+            return cst.parse_expression(f"tuple({tf}.TensorSpec(None, d) for d in {dtypes.value})")
+        code = cst.Module([]).code_for_node(shapes)
+        return cst.parse_expression(
+            f"tuple({tf}.TensorSpec(s, d) for s, d in zip({code}, {dtypes.value}))"
+        )
+    return _spec(tf, shapes if shapes is not None else none, dtypes)
+
+
+def _spec(tf: str, shape: cst.BaseExpression, dtype: cst.BaseExpression) -> cst.Call:
+    func = cst.Attribute(cst.Name(tf), cst.Name("TensorSpec"))
+    return cst.Call(func, [cst.Arg(shape), cst.Arg(dtype)])

@@ -1,0 +1,168 @@
+"""Line layout for code the back end writes: statements that code moved into a deeper block (or
+that the back end builds) and that end up longer than a line should be are split the way black
+splits them, at their outermost call or display.
+
+Before: ``images = ndd.crop_mirror_normalize(images, dtype=types.FLOAT, mean=[127.5] * 3,
+std=[127.5] * 3)`` moved from a function body into a method, where it reaches column 110.
+After::
+
+            images = ndd.crop_mirror_normalize(
+                images, dtype=types.FLOAT, mean=[127.5] * 3, std=[127.5] * 3
+            )
+
+The contents go on one line of their own when they fit, else one element per line with a
+trailing comma; ``[{...}]`` (a list of one dict) keeps its brackets together. Statements already
+written over several lines, and those with a comment, are left as they are.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+#: the longest line the back end writes where it can
+LIMIT = 100
+
+
+def fit(node: cst.CSTNode, indent: str, depth: int) -> cst.CSTNode:
+    """``node`` (a statement) with its lines longer than :data:`LIMIT` split; ``depth`` is the
+    number of blocks around it and ``indent`` one level of indentation."""
+    return node.visit(_Fit(indent, depth))
+
+
+def render(node: cst.CSTNode, indent: str, depth: int) -> str:
+    state = CodegenState(default_indent=indent, default_newline="\n")
+    state.indent_tokens = [indent] * depth
+    node._codegen(state)
+    return "".join(state.tokens)
+
+
+def fits(node: cst.CSTNode, indent: str, depth: int) -> bool:
+    return all(len(line) <= LIMIT for line in render(node, indent, depth).splitlines())
+
+
+class _Fit(cst.CSTTransformer):
+    def __init__(self, indent: str, depth: int) -> None:
+        super().__init__()
+        self.indent, self.depth = indent, depth
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        self.depth += 1
+        return True
+
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        self.depth -= 1
+        return updated
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        text = render(updated.with_changes(leading_lines=[]), self.indent, self.depth)
+        if fits(updated, self.indent, self.depth) or text.count("\n") > 1 or "#" in text:
+            return updated
+        for split in (_hug, _explode):
+            candidate = _split_statement(updated, self.indent, split)
+            if candidate is not None and fits(candidate, self.indent, self.depth):
+                return candidate
+        candidate = _split_statement(updated, self.indent, _explode)
+        return candidate if candidate is not None else updated
+
+
+def _split_statement(
+    stmt: cst.SimpleStatementLine, indent: str, split
+) -> cst.SimpleStatementLine | None:
+    if len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    value = getattr(small, "value", None)
+    holder = small
+    if isinstance(value, cst.Yield):
+        holder, value = value, value.value
+    if value is None:
+        return None
+    new = split(value, indent)
+    if new is None:
+        return None
+    if holder is small:
+        return stmt.with_changes(body=[small.with_changes(value=new)])
+    return stmt.with_changes(body=[small.with_changes(value=holder.with_changes(value=new))])
+
+
+def _newline(extra: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(indent=True, last_line=cst.SimpleWhitespace(extra))
+
+
+def _hug(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:
+    """``f(\\n    a, b\\n)``: the contents on one line of their own."""
+    if isinstance(expr, cst.Call) and expr.args:
+        args = list(expr.args)
+        args[-1] = args[-1].with_changes(
+            comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_newline("")
+        )
+        return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
+    return _display(expr, indent, one_per_line=False)
+
+
+def _explode(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:
+    """One element per line, with a trailing comma."""
+    if isinstance(expr, cst.Call) and expr.args:
+        args = [
+            a.with_changes(
+                comma=cst.Comma(whitespace_after=_newline(indent)), whitespace_after_arg=_NONE
+            )
+            for a in expr.args
+        ]
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
+        return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
+    return _display(expr, indent, one_per_line=True)
+
+
+def _display(
+    expr: cst.BaseExpression, indent: str, one_per_line: bool
+) -> cst.BaseExpression | None:
+    """A list, tuple or dict display split after its opening bracket; ``[{...}]`` splits the
+    dict inside."""
+    if (
+        isinstance(expr, cst.List)
+        and len(expr.elements) == 1
+        and isinstance(expr.elements[0].value, cst.Dict)
+    ):
+        inner = _display(expr.elements[0].value, indent, True)
+        if inner is None:
+            return None
+        only = expr.elements[0].with_changes(value=inner, comma=cst.MaybeSentinel.DEFAULT)
+        return expr.with_changes(elements=[only])
+    if isinstance(expr, cst.Dict) and expr.elements:
+        elements, closing = _spread(list(expr.elements), indent, one_per_line)
+        return expr.with_changes(
+            lbrace=cst.LeftCurlyBrace(whitespace_after=_newline(indent)),
+            rbrace=cst.RightCurlyBrace(whitespace_before=closing),
+            elements=elements,
+        )
+    if isinstance(expr, cst.List) and expr.elements:
+        elements, closing = _spread(list(expr.elements), indent, one_per_line)
+        return expr.with_changes(
+            lbracket=cst.LeftSquareBracket(whitespace_after=_newline(indent)),
+            rbracket=cst.RightSquareBracket(whitespace_before=closing),
+            elements=elements,
+        )
+    return None
+
+
+_NONE = cst.SimpleWhitespace("")
+
+
+def _spread(elements: list, indent: str, one_per_line: bool):
+    """The elements of a display over lines, and the whitespace before its closing bracket."""
+    if one_per_line:
+        out = [e.with_changes(comma=cst.Comma(whitespace_after=_newline(indent))) for e in elements]
+        out[-1] = out[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
+        return out, _NONE
+    out = [
+        e.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        for e in elements
+    ]
+    out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return out, _newline("")

@@ -1,0 +1,1314 @@
+"""The loader class that replaces a pipeline consumed through a framework iterator (a component
+of DM200, fed by ``iterators``): one small class per pipeline + iterator, whose ``__init__``
+builds the reader once and whose ``__iter__`` runs one epoch per pass and yields what the
+iterator yielded, with only the lines the iterator's configuration needs.
+
+Before::
+
+    @pipeline_def(batch_size=64, num_threads=4, device_id=0)
+    def loader_pipeline(root):
+        jpegs, labels = fn.readers.file(file_root=root, name="Reader")
+        images = fn.decoders.image(jpegs, device="mixed")
+        return images, labels
+
+    pipe = loader_pipeline("/data/train")
+    loader = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL)
+
+After::
+
+    class Loader:
+        \"\"\"Batches as DALIGenericIterator gave them, one epoch per pass.\"\"\"
+
+        def __init__(self, root, batch_size=64):
+            self.batch_size = batch_size
+            # max_batch_size: get_metadata() before the first epoch would fix it to 1
+            self.reader = ndd.readers.File(file_root=root, max_batch_size=batch_size)
+            self.samples = self.reader.get_metadata()["epoch_size"]
+
+        def __iter__(self):
+            left = self.samples  # PARTIAL: the last batch keeps only the samples left in the epoch
+            for jpegs, labels in self.reader.next_epoch(batch_size=self.batch_size):
+                images = ndd.decoders.image(jpegs, device="gpu")
+                yield [{"data": images.torch()[:left], "label": labels.torch()[:left]}]
+                left -= self.batch_size
+
+    ndd.set_num_threads(4)
+    loader = Loader("/data/train")
+
+What each configuration gets (why it is exact: one ``next_epoch()`` gives the batches of the
+current shard, padded or wrapped into the next epoch, then moves to the next shard; chained,
+they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
+
+- FILL over a padded reader: the epoch itself. PARTIAL over one shard, or a padded one: the
+  epoch, its outputs cut to the samples left (``[:left]``, on the framework tensor, after the
+  operators ran for the whole batch), the shard moving on per epoch. DROP over one shard: the
+  epoch, the incomplete last batch run and not given.
+- Where DALI's epochs do not line up with the reader's (FILL without padding, PARTIAL and DROP
+  over unpadded shards, ``size=``), ``_batches()`` is the endless stream and each pass takes as
+  many batches as DALI's iterator took: FILL counts the samples it read past the end into the
+  next epoch, sharded FILL asks ``dali_fill_epochs`` (copied from ``runtime``).
+- No ``reader_name`` or ``size``: the stream, never ending an epoch.
+- A loop that can leave an epoch early (``break``) resumes it on the next pass, as DALI's
+  iterator did, with FILL; with PARTIAL and DROP it is refused (``iterators``).
+- ``len(loader)``, or a Lightning hook that returns it: ``__len__``, DALI's count.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import sys
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Edit
+
+from .._cst import (
+    append_arg,
+    assigned_names,
+    free_names,
+    fresh_name,
+    kwarg,
+    names_in,
+    remove_args,
+    walk,
+)
+from . import runtime
+from .arguments import PIPELINE_ARGS, set_threads_stmt
+from .edits import removed_stmt
+from .emit import CAPTURE_COMMENT
+from .iterators import SIZE_BUILTINS, IteratorUse, epochs_kind, is_sharded, size_parameters
+from .layout import fit
+from .model import Graph, Instance, Refused
+from .sites import device_todo_line
+from .datasets import output_signature
+from .docstrings import output_names
+from .subclasses import body_names, folded_next
+
+MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
+RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
+FILL_AHEAD = (
+    "# FILL: an epoch ends with the batch that reaches its last sample; the samples that batch\n"
+    "# took from the next epoch count into it"
+)
+PARTIAL_SHARDS = (
+    "# PARTIAL: the last batch keeps only the samples of this epoch's shard; the reader moves on\n"
+    "# to the next shard after each epoch"
+)
+PARTIAL_ONE = "# PARTIAL: the last batch keeps only the samples left in the epoch"
+DROP = "# DROP: the incomplete last batch is read, not given"
+
+
+@dataclass
+class _Body:
+    """The generator body ``emit_generator_body`` wrote, in parts."""
+
+    doc: cst.BaseStatement
+    setup: list[cst.BaseStatement]
+    defs: list[cst.BaseStatement]
+    comments: list[cst.EmptyLine]
+    target: cst.BaseAssignTargetExpression
+    epoch: cst.Call  # reader.next_epoch(...)
+    ops: list[cst.BaseStatement]
+    values: list[cst.BaseExpression]  # what the loop yields
+    reader: str
+
+
+@dataclass
+class _Class:
+    """What the class is being built from, and the names it has taken."""
+
+    ctx: FileContext
+    use: IteratorUse
+    kind: str
+    body: _Body
+    attrs: dict[str, str] = field(default_factory=dict)  # role -> attribute name
+    taken: set[str] = field(default_factory=set)  # attribute names
+    local: set[str] = field(
+        default_factory=set
+    )  # names of the pipeline function (for fresh locals)
+    shared: set[str] = field(default_factory=set)  # names __init__ binds that the batches read
+    sharded: bool = False  # the reader has num_shards= (other than 1)
+    padded: bool = False  # pad_last_batch=True
+    moving: bool = False  # sharded, and the shard moves on each epoch (no stick_to_shard=True)
+    meta: bool = False  # __init__ reads the reader's metadata
+    imports: set[str] = field(default_factory=set)  # modules the class uses: "math"
+    helpers: list[str] = field(default_factory=list)  # runtime definitions it needs
+
+    def attr(self, role: str) -> str:
+        if role not in self.attrs:
+            self.attrs[role] = fresh_name(role, self.taken)
+        return f"self.{self.attrs[role]}"
+
+
+# -- the body the emitter wrote --------------------------------------------------------------------
+
+
+def _parts(body: list[cst.BaseStatement]) -> _Body:
+    loop = body[-1]
+    inner = loop.body.body if isinstance(loop, cst.While) else ()
+    epoch_for = inner[0] if len(inner) == 1 else None
+    if not (isinstance(epoch_for, cst.For) and isinstance(epoch_for.iter, cst.Call)):
+        raise Refused("the generated epoch loop has an unexpected shape")
+    epoch = epoch_for.iter
+    if not (isinstance(epoch.func, cst.Attribute) and isinstance(epoch.func.value, cst.Name)):
+        raise Refused("the generated epoch loop has an unexpected shape")
+    stmts = list(epoch_for.body.body)
+    last = stmts[-1] if stmts else None
+    small = (
+        last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    )
+    if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
+        raise Refused("the generated epoch loop does not end with its yield")
+    yielded = small.value.value
+    values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
+    prologue = body[1:-1]
+    defs = [s for s in prologue if isinstance(s, cst.FunctionDef)]
+    setup = [s for s in prologue if not isinstance(s, cst.FunctionDef)]
+    comments = [ln for ln in loop.leading_lines if ln.comment is not None]
+    return _Body(
+        body[0],
+        setup,
+        defs,
+        comments,
+        epoch_for.target,
+        epoch,
+        stmts[:-1],
+        values,
+        epoch.func.value.value,
+    )
+
+
+# -- the class -------------------------------------------------------------------------------------
+
+
+def loader_definition(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    params: cst.Parameters,
+    inst: Instance,
+) -> tuple[list[cst.BaseStatement], list[Edit], str]:
+    """The loader class (and the runtime helpers it needs, once per module) that replaces the
+    pipeline function ``fn`` whose generator body ``emit_generator_body`` wrote; the edits that
+    import what it uses; its name."""
+    use = inst.iterators[0]
+    if use.framework == "tf":
+        return dataset_definition(ctx, fn, graph, body, params, inst)
+    reader_args = {
+        a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
+    }
+    c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
+    c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
+    params = _init_params(fn, params)
+    param_names = [p.name.value for p in [*params.params, *params.kwonly_params]][1:]
+    if "self" in param_names:
+        raise Refused("the pipeline function has a parameter named self")
+    c.shared = _self_names(c, param_names)
+    c.taken = set(c.shared) | {"_batches"}
+    c.local = names_in(fn) | set(param_names)
+    iter_code = _iter_methods(c, inst, fn)
+    tail, length = _init_tail(c, inst, fn)
+    methods = [_init(c, params, param_names, tail)]
+    if length is not None and (use.lens or use.hooked):
+        methods.append(_method("__len__", [f"return {length}"]))
+    methods += [_rename(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
+    name = class_name(ctx, fn.name.value)
+    doc = c.body.doc if graph.docstring is not None else _doc(use, c.kind)
+    blank = [cst.EmptyLine(indent=False)]
+    cls = cst.ClassDef(
+        name=cst.Name(name),
+        body=cst.IndentedBlock([doc, *[m.with_changes(leading_lines=blank) for m in methods]]),
+        leading_lines=list(fn.leading_lines)
+        + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
+    )
+    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(fn)))
+    if "math.ceil(" not in _code(cls):
+        c.imports.discard("math")
+    return _helpers(ctx, c) + [cls], _import_edits(ctx, c), name
+
+
+def _is_true(v: cst.BaseExpression | None) -> bool:
+    return isinstance(v, cst.Name) and v.value == "True"
+
+
+def class_name(ctx: FileContext, fn_name: str) -> str:
+    """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``,
+    ``create_dali_pipeline`` -> ``DaliLoader``."""
+    base = fn_name
+    for prefix in ("create_", "make_", "build_", "get_"):
+        if base.lower().startswith(prefix):
+            base = base[len(prefix) :]
+            break
+    for suffix in ("_pipeline", "_pipe", "_iterator", "_loader", "pipeline", "pipe"):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    camel = "".join(part[:1].upper() + part[1:] for part in base.split("_") if part)
+    name = camel if camel.endswith("Loader") else camel + "Loader"
+    taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)} | set(ctx.skipped_names)
+    if name in taken:
+        name = "Dali" + name
+    if name in taken:
+        raise Refused(
+            f"the module already uses the name {name}, the loader class this migration writes"
+        )
+    return name
+
+
+def _doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:
+    what = "without end" if kind == "endless" else "one epoch per pass"
+    return _stmt(f'"""Batches as {use.name} gave them, {what}."""')
+
+
+def _init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
+    """``(self, <the pipeline's parameters>, batch_size=<default>)``: batch_size (and seed)
+    become plain parameters unless a parameter before them has a default they lack."""
+    self_param = cst.Param(cst.Name("self"))
+    original = fn.params
+    plain = not original.kwonly_params and isinstance(original.star_arg, cst.MaybeSentinel)
+    added = list(params.kwonly_params)
+    defaults = any(p.default is not None for p in params.params)
+    if plain and (not defaults or all(p.default is not None for p in added)):
+        return params.with_changes(
+            params=[self_param, *params.params, *added],
+            kwonly_params=[],
+            star_arg=cst.MaybeSentinel.DEFAULT,
+        )
+    return params.with_changes(params=[self_param, *params.params])
+
+
+def _method(
+    name: str, lines: list[str], body: list[cst.BaseStatement] | None = None
+) -> cst.FunctionDef:
+    text = f"def {name}(self):\n" + "".join(f"    {ln}\n" for ln in lines)
+    fn = cst.parse_statement(text)
+    assert isinstance(fn, cst.FunctionDef)
+    return fn if body is None else fn.with_changes(body=fn.body.with_changes(body=body))
+
+
+def _stmt(text: str) -> cst.BaseStatement:
+    return cst.parse_statement(text + "\n")
+
+
+def _stmts(text: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(text + "\n").body)
+
+
+# -- which names the methods share through self ----------------------------------------------------
+
+
+def _bound(stmts: list[cst.CSTNode]) -> set[str]:
+    """Every name the statements bind: assignments, loop and comprehension targets, parameters,
+    imports, definitions, ``with ... as`` and ``except ... as``."""
+    out: set[str] = set()
+    for s in stmts:
+        out |= assigned_names(s)
+        for n in walk(s):
+            if isinstance(n, (cst.Param,)):
+                out.add(n.name.value)
+            elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                out.add(n.name.value)
+            elif isinstance(n, (cst.CompFor, cst.NamedExpr)):
+                out |= names_in(n.target)
+            elif isinstance(n, (cst.AsName,)):
+                out |= names_in(n.name)
+            elif isinstance(n, cst.ImportAlias):
+                out.add(
+                    (
+                        n.asname.name.value
+                        if n.asname
+                        else cst.Module([]).code_for_node(n.name).split(".")[0]
+                    )
+                )
+    return out
+
+
+def _self_names(c: _Class, params: list[str]) -> set[str]:
+    """Names ``__init__`` binds (parameters, setup code, the reader) that the per-batch code
+    reads: they become attributes."""
+    b = c.body
+    per_batch: list[cst.CSTNode] = [*b.ops, *b.defs, *b.values, b.epoch]
+    reads: set[str] = set()
+    for node in per_batch:
+        reads |= free_names(node)
+    init_bound = set(params) | _bound(b.setup)
+    shared = init_bound & (reads | {b.reader, "batch_size"})
+    clash = shared & _bound([*b.ops, *b.defs, b.target])
+    if clash:
+        raise Refused(f"`{sorted(clash)[0]}` is set both before the epoch loop and in it")
+    return shared
+
+
+class _ToSelf(cst.CSTTransformer):
+    """``name`` -> ``self.name`` for the names given (not attribute or keyword names)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names, self.skip = names, 0
+
+    def visit_Attribute_attr(self, node: cst.Attribute) -> None:
+        self.skip += 1
+
+    def leave_Attribute_attr(self, node: cst.Attribute) -> None:
+        self.skip -= 1
+
+    def visit_Arg_keyword(self, node: cst.Arg) -> None:
+        self.skip += 1
+
+    def leave_Arg_keyword(self, node: cst.Arg) -> None:
+        self.skip -= 1
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if self.skip or updated.value not in self.names:
+            return updated
+        return cst.Attribute(cst.Name("self"), cst.Name(updated.value))
+
+
+def _rename(node: cst.CSTNode, names: set[str]) -> cst.CSTNode:
+    return node.visit(_ToSelf(names)) if names else node
+
+
+# -- splicing the per-batch code into the templates ------------------------------------------------
+
+
+class _Splice(cst.CSTTransformer):
+    """Replaces the marker statements (``__OPS__``, ...) of a template by statements."""
+
+    def __init__(self, markers: dict[str, list[cst.BaseStatement]]) -> None:
+        super().__init__()
+        self.markers = markers
+
+    def leave_IndentedBlock(
+        self, original: cst.IndentedBlock, updated: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        body: list[cst.BaseStatement] = []
+        for s in updated.body:
+            marker = _marker(s)
+            if marker is None:
+                body.append(s)
+                continue
+            new = list(self.markers[marker])
+            if new and s.leading_lines:
+                new[0] = new[0].with_changes(
+                    leading_lines=[*s.leading_lines, *new[0].leading_lines]
+                )
+            body += new
+        return updated.with_changes(body=body)
+
+
+def _marker(s: cst.BaseStatement) -> str | None:
+    if (
+        isinstance(s, cst.SimpleStatementLine)
+        and len(s.body) == 1
+        and isinstance(s.body[0], cst.Expr)
+    ):
+        v = s.body[0].value
+        if isinstance(v, cst.Name) and v.value.startswith("__") and v.value.isupper():
+            return v.value
+    return None
+
+
+def _template(text: str, markers: dict[str, list[cst.BaseStatement]]) -> cst.FunctionDef:
+    fn = cst.parse_statement(text)
+    assert isinstance(fn, cst.FunctionDef)
+    return fn.visit(_Splice(markers))
+
+
+def _lines(*parts: str | list[str] | None) -> list[str]:
+    out: list[str] = []
+    for p in parts:
+        if p is None:
+            continue
+        out += p.split("\n") if isinstance(p, str) else p
+    return out
+
+
+def _indent(lines: list[str], depth: int = 1) -> str:
+    return "".join(("    " * depth + ln if ln else "") + "\n" for ln in lines)
+
+
+# -- __iter__ (and _batches) per configuration ---------------------------------------------------
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
+    """The ``reader.next_epoch(...)`` call and the comment lines above its loop. A loop with no
+    operator does not ask for capture mode (DALI would warn and run it eagerly)."""
+    b = c.body
+    capture = bool(b.ops) and any(
+        a.keyword is not None and a.keyword.value == "capture" for a in b.epoch.args
+    )
+    comments = [ln.comment.value for ln in b.comments if ln.comment is not None]
+    if not capture:
+        comments = [t for t in comments if t != CAPTURE_COMMENT]
+    return (
+        f"{b.reader}.next_epoch(batch_size=batch_size{', capture=True' if capture else ''})",
+        comments,
+    )
+
+
+def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.FunctionDef]:
+    """``__iter__`` for the configuration, and ``_batches`` (the endless stream) where the
+    epochs do not line up with the reader's."""
+    b = c.body
+    epoch, comments = _epoch_parts(c)
+    target = _code(b.target)
+    kind = c.kind
+    stream = kind not in ("plain", "partial", "drop")
+    if stream:
+        outs = _output_names(c)
+        raw = _stmt(f"yield {', '.join(o.value for o in outs)}")
+        raw = raw.with_changes(body=[cst.Expr(cst.Yield(_tuple(b.values)))])
+        batches = _template(
+            "def _batches(self):\n"
+            + _indent(
+                [
+                    "__DEFS__",
+                    *comments,
+                    "while True:",
+                    f"    for {target} in {epoch}:",
+                    "        __OPS__",
+                    "        __RAW__",
+                ]
+            ),
+            {"__DEFS__": b.defs, "__OPS__": b.ops, "__RAW__": [raw]},
+        )
+        take = f"{', '.join(o.value for o in outs)} = next({c.attr('batches')})"
+        lines, trim = _stream_iter(c, take)
+        it = _template(
+            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": _yield(c, outs, trim)}
+        )
+        return [it, batches]
+    lines, trim = _epoch_iter(c, epoch, comments, target)
+    it = _template(
+        "def __iter__(self):\n" + _indent(lines),
+        {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": _yield(c, b.values, trim)},
+    )
+    return [it]
+
+
+def _tuple(values: list[cst.BaseExpression]) -> cst.BaseExpression:
+    if len(values) == 1:
+        return values[0]
+    return cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
+
+
+def _output_names(c: _Class) -> list[cst.Name]:
+    """Names for the outputs ``_batches()`` yields, from what the pipeline returned (only
+    ``__iter__`` holds them: they need not differ from the pipeline's own names)."""
+    taken = set(c.shared) | {"self"}
+    names = []
+    for value, key in zip(c.body.values, c.use.output_map):
+        name = _name_of(value)
+        base = (
+            name
+            if name not in (None, c.ctx.ndd)
+            else (key if key.isidentifier() and not keyword.iskeyword(key) else "output")
+        )
+        names.append(cst.Name(fresh_name(base, taken)))
+    c.local |= {n.value for n in names}
+    return names
+
+
+def _name_of(value: cst.BaseExpression) -> str | None:
+    """``labels`` for ``labels`` or ``labels.gpu()`` (``ndd`` for ``ndd.resize(...)``)."""
+    while isinstance(value, (cst.Call, cst.Attribute)):
+        func = value.func if isinstance(value, cst.Call) else value
+        if not isinstance(func, cst.Attribute):
+            return None
+        value = func.value
+    return value.value if isinstance(value, cst.Name) else None
+
+
+def _epoch_iter(
+    c: _Class, epoch: str, comments: list[str], target: str
+) -> tuple[list[str], str | None]:
+    """``__iter__`` over one ``next_epoch()``: FILL over a padded reader, PARTIAL over one shard
+    or a padded one, DROP over one shard."""
+    use, kind = c.use, c.kind
+    loop = [*comments, f"for {target} in {epoch}:", "    __OPS__", "    __YIELD__"]
+    if kind == "plain":
+        return ["__DEFS__", *loop], None
+    if kind == "drop":
+        i, e = fresh_name("i", c.local), fresh_name("epoch", c.local)
+        unpacked = (
+            f"({target})"
+            if isinstance(c.body.target, cst.Tuple) and c.body.target.lpar == []
+            else target
+        )
+        return [
+            "__DEFS__",
+            *comments,
+            f"{e} = {epoch}",
+            f"for {i}, {unpacked} in enumerate({e}):",
+            "    __OPS__",
+            f"    if {i} < {c.attr('full_batches')}:  {DROP}",
+            "        __YIELD__",
+        ], None
+    left = fresh_name("left", c.local)
+    loop.append(f"    {left} -= batch_size")
+    return ["__DEFS__", *_partial_start(c, left), *loop], left
+
+
+def _partial_start(c: _Class, left: str) -> list[str]:
+    """The samples the last batch of this epoch may keep: this epoch's shard."""
+    samples = c.attr("samples")
+    if not c.moving or c.use.reader_name is None:  # one shard, one that sticks, or size=
+        return [f"{left} = {samples}  {PARTIAL_ONE}"]
+    shard, n = fresh_name("shard", c.local), fresh_name("n", c.local)
+    return [
+        *PARTIAL_SHARDS.split("\n"),
+        f"{shard}, {n} = {c.attr('shard')}, {c.attr('num_shards')}",
+        f"{left} = {samples} * ({shard} + 1) // {n} - {samples} * {shard} // {n}",
+        f"{c.attr('shard')} = ({shard} + 1) % {n}",
+    ]
+
+
+def _stream_iter(c: _Class, take: str) -> tuple[list[str], str | None]:
+    """``__iter__`` over the stream: as many batches as DALI's iterator took this epoch."""
+    kind = c.kind
+    if kind == "endless":
+        names = take.split(" = ")[0]
+        return [
+            "# without reader_name or size= the old iterator never ended an epoch",
+            f"for {names} in {c.attr('batches')}:",
+            "    __YIELD__",
+        ], None
+    if kind == "ahead":
+        return _ahead_iter(c, take), None
+    if kind in ("resume", "fill_shards"):
+        todo = c.attr("todo")
+        start = (
+            f"{todo}, {c.attr('length')} = next({c.attr('plan')})"
+            if kind == "fill_shards"
+            else (f"{todo} = {c.attr('length')}")
+        )
+        return [
+            f"if not {todo}:  {RESUME}",
+            f"    {start}",
+            f"while {todo}:",
+            f"    {take}",
+            f"    {todo} -= 1",
+            "    __YIELD__",
+        ], None
+    if kind in ("drop_stream", "drop_counted"):
+        i = fresh_name("i", c.local)
+        return [
+            f"for {i} in range({c.attr('per_epoch')}):",
+            f"    {take}",
+            f"    if {i} < {c.attr('full_batches')}:  {DROP}",
+            "        __YIELD__",
+        ], None
+    if kind == "counted":
+        return [f"for _ in range({c.attr('length')}):", f"    {take}", "    __YIELD__"], None
+    left = fresh_name("left", c.local)  # partial_stream, partial_counted
+    largest = ["# every epoch takes as many batches as the largest shard needs"]
+    return [
+        *_partial_start(c, left),
+        *(largest if kind == "partial_stream" else []),
+        f"for _ in range({c.attr('length')}):",
+        f"    {take}",
+        "    __YIELD__",
+        f"    {left} -= batch_size",
+    ], left
+
+
+def _ahead_iter(c: _Class, take: str) -> list[str]:
+    """FILL without padding over one shard (or ``size=``): an epoch ends with the batch that
+    reaches its last sample; what that batch read past it counts into the next epoch."""
+    read, end, samples = c.attr("read"), c.attr("end"), c.attr("samples")
+    start = [f"{end} += {samples}"]
+    if c.use.lens and c.use.reader_name is not None:
+        start.append(f"{c.attr('length')} = math.ceil(({end} - {read}) / batch_size)")
+        c.imports.add("math")
+    if c.use.early_exit:
+        start = [f"if {read} >= {end}:  {RESUME}", *["    " + s for s in start]]
+    comment = (
+        FILL_AHEAD.split("\n")
+        if c.use.reader_name is not None
+        else [
+            f"# an epoch ends with the batch that reaches {samples}; the samples that batch took "
+            "from",
+            "# the next epoch count into it",
+        ]
+    )
+    return [
+        *comment,
+        *start,
+        f"while {read} < {end}:",
+        f"    {take}",
+        f"    {read} += batch_size",
+        "    __YIELD__",
+    ]
+
+
+# -- what each batch is, per framework -----------------------------------------------------------
+
+
+def _yield(
+    c: _Class, values: list[cst.BaseExpression], trim: str | None
+) -> list[cst.BaseStatement]:
+    """``yield [{"data": images.torch(), ...}]`` (PyTorch, Paddle: one dict per pipeline in a
+    list) or ``yield {"images": jax.dlpack.from_dlpack(ndd.as_tensor(images)), ...}`` (JAX), each
+    output cut to ``[:trim]`` for PARTIAL."""
+    use = c.use
+    if len(values) != len(use.output_map):
+        raise Refused(
+            f"{use.name}'s output_map names {len(use.output_map)} outputs, the pipeline has "
+            f"{len(values)}"
+        )
+    elements = []
+    for k, (key, value) in enumerate(zip(use.output_map, values)):
+        converted = _converted(c, value, k in use.sparse_lists)
+        if trim is not None:
+            converted = cst.Subscript(
+                converted, [cst.SubscriptElement(cst.Slice(None, cst.Name(trim)))]
+            )
+        elements.append(cst.DictElement(cst.SimpleString(_quoted(key)), converted))
+    batch: cst.BaseExpression = cst.Dict(elements)
+    if use.framework != "jax":
+        batch = cst.List([cst.Element(batch)])
+    if use.subclass is not None:  # its __next__ converts the batch: that code yields
+        bound, reads = body_names(use.subclass)
+        clash = (bound | reads) & (c.local | c.shared)
+        if clash:
+            raise Refused(
+                f"{use.name}.__next__ uses `{sorted(clash)[0]}`, a name of the pipeline's code too"
+            )
+        return folded_next(use.subclass, batch, use.output_map)
+    return [cst.SimpleStatementLine([cst.Expr(cst.Yield(batch))])]
+
+
+def _quoted(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _converted(c: _Class, value: cst.BaseExpression, sparse: bool) -> cst.BaseExpression:
+    ndd = c.ctx.ndd
+    if c.use.framework == "torch":
+        if sparse:  # DALIRaggedIterator's SPARSE_LIST_TAG: one tensor per sample
+            sample = cst.Name(fresh_name("sample", c.local))
+            return cst.ListComp(
+                cst.Call(cst.Attribute(sample, cst.Name("torch"))),
+                cst.CompFor(target=sample, iter=cst.Attribute(_atom(value), cst.Name("tensors"))),
+            )
+        return cst.Call(cst.Attribute(_atom(value), cst.Name("torch")))
+    dense = cst.Call(cst.Attribute(cst.Name(ndd), cst.Name("as_tensor")), [cst.Arg(value)])
+    if c.use.framework == "jax":
+        module = _module(c, "jax", "jax.dlpack")
+        func = cst.Attribute(
+            cst.Attribute(cst.Name(module), cst.Name("dlpack")), cst.Name("from_dlpack")
+        )
+    else:
+        func = cst.Attribute(cst.Name(_module(c, "paddle", "paddle")), cst.Name("from_dlpack"))
+    return cst.Call(func, [cst.Arg(dense)])
+
+
+def _atom(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``value`` as the object of an attribute (in parentheses where it needs them)."""
+    if isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or value.lpar:
+        return value
+    return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _module(c: _Class, name: str, statement: str) -> str:
+    """The name the module ``name`` is imported as here; imported (``import <statement>``) by
+    the fix when it is not."""
+    alias = _imported_as(c.ctx, name)
+    if alias is not None:
+        return alias
+    if name in _module_names(c.ctx):
+        raise Refused(f"the module uses the name {name} for something else than the {name} module")
+    c.imports.add(statement)
+    return name
+
+
+def _imported_as(ctx: FileContext, module: str) -> str | None:
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    dotted = _code(alias.name)
+                    if dotted == module and alias.asname is not None:
+                        return alias.asname.name.value  # type: ignore[union-attr]
+                    if alias.asname is None and dotted.split(".")[0] == module:
+                        return module
+    return None
+
+
+def _module_names(ctx: FileContext) -> set[str]:
+    """The names the module uses or binds (not the dotted paths of its imports)."""
+    names = set(ctx.skipped_names)
+    for stmt in ctx.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            names |= _bound([stmt])
+        else:
+            names |= {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
+    return names
+
+
+def _import_edits(ctx: FileContext, c: _Class) -> list[Edit]:
+    """``import <module>`` for what the class uses and the module does not import, where isort
+    would put it among the module's imports (the standard library first)."""
+    imports = [
+        s
+        for s in ctx.module.body
+        if isinstance(s, cst.SimpleStatementLine)
+        and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
+        and _first_module(s) != "__future__"
+    ]
+    edits = []
+    for module in sorted(c.imports):
+        if module == "math" and _imported_as(ctx, "math") == "math":
+            continue
+        if module == "math" and "math" in _module_names(ctx):
+            raise Refused("the module uses the name math for something else than the math module")
+        if not imports:
+            raise Refused(f"the loader needs `import {module}` and the module has no import block")
+        edits.append(_import_edit(ctx, imports, module))
+    return edits
+
+
+def _first_module(stmt: cst.SimpleStatementLine) -> str:
+    small = stmt.body[0]
+    if isinstance(small, cst.ImportFrom):
+        return _code(small.module) if small.module is not None else ""
+    return _code(small.names[0].name)  # type: ignore[union-attr]
+
+
+def _import_key(module: str) -> tuple[int, str]:
+    return (0 if module.split(".")[0] in sys.stdlib_module_names else 1, module)
+
+
+def _import_edit(ctx: FileContext, imports: list[cst.SimpleStatementLine], module: str) -> Edit:
+    nl = ctx.module.default_newline
+    key = _import_key(module)
+    after = next((i for i, s in enumerate(imports) if _import_key(_first_module(s)) > key), None)
+    if after is None:
+        end = ctx.stmt_span(imports[-1])[1]
+        return Edit(end, end, f"import {module}{nl}")
+    before = imports[after - 1] if after else None
+    if key[0] == 0 and _import_key(_first_module(imports[after]))[0] == 1:
+        if before is not None:  # the last of the standard library's imports
+            end = ctx.stmt_span(before)[1]
+            return Edit(end, end, f"import {module}{nl}")
+        start = ctx.lines.offset(ctx.positions[imports[after]].start.line, 0)
+        return Edit(start, start, f"import {module}{nl}{nl}")
+    start = ctx.lines.offset(ctx.positions[imports[after]].start.line, 0)
+    return Edit(start, start, f"import {module}{nl}")
+
+
+def _helpers(ctx: FileContext, c: _Class) -> list[cst.BaseStatement]:
+    """The runtime definitions the class needs, each once per module."""
+    done = getattr(ctx, "_dali_loader_helpers", None)
+    if done is None:
+        done = ctx._dali_loader_helpers = set()  # type: ignore[attr-defined]
+    out = []
+    for name in c.helpers:
+        if name in done:
+            continue
+        if name in _module_names(ctx):
+            raise Refused(
+                f"the module already uses the name {name}, a helper this migration writes"
+            )
+        done.add(name)
+        node = cst.parse_module(inspect.getsource(getattr(runtime, name))).body[0]
+        out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
+    return out
+
+
+# -- __init__ --------------------------------------------------------------------------------------
+
+
+def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str], str | None]:
+    """What ``__init__`` adds after the reader for the configuration: the sizes read from the
+    reader's metadata, the stream, the counters; and what ``__len__`` returns."""
+    kind, use, reader = c.kind, c.use, c.body.reader
+    meta = fresh_name("meta", c.local)
+    shards = f'{meta}["number_of_shards"]'
+    lines: list[str] = []
+    both = kind == "partial" and c.padded and (use.lens or use.hooked)  # two keys: read once
+    if c.sharded or both or kind in ("partial_stream", "drop_stream"):
+        lines.append(f"{meta} = {reader}.get_metadata()")
+        size, padded = f'{meta}["epoch_size"]', f'{meta}["epoch_size_padded"]'
+        padded += f" // {shards}" if c.sharded else ""
+    else:
+        size, padded = (
+            f'{reader}.get_metadata()["epoch_size"]',
+            f'{reader}.get_metadata()["epoch_size_padded"]',
+        )
+    if kind in ("plain", "resume"):
+        if not (use.lens or use.hooked or kind == "resume"):
+            return [], None
+        return _with_stream(
+            c, lines + [f"{c.attr('length')} = {_ceil(c, f'{padded} / batch_size')}"]
+        ), c.attr("length")
+    if kind in ("partial", "partial_stream"):
+        lines += _shard_lines(c, meta, size)
+        largest = _ceil(c, f"{size} / {shards}") if kind == "partial_stream" else c.attr("samples")
+        per_epoch = _ceil(c, f"{padded if c.padded else largest} / batch_size")
+        if kind == "partial_stream" or use.lens or use.hooked:
+            lines.append(f"{c.attr('length')} = {per_epoch}")
+        return _with_stream(c, lines), c.attr("length")
+    if kind in ("drop", "drop_stream"):
+        per_shard = size if kind == "drop" else fresh_name("per_shard", c.local)
+        if kind == "drop_stream":
+            lines.append(f"{per_shard} = {size} // {shards}")
+            lines.append(
+                f"{c.attr('full_batches')}, {c.attr('per_epoch')} = {per_shard} // batch_size, "
+                f"{_ceil(c, f'{per_shard} / batch_size')}"
+            )
+        else:
+            lines.append(f"{c.attr('full_batches')} = {per_shard} // batch_size")
+        return _with_stream(c, lines), c.attr("full_batches")
+    if kind == "fill_shards":
+        c.helpers.append("dali_fill_epochs")
+        plan = c.attr("plan")
+        return _with_stream(
+            c,
+            [
+                f"{plan} = dali_fill_epochs({reader}.get_metadata(), batch_size)",
+                f"{c.attr('todo')}, {c.attr('length')} = next({plan})",
+            ],
+        ), c.attr("length")
+    return _counted_tail(c, inst, fn, size)
+
+
+def _counted_tail(
+    c: _Class, inst: Instance, fn: cst.FunctionDef, size: str
+) -> tuple[list[str], str | None]:
+    """FILL without padding over one shard, ``size=`` and an iterator that never ends."""
+    kind = c.kind
+    if kind == "endless":
+        return _with_stream(c, []), None
+    samples = c.attr("samples")
+    total = _size_text(c, inst, fn) if c.use.reader_name is None else size
+    if kind == "ahead":
+        lines = [f"{samples} = {total}", f"{c.attr('read')} = {c.attr('end')} = 0"]
+        if c.use.lens or c.use.hooked:
+            lines.append(f"{c.attr('length')} = {_ceil(c, f'{samples} / batch_size')}")
+        return _with_stream(c, lines), c.attr("length")
+    if kind == "drop_counted":
+        local = fresh_name("size", c.local)
+        return _with_stream(
+            c,
+            [
+                f"{local} = {total}",
+                f"{c.attr('full_batches')}, {c.attr('per_epoch')} = {local} // batch_size, "
+                f"{_ceil(c, f'{local} / batch_size')}",
+            ],
+        ), c.attr("full_batches")
+    lines = [f"{samples} = {total}"] if kind == "partial_counted" else []
+    lines.append(f"{c.attr('length')} = {_ceil(c, f'{samples if lines else total} / batch_size')}")
+    return _with_stream(c, lines), c.attr("length")
+
+
+def _shard_lines(c: _Class, meta: str, size: str) -> list[str]:
+    """PARTIAL: the samples of the reader's shard (one shard, or one that sticks), or what the
+    moving shard needs."""
+    samples = c.attr("samples")
+    if not c.sharded:
+        return [f"{samples} = {size}"]
+    if c.moving:
+        return [
+            f"{samples} = {size}",
+            f'{c.attr("shard")}, {c.attr("num_shards")} = {meta}["shard_id"], '
+            f'{meta}["number_of_shards"]',
+        ]
+    shard, n = fresh_name("shard", c.local), fresh_name("n", c.local)
+    return [
+        f'{shard}, {n} = {meta}["shard_id"], {meta}["number_of_shards"]',
+        f"{samples} = {size} * ({shard} + 1) // {n} - {size} * {shard} // {n}  # this shard's "
+        "samples",
+    ]
+
+
+def _with_stream(c: _Class, lines: list[str]) -> list[str]:
+    c.meta = c.meta or any("get_metadata()" in ln for ln in lines)
+    if c.kind in ("plain", "partial", "drop"):
+        return lines
+    if c.kind == "resume":
+        lines = [*lines, f"{c.attr('todo')} = 0"]
+    return [*lines, f"{c.attr('batches')} = self._batches()"]
+
+
+def _ceil(c: _Class, ratio: str) -> str:
+    c.imports.add("math")
+    return f"math.ceil({ratio})"
+
+
+def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
+    """The iterator's ``size=`` as ``__init__`` computes it: ``pipe.epoch_size("R")`` is the
+    reader's padded epoch size, and a name the caller also gave to the pipeline is the parameter
+    it gave it to (``size=pipe.epoch_size("Reader") // world_size`` with ``num_shards=world_size``
+    is ``... // num_shards``)."""
+    size = c.use.size
+    assert size is not None
+    given, _ = size_parameters(c.use, inst, fn)
+    meta = f'{c.body.reader}.get_metadata()["epoch_size_padded"]'
+
+    class Rewrite(cst.CSTTransformer):
+        def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+            func = original.func
+            if isinstance(func, cst.Attribute) and any(func.value is n for n in c.use.claimed):
+                return cst.parse_expression(meta)
+            return updated
+
+    new = size.visit(Rewrite())
+    missing = []
+
+    class Names(cst.CSTTransformer):
+        def visit_Attribute_attr(self, node: cst.Attribute) -> None:
+            self.skip = True
+
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+            if getattr(self, "skip", False):
+                self.skip = False
+                return updated
+            if updated.value in given:
+                return updated.with_changes(value=given[updated.value])
+            if updated.value not in SIZE_BUILTINS and updated.value != c.body.reader:
+                missing.append(updated.value)
+            return updated
+
+    new = new.visit(Names())
+    text = _code(new)
+    if missing or "\n" in text:
+        raise Refused(
+            f"size={_code(size)} uses `{missing[0] if missing else text}`, which the loader does "
+            "not have"
+        )
+    return text
+
+
+def _with_max_batch_size(
+    stmt: cst.BaseStatement, reader: str, why: bool = True
+) -> cst.BaseStatement:
+    """``reader = ndd.readers.X(...)`` with ``max_batch_size=batch_size`` and the comment that
+    says why: get_metadata() before the first next_epoch() would fix the batch size to 1."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)):
+        return stmt
+    assign = stmt.body[0]
+    target = assign.targets[0].target
+    if not (
+        isinstance(target, cst.Name)
+        and target.value == reader
+        and isinstance(assign.value, cst.Call)
+    ):
+        return stmt
+    call = assign.value
+    comment = [cst.EmptyLine(comment=cst.Comment(MAX_BATCH_COMMENT))] if why else []
+    if any(a.keyword is not None and a.keyword.value == "max_batch_size" for a in call.args):
+        return stmt.with_changes(leading_lines=[*stmt.leading_lines, *comment])
+    new = append_arg(list(call.args), kwarg("max_batch_size", cst.Name("batch_size")))
+    return stmt.with_changes(
+        body=[assign.with_changes(value=call.with_changes(args=new))],
+        leading_lines=[*stmt.leading_lines, *comment],
+    )
+
+
+def _init(
+    c: _Class, params: cst.Parameters, param_names: list[str], tail: list[str]
+) -> cst.FunctionDef:
+    """``__init__``: the parameters the batches need kept on self, the setup code and the
+    reader (built once), then ``tail``."""
+    kept = [p for p in param_names if p in c.shared]
+    lines = []
+    if kept:
+        lines.append(f"{', '.join('self.' + p for p in kept)} = {', '.join(kept)}")
+    setup = list(c.body.setup)
+    if c.meta:
+        setup = [_with_max_batch_size(s, c.body.reader) for s in setup]
+    shared_setup = c.shared & _bound(c.body.setup)
+    body = [*_stmts("\n".join(lines))] if lines else []
+    body += [_rename(s, shared_setup) for s in setup]
+    body += [_rename(s, shared_setup) for s in (_stmts("\n".join(tail)) if tail else [])]
+    fn = _method("__init__", ["pass"], body)
+    return fn.with_changes(params=params)
+
+
+# -- the use sites ---------------------------------------------------------------------------------
+
+
+def loader_site_edits(
+    ctx: FileContext,
+    inst: Instance,
+    name: str,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    params: set[str],
+    notes: list,
+    threads_set: set[tuple[int, str]],
+) -> list[Edit]:
+    """The pipeline's creation gives way to ``ndd.set_num_threads`` (its ``num_threads``), its
+    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments, and
+    ``reset()`` goes (or, for code that pulls with ``next()``, starts a new pass)."""
+    use = inst.iterators[0]
+    made = ctx.enclosing_statement(use.call)
+    depth = len(ctx.indents(made))
+    pre = _creation(
+        ctx, inst, rule_id, threads_default, notes, threads_set
+    )  # what stays of the pipeline
+    together = made is inst.stmt  # @data_iterator: one call made both
+    edits = [] if together else [_creation_edit(ctx, inst, pre)]
+    edits += [removed_stmt(ctx, b) for b in inst.builds]
+    keep = remove_args(
+        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+    )
+    keep = [
+        (
+            a.with_changes(keyword=cst.Name("batch_size"))
+            if a.keyword and a.keyword.value == "max_batch_size"
+            else a
+        )
+        for a in keep
+    ]
+    loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    if use.framework == "tf":
+        return edits + [_dataset_edit(ctx, use, made, loader, name)]
+    if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
+        edits.append(_wrapper_edit(ctx, use, loader))
+        loader = cst.Name(use.wrapper[2])
+    if use.pulls:
+        holder, fresh = _pull_holders(ctx, use)
+        edits += [ctx.expr_edit(node, fresh.deep_clone()) for node, _ in use.lens]
+        new = [
+            made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
+            _again(holder, fresh),
+        ]
+        edits += [
+            ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
+            for r in use.resets
+        ]
+    else:
+        new = [made.deep_replace(use.call, loader)]
+        if use.subclass is not None and _follows(
+            ctx, made, use.subclass
+        ):  # no gap where the class was
+            new[0] = new[0].with_changes(
+                leading_lines=[ln for ln in made.leading_lines if ln.comment is not None]
+            )
+        if use.subclass is not None:  # its conversion moved into the loader
+            edits.append(removed_stmt(ctx, use.subclass))
+        edits += [_dropped(ctx, r) for r in use.resets]
+    if together and pre:
+        new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
+    edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
+    return edits
+
+
+def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
+    outer, ref, _ = use.wrapper
+    stmt = ctx.enclosing_statement(outer)
+    new = fit(stmt.deep_replace(ref, loader), ctx.module.default_indent, len(ctx.indents(stmt)))
+    return ctx.stmt_edit(stmt, [new])
+
+
+def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:
+    block = ctx.parents.get(stmt)
+    body = list(getattr(block, "body", ()))
+    return stmt in body and body.index(stmt) > 0 and body[body.index(stmt) - 1] is before
+
+
+def _one_line(args: list[cst.Arg]) -> list[cst.Arg]:
+    """The arguments on one line (``fit`` splits the call again where it is too long), unless a
+    comment sits between them."""
+    if "#" in "".join(_code(cst.Call(cst.Name("f"), args=[a])) for a in args):
+        return args
+    out = [
+        a.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for a in args
+    ]
+    if out:
+        out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return out
+
+
+def _creation(
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    notes: list,
+    threads_set: set[tuple[int, str]],
+) -> list[cst.BaseStatement]:
+    """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
+    TODO about a dropped device_id, with the comments above it."""
+    threads = inst.kwargs.get("num_threads", threads_default)
+    if threads is not None:
+        key = (id(ctx.scopes.get(inst.stmt)), _code(threads.value))
+        threads = None if key in threads_set else threads
+        threads_set.add(key)
+    todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
+    if threads is None:
+        return [cst.EmptyLine(), *todo] if todo else []  # type: ignore[list-item]
+    lines = [*inst.stmt.leading_lines, *todo]
+    return [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)]
+
+
+def _creation_edit(ctx: FileContext, inst: Instance, pre: list) -> Edit:
+    if not pre:
+        return _dropped(ctx, inst.stmt)
+    if isinstance(pre[0], cst.EmptyLine):  # only the TODO
+        text = ctx.leading_comments(inst.stmt) + "".join(
+            ctx.render(t, ctx.indents(inst.stmt)) for t in pre[1:]
+        )
+        return Edit(*ctx.stmt_span(inst.stmt), text)
+    return ctx.stmt_edit(inst.stmt, pre)
+
+
+def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
+    """The statement removed; ``pass`` where it was alone in its block."""
+    block = ctx.parents.get(stmt)
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
+    return removed_stmt(ctx, stmt)
+
+
+def _pull_holders(
+    ctx: FileContext, use: IteratorUse
+) -> tuple[cst.BaseExpression, cst.BaseExpression]:
+    """Where the iterator was kept (``self._iterator``), and a fresh place next to it for the
+    loader (``self._loader``)."""
+    holder = use.holder
+    assert holder is not None
+    if isinstance(holder, cst.Attribute):
+        cls = ctx.parents.get(holder)
+        while cls is not None and not isinstance(cls, cst.ClassDef):
+            cls = ctx.parents.get(cls)
+        taken = {n.attr.value for n in walk(cls or ctx.module) if isinstance(n, cst.Attribute)}
+        base = "_loader" if holder.attr.value.startswith("_") else "loader"
+        return holder, holder.with_changes(attr=cst.Name(fresh_name(base, taken)))
+    scope_names = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
+    return holder, cst.Name(fresh_name("loader", scope_names))
+
+
+def _again(holder: cst.BaseExpression, loader: cst.BaseExpression) -> cst.SimpleStatementLine:
+    """``holder = iter(loader)``: a new pass over the loader, as reset() started a new epoch."""
+    call = cst.Call(cst.Name("iter"), [cst.Arg(loader.deep_clone())])
+    return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(holder.deep_clone())], call)])
+
+
+# -- TensorFlow: a generator of numpy batches, and tf.data.Dataset.from_generator ------------------
+
+PER_STEP = (
+    "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
+    "# threads, which a next_epoch() loop does not allow"
+)
+FROM_GENERATOR = (
+    "# from_generator calls {name} anew for each iterator, as DALIDataset started a fresh\n"
+    "# pipeline; it takes host arrays"
+)
+
+
+def dataset_definition(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    params: cst.Parameters,
+    inst: Instance,
+) -> tuple[list[cst.BaseStatement], list[Edit], str]:
+    """The pipeline function as a generator of numpy batches that calls the reader once per step
+    (see ``datasets``)."""
+    use = inst.iterators[0]
+    loop = body[-1]
+    assert isinstance(loop, cst.While)
+    inner = list(loop.body.body)
+    np = ctx.np
+    single = len(graph.readers) == 1 and len(inner) == 1 and isinstance(inner[0], cst.For)
+    if single:
+        epoch_for = inner[0]
+        target = epoch_for.target
+        if isinstance(target, cst.Tuple) and len(target.elements) == 1:
+            target = target.elements[0].value
+        reader = epoch_for.iter.func.value.value
+        step = cst.parse_statement(f"{_code(target)} = {reader}(batch_size=batch_size)\n")
+        inner = [step, *epoch_for.body.body]
+    *ops, last = inner
+    yielded = last.body[0].value.value
+    values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
+    arrays = [
+        cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
+    ]
+    arrays = [a.visit(_Replace("__V__", _atom(v))) for a, v in zip(arrays, values)]
+    out = (
+        arrays[0]
+        if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
+        else (
+            cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[])
+            if len(arrays) > 1
+            else cst.Tuple([cst.Element(arrays[0])])
+        )
+    )
+    new_last = last.with_changes(body=[cst.Expr(cst.Yield(out))])
+    comments = (
+        [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
+    )
+    new_loop = loop.with_changes(
+        body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments
+    )
+    prologue = list(body[1:-1])
+    if single:
+        prologue = [_with_max_batch_size(s, reader, why=False) for s in prologue]
+    doc = body[0]
+    if graph.docstring is None:
+        names = ", ".join(output_names(ctx, graph.outputs))
+        doc = _stmt(
+            f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran them."""'
+        )
+    new_fn = fn.with_changes(
+        decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop])
+    )
+    if fn.decorators:
+        new_fn = new_fn.with_changes(
+            leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+        )
+    new_fn = fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn)))
+    c = _Class(ctx, use, "tf", None)  # type: ignore[arg-type]
+    _module(c, "tensorflow", "tensorflow")
+    return [new_fn], _import_edits(ctx, c), fn.name.value
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, name: str, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value if updated.value == self.name else updated
+
+
+def _dataset_edit(
+    ctx: FileContext, use: IteratorUse, made: cst.BaseStatement, call: cst.Call, name: str
+) -> Edit:
+    """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
+    output_signature=...)``."""
+    tf = _imported_as(ctx, "tensorflow") or "tensorflow"
+    gen = cst.Lambda(cst.Parameters(), call)
+    func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
+    dataset = cst.Call(
+        func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
+    )
+    comments = [
+        cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")
+    ]
+    new = made.deep_replace(use.call, dataset)
+    new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
+    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])
