@@ -59,6 +59,8 @@ class FileContext:
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._by_type: dict | None = None
+        self._indent_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
+        self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
         if self.project is not None:
@@ -237,15 +239,31 @@ class FileContext:
         return "ndd"
 
     # -- positions and rendering -----------------------------------------------------------
+    def _along_parents(self, node: cst.CSTNode, cache: dict, own: Any) -> tuple:
+        """``own(n)`` of ``node`` and each of its ancestors, outermost first, memoised in
+        ``cache`` (no recursion; each node's tuple is computed once)."""
+        chain = []
+        cur: cst.CSTNode | None = node
+        while cur is not None and cur not in cache:
+            chain.append(cur)
+            cur = self.parents.get(cur)
+        value = cache[cur] if cur is not None else ()
+        for n in reversed(chain):
+            value = value + own(n)
+            cache[n] = value
+        return value
+
+    def _block_indent(self, n: cst.CSTNode) -> tuple[str, ...]:
+        if isinstance(n, cst.IndentedBlock):
+            return (n.indent if n.indent is not None else self.module.default_indent,)
+        return ()
+
     def indents(self, node: cst.CSTNode) -> list[str]:
         """Indentation tokens of the blocks enclosing ``node``, outermost first."""
-        tokens = []
-        cur = self.parents.get(node)
-        while cur is not None:
-            if isinstance(cur, cst.IndentedBlock):
-                tokens.append(cur.indent if cur.indent is not None else self.module.default_indent)
-            cur = self.parents.get(cur)
-        return list(reversed(tokens))
+        parent = self.parents.get(node)
+        if parent is None:
+            return []
+        return list(self._along_parents(parent, self._indent_cache, self._block_indent))
 
     def render(self, node: cst.CSTNode, indents: Sequence[str]) -> str:
         state = CodegenState(
@@ -303,13 +321,8 @@ class FileContext:
 
     def anchor(self, node: cst.CSTNode) -> str:
         """Dotted name of the functions and classes enclosing ``node`` (part of stable fix ids)."""
-        names = []
-        cur = node
-        while cur is not None:
-            if isinstance(cur, (cst.FunctionDef, cst.ClassDef)):
-                names.append(cur.name.value)
-            cur = self.parents.get(cur)
-        return ".".join(reversed(names)) or "<module>"
+        names = self._along_parents(node, self._anchor_cache, _definition_name)
+        return ".".join(names) or "<module>"
 
     # -- making fixes and diagnostics ------------------------------------------------------
     def make_fix(
@@ -384,6 +397,10 @@ class FileContext:
             if m and (m.group(1) is None or rule in {r.strip() for r in m.group(1).split(",")}):
                 return True
         return False
+
+
+def _definition_name(n: cst.CSTNode) -> tuple[str, ...]:
+    return (n.name.value,) if isinstance(n, (cst.FunctionDef, cst.ClassDef)) else ()
 
 
 class _Computed:
