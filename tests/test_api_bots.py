@@ -80,7 +80,7 @@ def test_migrate_paths_reports_every_file_and_writes_nothing(tmp_path):
     assert by_name["pkg/plain.py"].status == "skipped"
     broken = by_name["pkg/broken.py"]
     assert broken.status == "error" and broken.result is None
-    assert broken.error.startswith(f"{broken.path}: not valid Python")
+    assert broken.error.startswith(f"{broken.path}:") and ": not valid Python: " in broken.error
     for name in ("train.py", "pkg/helper.py"):
         r = by_name[name]
         assert r.status == "changed"

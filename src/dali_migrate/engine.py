@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Literal, Sequence
 
 from .api import migrate_source
-from .fixes import Diagnostic, Result, SourceParseError
+from .fixes import Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
 from .sourcefile import SourceError, iter_python_files, mentions_dali, read_source, write_source
 
@@ -104,11 +105,18 @@ class Summary:
         }
 
 
+#: a line as Python (and patch) sees it: U+2028, U+2029, form feeds... do not end one
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 def unified_diff(path: str, old: str, new: str) -> str:
+    """A unified diff that ``patch`` and ``git apply`` take: lines end where Python's do, and a
+    last line without a newline is marked as git marks it."""
+    lines = difflib.unified_diff(
+        _SOURCE_LINE.findall(old), _SOURCE_LINE.findall(new), fromfile=f"a/{path}", tofile=f"b/{path}"
+    )
     return "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"
-        )
+        line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines
     )
 
 
@@ -128,11 +136,11 @@ def process_file(
     try:
         result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
     except SourceParseError as e:
-        return FileResult(path, "error", error=f"{path}: not valid Python: {str(e).split(': ', 1)[-1]}")
+        return FileResult(path, "error", error=str(e))
     except RecursionError:
         return FileResult(path, "error", error=f"{path}: too deeply nested to analyse")
     except Exception as e:  # a bug in a rule must not stop the run over the other files
-        return FileResult(path, "error", error=f"{path}: internal error: {type(e).__name__}: {e}")
+        return FileResult(path, "error", error=f"{path}: internal error: {describe(e)}")
     if not result.changed:
         return FileResult(path, "unchanged", result=result, project=project)
     if options.mode == "write" and options.verify:
@@ -147,6 +155,18 @@ def process_file(
         except SourceError as e:
             fr.status, fr.error = "error", str(e)
     return fr
+
+
+def describe(e: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception, on one line and at most ``limit`` characters, even
+    when its message cannot be made (a KeyError's message is the repr of its key, which can
+    recurse past the limit or fail)."""
+    try:
+        message = str(e)
+    except Exception:  # noqa: BLE001 - RecursionError included: the type is still worth saying
+        message = "(its message could not be made)"
+    text = one_line(f"{type(e).__name__}: {message}" if message else type(e).__name__)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _verified(path: str, text: str, result: Result, options: Options) -> Result:

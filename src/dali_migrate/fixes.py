@@ -34,7 +34,27 @@ class MissingDependencyError(MigrateError):
 
 
 class SourceParseError(MigrateError):
-    """The input is not valid Python: nothing was changed."""
+    """The input is not valid Python (or nested too deeply to analyse): nothing was changed.
+
+    ``str(e)`` is one line, ``path:line:column: reason`` (column 0-based, as in diagnostics);
+    ``line``, ``column`` and ``reason`` hold its parts."""
+
+    def __init__(self, message: str, *, line: int = 0, column: int = 0, reason: str = "") -> None:
+        super().__init__(one_line(message))
+        self.line, self.column, self.reason = line, column, one_line(reason or message)
+
+
+#: every character str.splitlines() breaks a line on (a Python comment ends at the first of
+#: \n and \r; the others would end it for an editor, a diff or a terminal)
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each run of white space that holds a line break becomes one space
+    (source quoted across lines, ``a\n    and b``, reads ``a and b``)."""
+    if not _LINE_BREAKS.search(text):
+        return text
+    return re.sub(r"\s*(?:" + _LINE_BREAKS.pattern + r")\s*", " ", text).strip()
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class Fix:
     line: int = 0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line(self.message))
         # ``replacement`` is the text that replaces the whole ``span`` (``original``); makers
         # set it for a single edit only, so it is derived here for a fix of several edits
         if not self.replacement and len(self.edits) > 1:
@@ -114,6 +135,11 @@ class Diagnostic:
     col: int = 0
     severity: Literal["todo", "info", "error"] = "todo"
     marker: Edit | None = None
+
+    def __post_init__(self) -> None:
+        # a message may quote source that spans lines: it is printed, and its marker written,
+        # as one line
+        object.__setattr__(self, "message", one_line(self.message))
 
     def to_dict(self) -> dict:
         return {
