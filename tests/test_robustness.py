@@ -187,9 +187,12 @@ def test_a_hundred_levels_migrate_and_stay_fixed(body):
     assert migrate_source(result.code).code == result.code
 
 
-def test_too_deep_file_is_that_file_error_and_the_run_goes_on(tmp_path):
+@pytest.mark.parametrize("shape", ["and", "attribute"])
+def test_too_deep_file_is_that_file_error_and_the_run_goes_on(tmp_path, shape):
+    """``attribute``: CPython's own parser raises RecursionError; the file also names
+    pipeline_def, so the cross-module discovery parses it too."""
     deep = tmp_path / "a_deep.py"
-    deep.write_text("from nvidia.dali import fn\n" + DEEP["and"])
+    deep.write_text("from nvidia.dali import fn, pipeline_def\n" + DEEP[shape])
     good = tmp_path / "b_good.py"
     good.write_text(PIPELINE)
     code = f"""
@@ -220,3 +223,24 @@ def test_internal_error_whose_message_cannot_be_made_is_one_line(monkeypatch, tm
     fr = engine.process_file(str(path), engine.Options())
     assert fr.status == "error"
     assert fr.error == f"{path}: internal error: Unprintable: (its message could not be made)"
+
+
+# -- files that are not regular files -------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifo_given_on_the_command_line_does_not_block_the_run(tmp_path):
+    (tmp_path / "pipes.py").write_text(PIPELINE)
+    (tmp_path / "train.py").write_text("from pipes import simple\npipe = simple('/d')\npipe.build()\n")
+    os.mkfifo(tmp_path / "x.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "dali_migrate", "--diff", ".", "x.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, NO_COLOR="1"),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "error: x.py: not a regular file" in done.stderr.splitlines()
+    assert "+++ b/pipes.py" in done.stdout and "+++ b/train.py" in done.stdout

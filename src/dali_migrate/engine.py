@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Literal, Sequence
 from .api import migrate_source
 from .fixes import Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
-from .sourcefile import SourceError, iter_python_files, mentions_dali, read_source, write_source
+from .sourcefile import SourceError, iter_python_files, mentions_dali, read_bytes, read_source, write_source
 
 Mode = Literal["diff", "write", "check"]
 #: below this many candidate files, worker processes cost more than they save
@@ -196,9 +196,8 @@ def _candidates(files: Sequence[Path]) -> Iterator[tuple[str, bool]]:
     """(path, worth parsing) for each file: a raw read and a substring test, nothing more."""
     for p in files:
         try:
-            with open(p, "rb") as fh:
-                raw = fh.read()
-        except OSError:
+            raw = read_bytes(p)  # never blocks on a FIFO
+        except SourceError:
             yield str(p), True  # process_file reports it properly
             continue
         yield str(p), mentions_dali(raw)

@@ -27,6 +27,7 @@ __all__ = [
     "SourceFile",
     "iter_python_files",
     "mentions_dali",
+    "read_bytes",
     "read_source",
     "write_source",
 ]
@@ -97,8 +98,9 @@ def _decode_reason(raw: bytes, encoding: str, exc: UnicodeDecodeError) -> str:
     return f"cannot decode as {encoding} (invalid byte 0x{bad.hex()} at {where})"
 
 
-def read_source(path: Path) -> SourceFile:
-    """Read and decode ``path``; raise :class:`SourceError` if it cannot be processed."""
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file; :class:`SourceError` for anything else (a FIFO,
+    a device or a directory is never opened for reading: that could block)."""
     path = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO named *.py must not hang; no effect on regular files.
@@ -121,7 +123,13 @@ def read_source(path: Path) -> SourceFile:
             raw = fh.read()
     except OSError as exc:
         raise SourceError(path, _os_reason(exc)) from None
+    return raw
 
+
+def read_source(path: Path) -> SourceFile:
+    """Read and decode ``path``; raise :class:`SourceError` if it cannot be processed."""
+    path = Path(path)
+    raw = read_bytes(path)
     if b"\0" in raw:
         raise SourceError(path, "binary file (contains NUL bytes)")
 
