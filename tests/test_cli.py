@@ -600,6 +600,23 @@ def test_latin1_file_next_to_bad_files():
     assert b"ndd.readers.File" in lat.read_bytes()
 
 
+def test_odd_cookies_are_one_line_each_and_a_cp1252_file_is_still_migrated():
+    cp = write(Path("d") / "z_cp.py", ("# -*- coding: cp1252 -*-\n# caf\u00e9 \u20ac\n" + PIPELINE).encode("cp1252"))
+    odd = {}
+    for cookie in ("undefined", "punycode", "idna", "unicode_escape", "utf-16", "no-such-codec"):
+        name = "a_" + cookie.replace("-", "_") + ".py"
+        odd[name] = write(Path("d") / name, f"# -*- coding: {cookie} -*-\n{PIPELINE}".encode())
+    before = {name: p.read_bytes() for name, p in odd.items()}
+    result = cli("--write", "d")
+    assert result.exit_code == EXIT_ERROR, result.stderr
+    errors = [ln for ln in stderr_lines(result) if ln.startswith("error: ")]
+    assert sorted(ln.split(":")[1].strip().split("/")[-1] for ln in errors) == sorted(odd)
+    assert all(len(ln) < 200 for ln in errors), errors
+    assert "internal error" not in result.stderr
+    assert b"ndd.readers.File" in cp.read_bytes() and b"caf\xe9 \x80" in cp.read_bytes()
+    assert {name: p.read_bytes() for name, p in odd.items()} == before
+
+
 @pytest.mark.parametrize("args", [["nope.py"], ["--write", "nope_dir"], ["--check", "ok.py", "nope.py"]])
 def test_nonexistent_path_argument_is_a_usage_error(args):
     ok = write(Path("ok.py"), PIPELINE)

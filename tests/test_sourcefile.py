@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import os
 import pickle
+import re
 import stat
 from pathlib import Path
 
@@ -120,6 +121,65 @@ def test_unknown_encoding_cookie(tmp_path: Path) -> None:
         read_source(p)
     _assert_one_line(ei.value, p)
     assert "unknown encoding" in ei.value.reason
+
+
+@pytest.mark.parametrize(
+    "cookie, reason",
+    [
+        ("undefined", "cannot decode as undefined"),
+        ("punycode", "cannot decode as punycode"),
+        ("unicode_escape", "does not give back the bytes it decoded"),
+        ("utf-16", "cannot decode as utf-16|does not give back the bytes it decoded"),
+        ("utf-32", "cannot decode as utf-32"),
+    ],
+)
+def test_cookie_of_a_codec_that_cannot_round_trip_is_one_short_line(tmp_path: Path, cookie, reason) -> None:
+    """CPython accepts these cookies; reading such a file either fails inside the codec or
+    gives text that is not written back as the same bytes (unicode_escape wrote the whole
+    file as one physical line with literal backslash-n)."""
+    p = tmp_path / "odd.py"
+    p.write_bytes(f"# -*- coding: {cookie} -*-\nfrom nvidia.dali import fn\nX = fn.flip(1)\n\n".encode())
+    with pytest.raises(SourceError) as ei:
+        read_source(p)
+    _assert_one_line(ei.value, p)
+    assert re.search(reason, ei.value.reason), ei.value.reason
+    assert len(str(ei.value)) < len(str(p)) + 160
+
+
+def test_write_in_a_codec_that_fails_its_own_way_is_one_line(tmp_path: Path) -> None:
+    """idna reads plain ASCII back, but cannot write a line longer than 63 characters."""
+    p = tmp_path / "idna.py"
+    p.write_bytes(b"# -*- coding: idna -*-\nx = 1\n")
+    sf = read_source(p)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, sf.text + "y = " + "1" * 80 + "\n")
+    _assert_one_line(ei.value, p)
+    assert ei.value.reason.startswith("cannot encode as idna (")
+    assert p.read_bytes() == b"# -*- coding: idna -*-\nx = 1\n"
+
+
+def _lossy_codec(name: str):
+    """A codec that writes text upper-cased and reads it as it is."""
+    if name != "dmtest_lossy":
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(
+        lambda text, errors="strict": utf8.encode(text.upper(), errors), utf8.decode, name="dmtest-lossy"
+    )
+
+
+def test_write_refuses_text_its_codec_would_not_read_back(tmp_path: Path) -> None:
+    codecs.register(_lossy_codec)
+    try:
+        p = tmp_path / "ok.py"
+        p.write_bytes(b"X = 1\n")
+        sf = SourceFile(path=p, text="X = 1\n", encoding="dmtest_lossy", raw=b"X = 1\n")
+        with pytest.raises(SourceError) as ei:
+            write_source(sf, "x = 2\n")
+        assert "would not read back" in ei.value.reason
+        assert p.read_bytes() == b"X = 1\n"
+    finally:
+        codecs.unregister(_lossy_codec)
 
 
 def test_binary_file(tmp_path: Path) -> None:

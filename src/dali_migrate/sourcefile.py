@@ -151,7 +151,33 @@ def read_source(path: Path) -> SourceFile:
         raise SourceError(path, _decode_reason(raw, encoding, exc)) from None
     except LookupError as exc:  # e.g. a cookie naming a non-text codec such as rot13
         raise SourceError(path, f"unknown encoding cookie ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way ('undefined')
+        raise SourceError(path, f"cannot decode as {encoding} ({_short(exc)})") from None
+    if not _round_trips(text, encoding, raw):
+        # unicode_escape, punycode, idna, utf-16 under an ASCII cookie...: what would be written
+        # back is not what was read
+        raise SourceError(path, f"the {encoding} codec does not give back the bytes it decoded (not processed)")
     return SourceFile(path=path, text=text, encoding=encoding, raw=raw)
+
+
+def _round_trips_back(data: bytes, encoding: str, text: str) -> bool:
+    try:
+        return data.decode(encoding) == text
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _round_trips(text: str, encoding: str, raw: bytes) -> bool:
+    try:
+        return text.encode(encoding) == raw
+    except Exception:  # noqa: BLE001 - a codec that cannot encode what it decoded
+        return False
+
+
+def _short(exc: BaseException, limit: int = 120) -> str:
+    """An exception's message for a one-line reason (a codec can quote a whole garbled line)."""
+    text = _one_line(str(exc) or type(exc).__name__)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -186,6 +212,10 @@ def write_source(sf: SourceFile, new_text: str) -> None:
         ) from None
     except LookupError as exc:
         raise SourceError(path, f"unknown encoding ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way
+        raise SourceError(path, f"cannot encode as {sf.encoding} ({_short(exc)})") from None
+    if not _round_trips_back(data, sf.encoding, new_text):
+        raise SourceError(path, f"the {sf.encoding} codec would not read back what it wrote (not written)")
 
     # Write through a symlink to its target, so the link stays a link.
     target = path
