@@ -600,6 +600,17 @@ def test_latin1_file_next_to_bad_files():
     assert b"ndd.readers.File" in lat.read_bytes()
 
 
+def test_read_only_file_is_one_error_line_and_the_others_are_written():
+    ro = write(Path("ro.py"), PIPELINE)
+    ro.chmod(0o444)
+    good = write(Path("good.py"), PIPELINE)
+    result = cli("--write", "-j", "1", "good.py", "ro.py")
+    assert result.exit_code == EXIT_ERROR
+    assert "error: ro.py: read-only file (not written)" in stderr_lines(result)
+    assert ro.read_text() == PIPELINE and stat.S_IMODE(ro.stat().st_mode) == 0o444
+    assert "ndd" in good.read_text()
+
+
 def test_odd_cookies_are_one_line_each_and_a_cp1252_file_is_still_migrated():
     cp = write(Path("d") / "z_cp.py", ("# -*- coding: cp1252 -*-\n# caf\u00e9 \u20ac\n" + PIPELINE).encode("cp1252"))
     odd = {}

@@ -588,3 +588,91 @@ def test_write_keeps_owner_when_root_rewrites(tmp_path: Path) -> None:
     write_source(sf, "x = 2\n")
     assert (p.stat().st_uid, p.stat().st_gid) == (65534, 65534)
     assert p.read_text() == "x = 2\n"
+
+
+def test_read_only_file_is_not_written(tmp_path: Path) -> None:
+    """Mode 0444: refused as editors and formatters refuse it (root included), though the
+    directory would allow the rename."""
+    p = tmp_path / "ro.py"
+    p.write_text("x = 1\n")
+    p.chmod(0o444)
+    sf = read_source(p)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    assert str(ei.value) == f"{p}: read-only file (not written)"
+    assert p.read_text() == "x = 1\n" and stat.S_IMODE(p.stat().st_mode) == 0o444
+    assert _leftover_temps(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "chown"), reason="no file owners on this platform")
+def test_file_whose_owner_cannot_be_kept_is_not_written(tmp_path: Path, monkeypatch) -> None:
+    """Another user's file in a directory we may write: the rename would hand it to us."""
+    p = tmp_path / "theirs.py"
+    p.write_text("x = 1\n")
+    p.chmod(0o666)
+    owner = (p.stat().st_uid + 1, p.stat().st_gid + 1)
+    real_stat = os.stat
+
+    def their_file(name, *args, **kwargs):  # the file is someone else's; our temp file is ours
+        st = real_stat(name, *args, **kwargs)
+        if Path(name) == p:
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, *owner, *st[6:10]))
+        return st
+
+    def no_privilege(name, uid, gid):
+        raise PermissionError(1, "Operation not permitted")
+
+    sf = read_source(p)
+    monkeypatch.setattr(sourcefile.os, "stat", their_file)
+    monkeypatch.setattr(sourcefile.os, "chown", no_privilege)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    assert ei.value.reason == "owned by another user: replacing it would change its owner (not written)"
+    monkeypatch.undo()
+    assert p.read_text() == "x = 1\n"
+    assert _leftover_temps(tmp_path) == []
+
+
+def test_edit_saved_while_the_temp_file_is_written_is_not_lost(tmp_path: Path, monkeypatch) -> None:
+    """An editor saving between the first "changed on disk" check and the rename: the file is
+    looked at again right before ``os.replace``. The save happens at a fixed point (when the
+    temporary file is synced), not at a random moment."""
+    p = tmp_path / "m.py"
+    p.write_text("x = 1\n")
+    sf = read_source(p)
+    real_fsync = os.fsync
+    saved = []
+
+    def editor_saves(fd: int) -> None:
+        real_fsync(fd)
+        if not saved:
+            saved.append(True)
+            p.write_text("x = 1  # saved by the user\n")
+
+    monkeypatch.setattr(sourcefile.os, "fsync", editor_saves)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    monkeypatch.undo()
+    assert saved and ei.value.reason == "file changed on disk since it was read; not overwritten"
+    assert p.read_text() == "x = 1  # saved by the user\n"
+    assert _leftover_temps(tmp_path) == []
+
+
+def test_edit_keeping_size_and_content_but_not_the_inode_is_seen(tmp_path: Path, monkeypatch) -> None:
+    """An editor that saves by rename (a new inode) the very same bytes: still a save."""
+    p = tmp_path / "m.py"
+    p.write_text("x = 1\n")
+    sf = read_source(p)
+    real_fsync = os.fsync
+
+    def editor_saves(fd: int) -> None:
+        real_fsync(fd)
+        if not (tmp_path / "swap").exists():
+            (tmp_path / "swap").write_text("x = 1\n")
+            os.replace(tmp_path / "swap", p)
+
+    monkeypatch.setattr(sourcefile.os, "fsync", editor_saves)
+    with pytest.raises(SourceError):
+        write_source(sf, "x = 2\n")
+    monkeypatch.undo()
+    assert p.read_text() == "x = 1\n"

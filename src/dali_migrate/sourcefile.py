@@ -238,9 +238,11 @@ def write_source(sf: SourceFile, new_text: str) -> None:
     except OSError as exc:
         raise SourceError(path, _os_reason(exc)) from None
     if current != sf.raw:
-        raise SourceError(path, "file changed on disk since it was read; not overwritten")
+        raise SourceError(path, _CHANGED)
     if data == current:
         return  # nothing to do; leave the file (and its mtime) alone
+    if _read_only(target, st):
+        raise SourceError(path, "read-only file (not written)")  # as editors and formatters do
 
     directory = target.parent
     try:
@@ -261,7 +263,10 @@ def write_source(sf: SourceFile, new_text: str) -> None:
                 os.chown(tmp_name, st.st_uid, st.st_gid)
             except OSError:
                 pass
+            if (st.st_uid, st.st_gid) != _owner(tmp_name):
+                raise SourceError(path, "owned by another user: replacing it would change its owner (not written)")
         os.chmod(tmp_name, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
+        _check_unchanged(path, target, st, sf.raw)  # an editor may have saved in the meantime
         os.replace(tmp_name, target)
     except BaseException as exc:
         try:
@@ -272,6 +277,29 @@ def write_source(sf: SourceFile, new_text: str) -> None:
             raise SourceError(path, f"write failed: {_os_reason(exc)}") from exc
         raise
     _fsync_dir(directory)
+
+
+_CHANGED = "file changed on disk since it was read; not overwritten"
+
+
+def _read_only(target: Path, st: os.stat_result) -> bool:
+    """No write permission for anyone (root included, who passes every access check), or
+    none for this user."""
+    return not st.st_mode & 0o222 or not os.access(target, os.W_OK)
+
+
+def _check_unchanged(path: Path, target: Path, st: os.stat_result, raw: bytes) -> None:
+    """The last look before the rename: the same file (inode, size, mtime) with the bytes
+    that were read, or :class:`SourceError`."""
+    try:
+        now = os.stat(target)
+        with open(target, "rb") as fh:
+            current = fh.read()
+    except OSError as exc:
+        raise SourceError(path, f"{_os_reason(exc)} (not written)") from None
+    same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if not same or current != raw:
+        raise SourceError(path, _CHANGED)
 
 
 def _owner(name: str) -> tuple[int, int]:
