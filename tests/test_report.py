@@ -183,6 +183,19 @@ def test_uris_are_relative_to_srcroot_and_escaped():
     assert run["columnKind"] == "unicodeCodePoints"
 
 
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="names must be valid Unicode there")
+def test_a_file_name_that_is_not_utf8_is_percent_encoded_byte_by_byte(validator):
+    """Its str holds a surrogate, which made the whole SARIF log fail to encode."""
+    bad = os.fsdecode(b"bad\xff.py")
+    write(Path(bad), PIPELINE)
+    write(Path("good.py"), PIPELINE)
+    code, log = sarif(".")
+    assert code == 0
+    validator.validate(log)
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+    assert uris == {"bad%FF.py", "good.py"}
+
+
 def test_absolute_paths_are_file_uris(tmp_path):
     path = write(tmp_path / "abs.py", PIPELINE)
     _, log = sarif(path.resolve())
