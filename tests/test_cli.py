@@ -20,6 +20,7 @@ from click.testing import Result as CliResult
 
 import dali_migrate.engine as engine
 from dali_migrate import __version__
+from dali_migrate.cli import cli as group
 from dali_migrate.cli import main
 from samples import PIPELINE
 
@@ -938,3 +939,117 @@ def test_python_dash_m_runs_a_migration():
     assert proc.returncode == EXIT_PENDING, proc.stderr
     assert "ndd.readers.File" in proc.stdout
     assert "1 files scanned" in proc.stderr
+
+
+# -- dali-migrate as a group: the migration by default, verify as a subcommand ------------------------
+
+
+def run_group(*args) -> CliResult:
+    return CliRunner().invoke(group, [os.fspath(a) for a in args], catch_exceptions=False, prog_name="dali-migrate")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--diff", "simple.py"], ["simple.py"], ["--check", "simple.py"], ["--explain", "DM200"], ["--list-rules"],
+     ["--version"], ["--format", "json", "simple.py"], ["-j", "1", "--select", "DM1", "simple.py"]],
+)
+def test_the_group_runs_the_migration_by_default(args):
+    write(Path("simple.py"), PIPELINE)
+    direct, grouped = cli(*args), run_group(*args)
+    assert (grouped.exit_code, grouped.stdout, grouped.stderr) == (direct.exit_code, direct.stdout, direct.stderr)
+
+
+def test_usage_errors_of_the_default_command_read_as_before():
+    result = run_group("--write", "--verify", "--check", "nope.py")
+    assert result.exit_code == EXIT_ERROR
+    assert "Usage: dali-migrate [OPTIONS] [PATHS]..." in result.stderr
+    assert "dali-migrate dali-migrate" not in result.stderr
+    assert run_group().exit_code == EXIT_ERROR
+
+
+def test_help_lists_verify_and_verify_has_its_own_help():
+    top = run_group("--help")
+    assert top.exit_code == EXIT_OK
+    assert top.stdout.startswith("Usage: dali-migrate [OPTIONS] [PATHS]...")
+    commands = top.stdout[top.stdout.index("Commands:") :]
+    assert re.search(r"^\s+verify\s+Prove that NEW computes", commands, re.M)
+    sub = run_group("verify", "--help")
+    assert sub.exit_code == EXIT_OK
+    assert sub.stdout.startswith("Usage: dali-migrate verify [OPTIONS] OLD NEW")
+    assert "--kwargs" in sub.stdout
+
+
+def test_verify_subcommand_runs_the_harness_command(monkeypatch):
+    from dali_migrate.harness import cli as harness_cli
+
+    seen = {}
+
+    def fake(old, new, **kwargs):
+        seen["args"] = (old, new)
+
+    monkeypatch.setattr(harness_cli.verify_command, "callback", fake)
+    write(Path("a.py"), PIPELINE)
+    write(Path("b.py"), PIPELINE)
+    result = run_group("verify", "a.py", "b.py")
+    assert result.exit_code == EXIT_OK, result.stderr
+    assert seen == {"args": ("a.py", "b.py")}
+
+
+def test_console_script_is_the_group():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dali_migrate", "verify", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: dali-migrate verify ")
+
+
+# -- --device cpu, --verify without the extra ----------------------------------------------------------
+
+GPU_PIPELINE = PIPELINE.replace("fn.decoders.image(jpegs)", 'fn.decoders.image(jpegs, device="mixed")').replace(
+    "device_id=None", "device_id=0"
+)
+
+
+def test_device_cpu_makes_the_migrated_program_run_on_the_cpu():
+    path = write(Path("train.py"), GPU_PIPELINE)
+    plain = cli("--diff", path)
+    assert 'device="gpu"' in plain.stdout  # mixed becomes gpu in dynamic mode
+    result = cli("--write", "--device", "cpu", path)
+    assert result.exit_code == EXIT_OK, result.stderr
+    text = path.read_text()
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in text and '"gpu"' not in text and '"mixed"' not in text
+    assert "train.py:1:0: device info: lowered to CPU (--device cpu): " in result.stderr
+    assert cli("--check", "--device", "cpu", path).exit_code == EXIT_OK
+    assert cli("--check", path).exit_code == EXIT_OK  # and it stays as it is without the option
+
+
+def test_device_cpu_lowers_an_already_migrated_file_too():
+    path = write(Path("done.py"), "import nvidia.dali.experimental.dynamic as ndd\n\nx = ndd.flip(y).gpu()\n")
+    result = cli("--diff", "--device", "cpu", path)
+    assert result.exit_code == EXIT_OK
+    assert "+x = ndd.flip(y)\n" in result.stdout
+
+
+def test_device_cpu_needs_neither_dali_nor_numpy():
+    path = write(Path("train.py"), GPU_PIPELINE)
+    code = (
+        "import sys; sys.modules['numpy'] = None; sys.modules['nvidia'] = None\n"
+        "from dali_migrate.cli import entry; sys.argv = ['dali-migrate', '--diff', '--device', 'cpu', 'train.py']\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_write_verify_without_the_extra_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numpy" else real(name, *a))
+    path = write(Path("train.py"), PIPELINE)
+    result = cli("--write", "--verify", path)
+    assert result.exit_code == EXIT_ERROR
+    assert "pip install 'dali-migrate[verify]'" in result.stderr and "Traceback" not in result.stderr
+    assert path.read_text() == PIPELINE

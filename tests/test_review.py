@@ -520,7 +520,7 @@ def test_diagnostics_are_shown_but_no_todo_marker_is_written():
     assert "TODO(dali-migrate)" not in text  # the review writes the accepted fixes only
 
 
-@pytest.mark.parametrize("extra", [["--check"], ["--write"], ["--diff"], ["--format", "json"], ["--format", "sarif"]])
+@pytest.mark.parametrize("extra", [["--check"], ["--diff"], ["--format", "json"], ["--format", "sarif"], ["--device", "cpu"]])
 def test_review_does_not_combine_with_other_modes(extra):
     path = write(Path("helper.py"), HELPER)
     result = CliRunner().invoke(main, ["-i", *extra, "helper.py"], input="y\n")
@@ -625,3 +625,13 @@ def test_ctrl_c_in_a_terminal_leaves_the_file_under_review_untouched():
     assert "interrupted" in shown
     assert path.read_bytes() == HELPER.encode()  # the file's fixes were not all decided: not written
     assert "Traceback" not in shown
+
+
+@pytest.mark.parametrize("order", [["-i", "--write"], ["--write", "-i"]])
+def test_write_beside_interactive_is_what_interactive_does(order):
+    """``-i`` writes what is accepted; ``--write`` next to it asks for nothing more."""
+    path = write(Path("helper.py"), HELPER)
+    result = CliRunner().invoke(main, [*order, "helper.py"], input="y\nn\ny\n")
+    assert result.exit_code == EXIT_OK, result.stderr
+    accepted = fix_ids(HELPER)[0::2]
+    assert path.read_text() == apply_fixes(HELPER, accepted, todo_markers=False)

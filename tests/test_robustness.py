@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,111 @@ def test_fifo_given_on_the_command_line_does_not_block_the_run(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "error: x.py: not a regular file" in done.stderr.splitlines()
     assert "+++ b/pipes.py" in done.stdout and "+++ b/train.py" in done.stdout
+
+
+# -- interruptions, broken pipes and dead parents ----------------------------------------------------
+
+
+def _tree(root: Path, n: int) -> None:
+    for i in range(n):
+        (root / f"m{i:03d}.py").write_text(PIPELINE.replace("def simple", f"def simple{i}").replace("simple(", f"simple{i}("))
+
+
+def test_output_read_by_a_closed_pipe_ends_quietly(tmp_path):
+    """``dali-migrate --diff src | head``: the reader goes away; no 'internal error'."""
+    _tree(tmp_path, 3)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dali_migrate", "--diff", "-j", "1", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the first diff is written: its write fails with EPIPE
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err
+    assert err == b""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
+def test_ctrl_c_during_a_parallel_run_prints_no_traceback(tmp_path):
+    """The terminal sends SIGINT to every process of the group: the workers leave it to the
+    parent, which says once what happened."""
+    _tree(tmp_path, 200)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dali_migrate", "--diff", "-j", "2", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout.readline().startswith(b"--- ")  # the workers are at work
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err.decode()
+    assert err.decode().strip().splitlines() == [
+        "interrupted: files already written are complete; the others are untouched"
+    ]
+
+
+def _state(pid: int) -> str | None:
+    """The process state letter of ``pid`` (``Z``: ended, not reaped), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_workers_end_when_their_parent_is_killed():
+    code = """
+import time
+from dali_migrate.engine import worker_pool
+pool = worker_pool(2)
+futures = [pool.submit(time.sleep, 3600) for _ in range(2)]
+while len(pool._processes) < 2:
+    time.sleep(0.05)
+print(*pool._processes, flush=True)
+time.sleep(3600)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in parent.stdout.readline().split()]
+        assert len(workers) == 2 and all(_state(w) not in (None, "Z") for w in workers)
+    finally:
+        parent.kill()  # SIGKILL: no clean-up of its own runs
+        parent.wait()
+    deadline = time.monotonic() + 60
+    while any(_state(w) not in (None, "Z") for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [_state(w) for w in workers if _state(w) not in (None, "Z")] == []
+
+
+def test_workers_ignore_sigint_and_run_the_watchdog():
+    from dali_migrate.engine import worker_pool
+
+    with worker_pool(1) as pool:
+        ignored, threads = pool.submit(_probe_worker).result(timeout=120)
+    assert ignored and "dali-migrate-watchdog" in threads
+
+
+def _probe_worker():
+    import threading
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, [t.name for t in threading.enumerate()]
+
+
+def test_ctrl_c_while_the_modules_load_is_one_line():
+    """A Ctrl-C in the first third of a second (imports) printed a traceback from inside an
+    import; the console script and ``python -m`` guard their imports."""
+    code = (
+        "import os, signal, sys, time\n"
+        "sys.argv = ['/usr/bin/dali-migrate']\n"
+        "import dali_migrate.cli\n"
+        "assert signal.getsignal(signal.SIGINT).__name__ == '_interrupted_while_loading'\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(30)\n"
+    )
+    done = _run_python(code)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "interrupted: nothing was written\n"
+    lib = _run_python("import signal, dali_migrate.cli\nprint(signal.getsignal(signal.SIGINT).__name__)")
+    assert lib.stdout.strip() == "default_int_handler"  # imported as a library: SIGINT untouched

@@ -6,7 +6,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import signal
 import sys
+import threading
+import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -16,7 +19,7 @@ from typing import Callable, Iterator, Literal, Sequence
 from .api import migrate_source
 from .fixes import Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
-from .sourcefile import SourceError, iter_python_files, mentions_dali, read_bytes, read_source, write_source
+from .sourcefile import WRITE_LOCK, SourceError, iter_python_files, mentions_dali, read_bytes, read_source, write_source
 
 Mode = Literal["diff", "write", "check"]
 #: below this many candidate files, worker processes cost more than they save
@@ -31,10 +34,12 @@ class Options:
     unsafe: bool = False
     exclude: tuple[str, ...] = ()
     jobs: int = 0  # 0: one per core
-    #: with mode "write": verify each migrated pipeline first (the harness, on this device);
+    #: with mode "write": verify each migrated pipeline first (the harness, on ``device``);
     #: a pipeline that does not match is not written
     verify: bool = False
-    verify_device: str = "auto"
+    #: "cpu": the migrated code is lowered to run on the CPU (and verified there); "auto" and
+    #: "gpu" keep the devices of the code
+    device: str = "auto"
 
 
 @dataclass
@@ -135,6 +140,10 @@ def process_file(
         return FileResult(path, "skipped")
     try:
         result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
+        if options.mode == "write" and options.verify and result.changed:
+            result = _verified(path, sf.text, result, options)
+        if options.device == "cpu":
+            result = on_cpu(path, result)
     except SourceParseError as e:
         return FileResult(path, "error", error=str(e))
     except RecursionError:
@@ -143,10 +152,6 @@ def process_file(
         return FileResult(path, "error", error=f"{path}: internal error: {describe(e)}")
     if not result.changed:
         return FileResult(path, "unchanged", result=result, project=project)
-    if options.mode == "write" and options.verify:
-        result = _verified(path, sf.text, result, options)
-        if not result.changed:
-            return FileResult(path, "unchanged", result=result, project=project)
     fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code), project=project)
     if options.mode == "write":
         try:
@@ -169,6 +174,22 @@ def describe(e: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def on_cpu(path: str, result: Result) -> Result:
+    """``--device cpu``: ``result`` with its code lowered to run on the CPU (the harness's
+    lowering: ``mixed``/``gpu`` devices to ``cpu``, ``.gpu()`` dropped, ``device_id`` to None),
+    and a note that says what was lowered. Needs neither DALI nor numpy."""
+    from dataclasses import replace
+
+    from .api import _guarded  # the lowering parses the code with libcst: same stack guard
+    from .harness.lower import lower_to_cpu
+
+    lowering = _guarded(result.code, path, lambda _tree: lower_to_cpu(result.code))
+    if not lowering.changes:
+        return result
+    note = Diagnostic("device", f"lowered to CPU (--device cpu): {lowering.summary()}", 1, 0, "info")
+    return replace(result, code=lowering.code, diagnostics=[*result.diagnostics, note])
+
+
 def _verified(path: str, text: str, result: Result, options: Options) -> Result:
     """``--write --verify``: the result with only the fixes whose pipelines verify (or cannot
     be verified), and the verdicts as diagnostics. Needs DALI (the harness runs both sides)."""
@@ -176,7 +197,7 @@ def _verified(path: str, text: str, result: Result, options: Options) -> Result:
 
     from .harness.migration import verify_migration
 
-    vm = verify_migration(path, text, result=result, device=options.verify_device)
+    vm = verify_migration(path, text, result=result, device=options.device)
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:
@@ -230,12 +251,38 @@ def _process(
     candidates = list(_candidates(files))
     dali = {path for path, wanted in candidates if wanted}
     jobs = options.jobs or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 and len(dali) >= PARALLEL_THRESHOLD else None
+    pool = worker_pool(jobs) if jobs > 1 and len(dali) >= PARALLEL_THRESHOLD else None
     try:
         yield from _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+
+
+#: how often a worker process looks whether the process that started it is still there
+WATCHDOG_INTERVAL_S = 0.2
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` worker processes that leave Ctrl-C to their parent and end when it ends."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+
+
+def _worker_init() -> None:
+    # the terminal sends SIGINT to the whole process group: the parent reports it, once;
+    # a worker would print its own KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    threading.Thread(target=_watch_parent, args=(parent,), name="dali-migrate-watchdog", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker when its parent is gone (killed by SIGKILL too, which runs no clean-up):
+    orphaned workers went on writing files, then idled holding the terminal."""
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_INTERVAL_S)
+    with WRITE_LOCK:  # a write under way is completed first; none starts after
+        os._exit(1)
 
 
 def _process_with(candidates, dali, total, options, progress, roots, pool, jobs) -> Iterator[FileResult]:

@@ -16,6 +16,7 @@ import io
 import os
 import stat
 import tempfile
+import threading
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,11 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
+#: held from the creation of a temporary file to its rename: a process that must end at once
+#: (a worker whose parent died) takes it first, so that no write is left half done
+WRITE_LOCK = threading.Lock()
+
+
 def write_source(sf: SourceFile, new_text: str) -> None:
     """Atomically replace ``sf.path`` with ``new_text`` encoded as ``sf.encoding``.
 
@@ -244,6 +250,12 @@ def write_source(sf: SourceFile, new_text: str) -> None:
     if _read_only(target, st):
         raise SourceError(path, "read-only file (not written)")  # as editors and formatters do
 
+    with WRITE_LOCK:
+        _replace(path, target, st, sf.raw, data)
+
+
+def _replace(path: Path, target: Path, st: os.stat_result, raw: bytes, data: bytes) -> None:
+    """Write ``data`` to a temporary file next to ``target`` and rename it over ``target``."""
     directory = target.parent
     try:
         fd, tmp_name = tempfile.mkstemp(
@@ -266,7 +278,7 @@ def write_source(sf: SourceFile, new_text: str) -> None:
             if (st.st_uid, st.st_gid) != _owner(tmp_name):
                 raise SourceError(path, "owned by another user: replacing it would change its owner (not written)")
         os.chmod(tmp_name, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
-        _check_unchanged(path, target, st, sf.raw)  # an editor may have saved in the meantime
+        _check_unchanged(path, target, st, raw)  # an editor may have saved in the meantime
         os.replace(tmp_name, target)
     except BaseException as exc:
         try:
