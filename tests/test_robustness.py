@@ -87,6 +87,20 @@ def test_a_marker_that_would_not_parse_is_not_written(monkeypatch):
     assert [d.rule for d in errors] == ["DM999"] and "would not parse" in errors[0].message
 
 
+@pytest.mark.parametrize("joined", [False, True], ids=["own-line", "joined-to-the-import"])
+def test_todo_marker_stays_above_its_statement_where_the_import_goes(joined):
+    """The ndd import is inserted where the marker goes: the marker used to land above the
+    import, away from its statement, and was added again on the next run."""
+    sep = "; " if joined else "\n"
+    code = f"from nvidia.dali import fn{sep}x = fn.no_such_operator(1)\n\ndef helper(y):\n    return fn.flip(y)\n"
+    result = migrate_source(code)
+    lines = result.code.splitlines()
+    todo = next(i for i, ln in enumerate(lines) if ln.startswith(TODO_PREFIX))
+    assert "fn.no_such_operator(1)" in lines[todo + 1]
+    assert "import nvidia.dali.experimental.dynamic as ndd" in lines[:todo]
+    assert migrate_source(result.code).code == result.code
+
+
 # -- newlines -----------------------------------------------------------------------------------
 
 

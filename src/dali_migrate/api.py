@@ -122,7 +122,8 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
                 depends_on=[f.id for f in applied],
                 key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
             )
-            trial = splice(ctx.source, taken_edits + marker_fixes + list(imp.edits))
+            # a marker last at its place: right above its statement, below an import inserted there
+            trial = splice(ctx.source, taken_edits + list(imp.edits) + marker_fixes)
             if parses(trial) and not _overlap(imp.edits, taken_edits + marker_fixes):
                 code = trial
                 fixes.append(imp)
