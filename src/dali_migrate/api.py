@@ -271,7 +271,8 @@ def apply_fixes(
     The ``# TODO(dali-migrate)`` markers of what could not be migrated are added too, as in
     ``migrate_source(code).code``, unless ``todo_markers=False``.
     Dependencies must be chosen too (:class:`MissingDependencyError`); an id that names no fix
-    of this source raises :class:`UnknownFixError`. The import fix is recomputed for the subset.
+    of this source raises :class:`UnknownFixError`. The import fix (DM100) is recomputed for the
+    subset; chosen without any of the fixes it depends on, it raises MissingDependencyError.
     Pass the ``select``, ``ignore`` and ``project`` the fixes were found with, if any: they
     decide which fixes (and so which ids) the source has (``FileResult.project`` for a file of
     :func:`migrate_paths`). Raises :class:`SourceParseError` for invalid Python.
@@ -280,9 +281,15 @@ def apply_fixes(
 
     def run(tree: ast.Module) -> str:
         a = _analyse(code, path, select, ignore, project, tree)
-        return _assemble(a, _chosen(a, wanted), todo_markers).code
+        chosen = _chosen(a, wanted)
+        _check_import_fixes(a, wanted, {f.id for f in chosen})
+        return _assemble(a, chosen, todo_markers).code
 
     return _guarded(code, path, run)
+
+
+def _is_import_fix(fid: str) -> bool:
+    return fid.startswith(import_rule_id() + ":")
 
 
 def _chosen(a: _Analysis, fixes: Sequence[Fix | str]) -> list[Fix]:
@@ -291,17 +298,44 @@ def _chosen(a: _Analysis, fixes: Sequence[Fix | str]) -> list[Fix]:
     chosen: list[Fix] = []
     for f in fixes:
         fid = f if isinstance(f, str) else f.id
-        if fid.startswith(import_rule_id() + ":"):
-            continue  # derived: recomputed below
+        if _is_import_fix(fid):
+            continue  # derived: recomputed for what is chosen (_check_import_fixes)
         if fid not in by_id:
             raise UnknownFixError(fid)
         chosen.append(by_id[fid])
     ids = {f.id for f in chosen}
     for f in chosen:
-        missing = [d for d in f.depends_on if d not in ids and not d.startswith(import_rule_id() + ":")]
+        missing = [d for d in f.depends_on if d not in ids and not _is_import_fix(d)]
         if missing:
             raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
     return chosen
+
+
+def _check_import_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[str]) -> None:
+    """An import fix updates the imports for the fixes it depends on: chosen without any of
+    them it would change nothing, so it is refused (:class:`MissingDependencyError`), as any
+    fix chosen without what it needs; an id that is no import fix of this source is unknown."""
+    known: dict[str, tuple[str, ...]] | None = None
+    for f in fixes:
+        fid = f if isinstance(f, str) else f.id
+        if not _is_import_fix(fid):
+            continue
+        if isinstance(f, str):
+            if known is None:  # the import fixes of this source: of its safe fixes, of all of them
+                known = {}
+                for subset in ([g for g in a.fixes if g.safety == "safe"], a.fixes):
+                    known.update((g.id, g.depends_on) for g in _assemble(a, subset).fixes if _is_import_fix(g.id))
+            if fid not in known:
+                raise UnknownFixError(fid)
+            needs = known[fid]
+        else:
+            needs = f.depends_on
+        if needs and not chosen.intersection(needs):
+            shown = ", ".join(needs[:3]) + (f" (and {len(needs) - 3} more)" if len(needs) > 3 else "")
+            raise MissingDependencyError(
+                f"fix {fid} updates the imports for the fixes it depends on, and none of them is chosen: "
+                f"choose {shown}"
+            )
 
 
 def migrate_paths(
