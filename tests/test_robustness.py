@@ -368,3 +368,32 @@ def test_ctrl_c_while_the_modules_load_is_one_line():
     assert done.stderr == "interrupted: nothing was written\n"
     lib = _run_python("import signal, dali_migrate.cli\nprint(signal.getsignal(signal.SIGINT).__name__)")
     assert lib.stdout.strip() == "default_int_handler"  # imported as a library: SIGINT untouched
+
+
+def test_a_compound_statement_in_a_nested_data_if_is_refused_not_a_crash():
+    """TypeError: 'IndentedBlock' object is not iterable, out of _conditionals._assigned."""
+    code = '''\
+from nvidia.dali import pipeline_def, fn
+
+@pipeline_def(batch_size=2, num_threads=1, device_id=0, enable_conditionals=True)
+def p():
+    x = fn.random.uniform()
+    a = fn.random.coin_flip()
+    b = fn.random.coin_flip()
+    if a:
+        if b:
+            for _ in range(2):
+                x = x + 1
+        else:
+            x = x - 1
+    else:
+        x = x - 1
+    return x
+
+pipe = p()
+pipe.build()
+out = pipe.run()
+'''
+    result = migrate_source(code)
+    assert result.code.startswith("from nvidia.dali import pipeline_def, fn\n\n" + TODO_PREFIX + " DM200: ")
+    assert migrate_source(result.code).code == result.code
