@@ -397,3 +397,22 @@ out = pipe.run()
     result = migrate_source(code)
     assert result.code.startswith("from nvidia.dali import pipeline_def, fn\n\n" + TODO_PREFIX + " DM200: ")
     assert migrate_source(result.code).code == result.code
+
+
+FIXED_POINT_SHAPES = {
+    "crlf-annotated": "from nvidia.dali import fn\r\n\r\ndef h(x):\r\n    x: 'fn.DataNode' = fn.foo(x)\r\n    return x\r\n",
+    "crlf-annotated-module": "from nvidia.dali import fn\r\nx = 1\r\nx: 'fn.DataNode' = fn.foo(x)",
+    "cr-while-false": (
+        "from nvidia.dali import fn, pipeline_def\r@pipeline_def(batch_size=2, num_threads=1, device_id=0)\r"
+        "def p():\r    jpegs, labels = fn.readers.file(file_root='/d')\r    return jpegs\rpipe = p()\r"
+        "while False: pipe.build(); out = pipe.run()\r"
+    ),
+    "crlf-docstring-no-final-newline": (ROOT / "examples" / "torch_loader.py").read_text().replace("\n", "\r\n").rstrip(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXED_POINT_SHAPES))
+def test_a_second_run_changes_nothing(name):
+    first = migrate_source(FIXED_POINT_SHAPES[name])
+    assert first.changed and parses(first.code)
+    assert migrate_source(first.code).code == first.code
