@@ -189,7 +189,7 @@ def test_later_mode_flag_wins():
     assert path.read_bytes() == before
 
 
-# -- --format json ----------------------------------------------------------------------------------
+# -- --format json ---------------------------------------------------------------------------------
 
 
 def test_json_output_schema():
@@ -613,7 +613,8 @@ def test_read_only_file_is_one_error_line_and_the_others_are_written():
 
 
 def test_odd_cookies_are_one_line_each_and_a_cp1252_file_is_still_migrated():
-    cp = write(Path("d") / "z_cp.py", ("# -*- coding: cp1252 -*-\n# caf\u00e9 \u20ac\n" + PIPELINE).encode("cp1252"))
+    cp_text = "# -*- coding: cp1252 -*-\n# caf\u00e9 \u20ac\n" + PIPELINE
+    cp = write(Path("d") / "z_cp.py", cp_text.encode("cp1252"))
     odd = {}
     for cookie in ("undefined", "punycode", "idna", "unicode_escape", "utf-16", "no-such-codec"):
         name = "a_" + cookie.replace("-", "_") + ".py"
@@ -653,7 +654,7 @@ def test_explicit_dangling_symlink_argument_is_reported_not_usage_error():
     assert "link.py: dangling symlink" in result.stderr
 
 
-# -- byte fidelity of --write -----------------------------------------------------------------------
+# -- byte fidelity of --write ----------------------------------------------------------------------
 
 
 def test_bom_and_crlf_survive_write():
@@ -714,7 +715,7 @@ def test_write_leaves_no_temp_files():
     assert not [p for p in d.iterdir() if p.name.startswith(".")]
 
 
-# -- suppression comments ----------------------------------------------------------------------------
+# -- suppression comments --------------------------------------------------------------------------
 
 
 def test_ignore_comment_above_pipeline_def_prevents_dm200():
@@ -763,7 +764,7 @@ def test_ignore_comment_for_another_rule_does_not_suppress():
     assert 'device="gpu"' in path.read_text()
 
 
-# -- pyproject.toml ---------------------------------------------------------------------------------
+# -- pyproject.toml --------------------------------------------------------------------------------
 
 
 def test_pyproject_select_is_honoured():
@@ -838,7 +839,7 @@ def test_pyproject_exclude_and_unknown_rule():
     assert "DM42" in result.stderr
 
 
-# -- parallelism ----------------------------------------------------------------------------------------
+# -- parallelism -----------------------------------------------------------------------------------
 
 
 def _many(d: Path, n: int = 12) -> None:
@@ -876,7 +877,7 @@ def test_jobs_2_write_matches_jobs_1(tmp_path):
     assert temp_leftovers(b) == []
 
 
-# -- informational options --------------------------------------------------------------------------
+# -- informational options -------------------------------------------------------------------------
 
 
 def test_explain():
@@ -941,22 +942,32 @@ def test_python_dash_m_runs_a_migration():
     assert "1 files scanned" in proc.stderr
 
 
-# -- dali-migrate as a group: the migration by default, verify as a subcommand ------------------------
+# -- dali-migrate as a group: the migration by default, verify as a subcommand ---------------------
 
 
 def run_group(*args) -> CliResult:
-    return CliRunner().invoke(group, [os.fspath(a) for a in args], catch_exceptions=False, prog_name="dali-migrate")
+    argv = [os.fspath(a) for a in args]
+    return CliRunner().invoke(group, argv, catch_exceptions=False, prog_name="dali-migrate")
 
 
 @pytest.mark.parametrize(
     "args",
-    [["--diff", "simple.py"], ["simple.py"], ["--check", "simple.py"], ["--explain", "DM200"], ["--list-rules"],
-     ["--version"], ["--format", "json", "simple.py"], ["-j", "1", "--select", "DM1", "simple.py"]],
+    [
+        ["--diff", "simple.py"],
+        ["simple.py"],
+        ["--check", "simple.py"],
+        ["--explain", "DM200"],
+        ["--list-rules"],
+        ["--version"],
+        ["--format", "json", "simple.py"],
+        ["-j", "1", "--select", "DM1", "simple.py"],
+    ],
 )
 def test_the_group_runs_the_migration_by_default(args):
     write(Path("simple.py"), PIPELINE)
     direct, grouped = cli(*args), run_group(*args)
-    assert (grouped.exit_code, grouped.stdout, grouped.stderr) == (direct.exit_code, direct.stdout, direct.stderr)
+    assert grouped.exit_code == direct.exit_code
+    assert (grouped.stdout, grouped.stderr) == (direct.stdout, direct.stderr)
 
 
 def test_usage_errors_of_the_default_command_read_as_before():
@@ -997,17 +1008,20 @@ def test_verify_subcommand_runs_the_harness_command(monkeypatch):
 
 def test_console_script_is_the_group():
     proc = subprocess.run(
-        [sys.executable, "-m", "dali_migrate", "verify", "--help"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "dali_migrate", "verify", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: dali-migrate verify ")
 
 
-# -- --device cpu, --verify without the extra ----------------------------------------------------------
+# -- --device cpu, --verify without the extra ------------------------------------------------------
 
-GPU_PIPELINE = PIPELINE.replace("fn.decoders.image(jpegs)", 'fn.decoders.image(jpegs, device="mixed")').replace(
-    "device_id=None", "device_id=0"
-)
+GPU_PIPELINE = PIPELINE.replace(
+    "fn.decoders.image(jpegs)", 'fn.decoders.image(jpegs, device="mixed")'
+).replace("device_id=None", "device_id=0")
 
 
 def test_device_cpu_makes_the_migrated_program_run_on_the_cpu():
@@ -1017,14 +1031,16 @@ def test_device_cpu_makes_the_migrated_program_run_on_the_cpu():
     result = cli("--write", "--device", "cpu", path)
     assert result.exit_code == EXIT_OK, result.stderr
     text = path.read_text()
-    assert 'ndd.decoders.image(jpegs, device="cpu")' in text and '"gpu"' not in text and '"mixed"' not in text
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in text
+    assert '"gpu"' not in text and '"mixed"' not in text
     assert "train.py:1:0: device info: lowered to CPU (--device cpu): " in result.stderr
     assert cli("--check", "--device", "cpu", path).exit_code == EXIT_OK
     assert cli("--check", path).exit_code == EXIT_OK  # and it stays as it is without the option
 
 
 def test_device_cpu_lowers_an_already_migrated_file_too():
-    path = write(Path("done.py"), "import nvidia.dali.experimental.dynamic as ndd\n\nx = ndd.flip(y).gpu()\n")
+    done = "import nvidia.dali.experimental.dynamic as ndd\n\nx = ndd.flip(y).gpu()\n"
+    path = write(Path("done.py"), done)
     result = cli("--diff", "--device", "cpu", path)
     assert result.exit_code == EXIT_OK
     assert "+x = ndd.flip(y)\n" in result.stdout
@@ -1034,7 +1050,8 @@ def test_device_cpu_needs_neither_dali_nor_numpy():
     path = write(Path("train.py"), GPU_PIPELINE)
     code = (
         "import sys; sys.modules['numpy'] = None; sys.modules['nvidia'] = None\n"
-        "from dali_migrate.cli import entry; sys.argv = ['dali-migrate', '--diff', '--device', 'cpu', 'train.py']\n"
+        "from dali_migrate.cli import entry\n"
+        "sys.argv = ['dali-migrate', '--diff', '--device', 'cpu', 'train.py']\n"
         "entry()\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -1047,9 +1064,13 @@ def test_write_verify_without_the_extra_says_what_to_install(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numpy" else real(name, *a))
+    def no_numpy(name, *args):
+        return None if name == "numpy" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", no_numpy)
     path = write(Path("train.py"), PIPELINE)
     result = cli("--write", "--verify", path)
     assert result.exit_code == EXIT_ERROR
-    assert "pip install 'dali-migrate[verify]'" in result.stderr and "Traceback" not in result.stderr
+    assert "pip install 'dali-migrate[verify]'" in result.stderr
+    assert "Traceback" not in result.stderr
     assert path.read_text() == PIPELINE

@@ -9,7 +9,9 @@ from dali_migrate.fixes import apply_edits_checked, drop_nested, select_consiste
 
 
 def _fix(i: int, start: int, end: int, text: str = "x") -> Fix:
-    return Fix(f"DM101:f:{i}", "DM101", "m", "safe", (Edit(start, end, text),), Span(1, start, 1, end))
+    return Fix(
+        f"DM101:f:{i}", "DM101", "m", "safe", (Edit(start, end, text),), Span(1, start, 1, end)
+    )
 
 
 def test_dropping_nested_fixes_is_not_quadratic(monkeypatch):

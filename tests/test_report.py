@@ -192,7 +192,8 @@ def test_a_file_name_that_is_not_utf8_is_percent_encoded_byte_by_byte(validator)
     code, log = sarif(".")
     assert code == 0
     validator.validate(log)
-    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+    results = log["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
     assert uris == {"bad%FF.py", "good.py"}
 
 
@@ -211,7 +212,8 @@ def test_files_that_cannot_be_processed_are_notifications():
     assert invocation["executionSuccessful"] is False
     (note,) = invocation["toolExecutionNotifications"]
     assert note["level"] == "error"
-    assert note["message"]["text"].startswith("bad.py:") and ": not valid Python" in note["message"]["text"]
+    text = note["message"]["text"]
+    assert text.startswith("bad.py:") and ": not valid Python" in text
     assert log["runs"][0]["results"] == []
 
 

@@ -520,7 +520,10 @@ def test_diagnostics_are_shown_but_no_todo_marker_is_written():
     assert "TODO(dali-migrate)" not in text  # the review writes the accepted fixes only
 
 
-@pytest.mark.parametrize("extra", [["--check"], ["--diff"], ["--format", "json"], ["--format", "sarif"], ["--device", "cpu"]])
+@pytest.mark.parametrize(
+    "extra",
+    [["--check"], ["--diff"], ["--format", "json"], ["--format", "sarif"], ["--device", "cpu"]],
+)
 def test_review_does_not_combine_with_other_modes(extra):
     path = write(Path("helper.py"), HELPER)
     result = CliRunner().invoke(main, ["-i", *extra, "helper.py"], input="y\n")

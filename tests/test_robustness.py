@@ -25,7 +25,7 @@ ROOT = HERE.parent
 
 #: a data `and` outside an `if` test, written over two lines: the pipeline is refused with a
 #: reason that quotes it
-AND_OVER_TWO_LINES = '''\
+AND_OVER_TWO_LINES = """\
 from nvidia.dali import pipeline_def, fn
 
 @pipeline_def(batch_size=2, num_threads=1, device_id=0, enable_conditionals=True)
@@ -39,12 +39,14 @@ def p():
 pipe = p()
 pipe.build()
 out, = pipe.run()
-'''
+"""
 
 
 def _run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter (for inputs that used to crash the process itself)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    )
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env
     )
@@ -76,7 +78,9 @@ def test_a_marker_that_would_not_parse_is_not_written(monkeypatch):
 
     def with_bad_marker(*args, **kwargs):
         analysis = real(*args, **kwargs)
-        analysis.diagnostics.append(Diagnostic("DM999", "made up", 1, 0, "todo", Edit(0, 0, "# TODO\nbroken(\n")))
+        analysis.diagnostics.append(
+            Diagnostic("DM999", "made up", 1, 0, "todo", Edit(0, 0, "# TODO\nbroken(\n"))
+        )
         return analysis
 
     monkeypatch.setattr(api, "_analyse", with_bad_marker)
@@ -92,7 +96,8 @@ def test_todo_marker_stays_above_its_statement_where_the_import_goes(joined):
     """The ndd import is inserted where the marker goes: the marker used to land above the
     import, away from its statement, and was added again on the next run."""
     sep = "; " if joined else "\n"
-    code = f"from nvidia.dali import fn{sep}x = fn.no_such_operator(1)\n\ndef helper(y):\n    return fn.flip(y)\n"
+    code = f"from nvidia.dali import fn{sep}x = fn.no_such_operator(1)\n"
+    code += "\ndef helper(y):\n    return fn.flip(y)\n"
     result = migrate_source(code)
     lines = result.code.splitlines()
     todo = next(i for i, ln in enumerate(lines) if ln.startswith(TODO_PREFIX))
@@ -180,7 +185,10 @@ for name, body in DEEP.items():
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(done.stdout.splitlines()) == len(DEEP), done.stdout
     assert "parens refused: not valid Python: too many nested parentheses" in done.stdout
-    assert "and refused: too deeply nested to analyse (8007 levels; at most 1000 are) at 3" in done.stdout
+    assert (
+        "and refused: too deeply nested to analyse (8007 levels; at most 1000 are) at 3"
+        in done.stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -247,7 +255,9 @@ def test_internal_error_whose_message_cannot_be_made_is_one_line(monkeypatch, tm
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 def test_fifo_given_on_the_command_line_does_not_block_the_run(tmp_path):
     (tmp_path / "pipes.py").write_text(PIPELINE)
-    (tmp_path / "train.py").write_text("from pipes import simple\npipe = simple('/d')\npipe.build()\n")
+    (tmp_path / "train.py").write_text(
+        "from pipes import simple\npipe = simple('/d')\npipe.build()\n"
+    )
     os.mkfifo(tmp_path / "x.py")
     done = subprocess.run(
         [sys.executable, "-m", "dali_migrate", "--diff", ".", "x.py"],
@@ -262,12 +272,14 @@ def test_fifo_given_on_the_command_line_does_not_block_the_run(tmp_path):
     assert "+++ b/pipes.py" in done.stdout and "+++ b/train.py" in done.stdout
 
 
-# -- interruptions, broken pipes and dead parents ----------------------------------------------------
+# -- interruptions, broken pipes and dead parents --------------------------------------------------
 
 
 def _tree(root: Path, n: int) -> None:
     for i in range(n):
-        (root / f"m{i:03d}.py").write_text(PIPELINE.replace("def simple", f"def simple{i}").replace("simple(", f"simple{i}("))
+        (root / f"m{i:03d}.py").write_text(
+            PIPELINE.replace("def simple", f"def simple{i}").replace("simple(", f"simple{i}(")
+        )
 
 
 def test_output_read_by_a_closed_pipe_ends_quietly(tmp_path):
@@ -349,7 +361,9 @@ def test_workers_ignore_sigint_and_run_the_watchdog():
 def _probe_worker():
     import threading
 
-    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, [t.name for t in threading.enumerate()]
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN, [
+        t.name for t in threading.enumerate()
+    ]
 
 
 def test_ctrl_c_while_the_modules_load_is_one_line():
@@ -366,13 +380,15 @@ def test_ctrl_c_while_the_modules_load_is_one_line():
     done = _run_python(code)
     assert done.returncode == 130, done.stderr
     assert done.stderr == "interrupted: nothing was written\n"
-    lib = _run_python("import signal, dali_migrate.cli\nprint(signal.getsignal(signal.SIGINT).__name__)")
+    lib = _run_python(
+        "import signal, dali_migrate.cli\nprint(signal.getsignal(signal.SIGINT).__name__)"
+    )
     assert lib.stdout.strip() == "default_int_handler"  # imported as a library: SIGINT untouched
 
 
 def test_a_compound_statement_in_a_nested_data_if_is_refused_not_a_crash():
     """TypeError: 'IndentedBlock' object is not iterable, out of _conditionals._assigned."""
-    code = '''\
+    code = """\
 from nvidia.dali import pipeline_def, fn
 
 @pipeline_def(batch_size=2, num_threads=1, device_id=0, enable_conditionals=True)
@@ -393,21 +409,31 @@ def p():
 pipe = p()
 pipe.build()
 out = pipe.run()
-'''
+"""
     result = migrate_source(code)
-    assert result.code.startswith("from nvidia.dali import pipeline_def, fn\n\n" + TODO_PREFIX + " DM200: ")
+    assert result.code.startswith(
+        "from nvidia.dali import pipeline_def, fn\n\n" + TODO_PREFIX + " DM200: "
+    )
     assert migrate_source(result.code).code == result.code
 
 
 FIXED_POINT_SHAPES = {
-    "crlf-annotated": "from nvidia.dali import fn\r\n\r\ndef h(x):\r\n    x: 'fn.DataNode' = fn.foo(x)\r\n    return x\r\n",
+    "crlf-annotated": (
+        "from nvidia.dali import fn\r\n\r\ndef h(x):\r\n    x: 'fn.DataNode' = fn.foo(x)\r\n"
+        "    return x\r\n"
+    ),
     "crlf-annotated-module": "from nvidia.dali import fn\r\nx = 1\r\nx: 'fn.DataNode' = fn.foo(x)",
     "cr-while-false": (
-        "from nvidia.dali import fn, pipeline_def\r@pipeline_def(batch_size=2, num_threads=1, device_id=0)\r"
-        "def p():\r    jpegs, labels = fn.readers.file(file_root='/d')\r    return jpegs\rpipe = p()\r"
+        "from nvidia.dali import fn, pipeline_def\r"
+        "@pipeline_def(batch_size=2, num_threads=1, device_id=0)\r"
+        "def p():\r    jpegs, labels = fn.readers.file(file_root='/d')\r    return jpegs\r"
+        "pipe = p()\r"
         "while False: pipe.build(); out = pipe.run()\r"
     ),
-    "crlf-docstring-no-final-newline": (ROOT / "examples" / "torch_loader.py").read_text().replace("\n", "\r\n").rstrip(),
+    "crlf-docstring-no-final-newline": (ROOT / "examples" / "torch_loader.py")
+    .read_text()
+    .replace("\n", "\r\n")
+    .rstrip(),
 }
 
 

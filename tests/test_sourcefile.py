@@ -133,12 +133,15 @@ def test_unknown_encoding_cookie(tmp_path: Path) -> None:
         ("utf-32", "cannot decode as utf-32"),
     ],
 )
-def test_cookie_of_a_codec_that_cannot_round_trip_is_one_short_line(tmp_path: Path, cookie, reason) -> None:
+def test_cookie_of_a_codec_that_cannot_round_trip_is_one_short_line(
+    tmp_path: Path, cookie, reason
+) -> None:
     """CPython accepts these cookies; reading such a file either fails inside the codec or
     gives text that is not written back as the same bytes (unicode_escape wrote the whole
     file as one physical line with literal backslash-n)."""
     p = tmp_path / "odd.py"
-    p.write_bytes(f"# -*- coding: {cookie} -*-\nfrom nvidia.dali import fn\nX = fn.flip(1)\n\n".encode())
+    body = "from nvidia.dali import fn\nX = fn.flip(1)\n\n"
+    p.write_bytes(f"# -*- coding: {cookie} -*-\n{body}".encode())
     with pytest.raises(SourceError) as ei:
         read_source(p)
     _assert_one_line(ei.value, p)
@@ -164,7 +167,9 @@ def _lossy_codec(name: str):
         return None
     utf8 = codecs.lookup("utf-8")
     return codecs.CodecInfo(
-        lambda text, errors="strict": utf8.encode(text.upper(), errors), utf8.decode, name="dmtest-lossy"
+        lambda text, errors="strict": utf8.encode(text.upper(), errors),
+        utf8.decode,
+        name="dmtest-lossy",
     )
 
 
@@ -616,7 +621,8 @@ def test_file_whose_owner_cannot_be_kept_is_not_written(tmp_path: Path, monkeypa
     def their_file(name, *args, **kwargs):  # the file is someone else's; our temp file is ours
         st = real_stat(name, *args, **kwargs)
         if Path(name) == p:
-            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, *owner, *st[6:10]))
+            fields = (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, *owner, *st[6:10])
+            return os.stat_result(fields)
         return st
 
     def no_privilege(name, uid, gid):
@@ -627,7 +633,9 @@ def test_file_whose_owner_cannot_be_kept_is_not_written(tmp_path: Path, monkeypa
     monkeypatch.setattr(sourcefile.os, "chown", no_privilege)
     with pytest.raises(SourceError) as ei:
         write_source(sf, "x = 2\n")
-    assert ei.value.reason == "owned by another user: replacing it would change its owner (not written)"
+    assert ei.value.reason == (
+        "owned by another user: replacing it would change its owner (not written)"
+    )
     monkeypatch.undo()
     assert p.read_text() == "x = 1\n"
     assert _leftover_temps(tmp_path) == []
@@ -658,7 +666,9 @@ def test_edit_saved_while_the_temp_file_is_written_is_not_lost(tmp_path: Path, m
     assert _leftover_temps(tmp_path) == []
 
 
-def test_edit_keeping_size_and_content_but_not_the_inode_is_seen(tmp_path: Path, monkeypatch) -> None:
+def test_edit_keeping_size_and_content_but_not_the_inode_is_seen(
+    tmp_path: Path, monkeypatch
+) -> None:
     """An editor that saves by rename (a new inode) the very same bytes: still a save."""
     p = tmp_path / "m.py"
     p.write_text("x = 1\n")

@@ -13,7 +13,7 @@ def _interrupted_while_loading(signum, frame) -> None:
 
 
 def guard_loading() -> None:
-    """Until :func:`loaded`, a Ctrl-C ends the program quietly (unless SIGINT is handled already)."""
+    """Until :func:`loaded`, a Ctrl-C ends the program quietly (unless SIGINT has a handler)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_loading)
 

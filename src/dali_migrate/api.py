@@ -47,13 +47,18 @@ class _Analysis:
     structural: list[str] = field(default_factory=list)
 
 
-def _analyse(code: str, path: str | None, select, ignore, project=None, tree: ast.Module | None = None) -> _Analysis:
+def _analyse(
+    code: str, path: str | None, select, ignore, project=None, tree: ast.Module | None = None
+) -> _Analysis:
     try:
         ctx = FileContext(code, path, project=project, tree=tree)
     except cst.ParserSyntaxError as e:
         reason = f"not valid Python: {e.message}"
         raise SourceParseError(
-            f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: {reason}", line=e.raw_line, column=e.raw_column, reason=reason
+            f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: {reason}",
+            line=e.raw_line,
+            column=e.raw_column,
+            reason=reason,
         ) from None
     state = FileState(ctx)
     active = rules_for(select, ignore)
@@ -157,7 +162,8 @@ def _markers(source: str, taken: list[Edit], diagnostics: list[Diagnostic]) -> l
         wanted[m] = _Marker((m,), d.rule, d.line)
     _, kept, broken = apply_edits_checked(source, list(wanted.values()), base=taken)
     for b in broken:
-        diagnostics.append(Diagnostic(b.rule, "internal error: a TODO marker would not parse and was not written", b.line, 0, "error"))
+        message = "internal error: a TODO marker would not parse and was not written"
+        diagnostics.append(Diagnostic(b.rule, message, b.line, 0, "error"))
     return [m.edits[0] for m in kept]
 
 
@@ -181,7 +187,8 @@ def _guarded(code: str, path: str | None, run: Callable[[ast.Module], T]) -> T:
     if depth > MAX_NESTING:
         line, col = getattr(deepest, "lineno", 1), getattr(deepest, "col_offset", 0)
         reason = f"too deeply nested to analyse ({depth} levels; at most {MAX_NESTING} are)"
-        raise SourceParseError(f"{name}:{line}:{col}: {reason}", line=line, column=col, reason=reason)
+        message = f"{name}:{line}:{col}: {reason}"
+        raise SourceParseError(message, line=line, column=col, reason=reason)
     try:
         return run(tree) if depth <= INLINE_NESTING else _on_deep_stack(lambda: run(tree), depth)
     except RecursionError:
@@ -324,17 +331,18 @@ def _check_import_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[st
             if known is None:  # the import fixes of this source: of its safe fixes, of all of them
                 known = {}
                 for subset in ([g for g in a.fixes if g.safety == "safe"], a.fixes):
-                    known.update((g.id, g.depends_on) for g in _assemble(a, subset).fixes if _is_import_fix(g.id))
+                    made = _assemble(a, subset).fixes
+                    known.update((g.id, g.depends_on) for g in made if _is_import_fix(g.id))
             if fid not in known:
                 raise UnknownFixError(fid)
             needs = known[fid]
         else:
             needs = f.depends_on
         if needs and not chosen.intersection(needs):
-            shown = ", ".join(needs[:3]) + (f" (and {len(needs) - 3} more)" if len(needs) > 3 else "")
+            more = f" (and {len(needs) - 3} more)" if len(needs) > 3 else ""
             raise MissingDependencyError(
-                f"fix {fid} updates the imports for the fixes it depends on, and none of them is chosen: "
-                f"choose {shown}"
+                f"fix {fid} updates the imports for the fixes it depends on, and none of them "
+                f"is chosen: choose {', '.join(needs[:3])}{more}"
             )
 
 

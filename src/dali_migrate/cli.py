@@ -27,7 +27,15 @@ import click  # noqa: E402
 from rich.markup import escape  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .engine import ConfigError, FileResult, Options, Summary, describe, load_config, run  # noqa: E402
+from .engine import (  # noqa: E402
+    ConfigError,
+    FileResult,
+    Options,
+    Summary,
+    describe,
+    load_config,
+    run,
+)
 from .registry import all_rules, get_rule, unknown_rules  # noqa: E402
 from .report import diagnostic_markup, json_report, rule_explanation, sarif_report  # noqa: E402
 
@@ -41,7 +49,8 @@ PROGRESS_MIN_FILES = 50
 #: the subcommands, with the one-line help the migration's --help lists (the harness, which
 #: holds ``verify``, is imported only when it runs)
 SUBCOMMANDS = {
-    "verify": "Prove that NEW computes what OLD computes (dali-migrate verify OLD.py NEW.py; verify --help).",
+    "verify": "Prove that NEW computes what OLD computes "
+    "(dali-migrate verify OLD.py NEW.py; verify --help).",
 }
 
 
@@ -129,7 +138,8 @@ def _config() -> tuple[dict, int]:
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
     except (TypeError, ValueError):
-        raise click.UsageError("pyproject.toml: [tool.dali-migrate] jobs must be an integer") from None
+        message = "pyproject.toml: [tool.dali-migrate] jobs must be an integer"
+        raise click.UsageError(message) from None
 
 
 def _check_combinations(args: Args) -> None:
@@ -137,15 +147,19 @@ def _check_combinations(args: Args) -> None:
         raise click.UsageError("--verify goes with --write: it decides what is written")
     if args.verify_first and not all(_importable(m) for m in ("numpy", "nvidia.dali")):
         raise click.UsageError(
-            "--verify runs the pipelines and needs DALI and numpy: pip install 'dali-migrate[verify]' "
+            "--verify runs the pipelines and needs DALI and numpy: "
+            "pip install 'dali-migrate[verify]' "
             "(or '.[verify]' from a checkout)"
         )
     if args.reviewing and args.mode in ("diff", "check"):
         raise click.UsageError(
-            f"--{args.mode} cannot be combined with --interactive or --decisions, which write what is accepted"
+            f"--{args.mode} cannot be combined with --interactive or --decisions, "
+            "which write what is accepted"
         )
     if args.reviewing and args.fmt != "text":
-        raise click.UsageError(f"--format {args.fmt} cannot be combined with --interactive or --decisions")
+        raise click.UsageError(
+            f"--format {args.fmt} cannot be combined with --interactive or --decisions"
+        )
     if args.reviewing and args.device == "cpu":
         raise click.UsageError("--device cpu cannot be combined with --interactive or --decisions")
 
@@ -170,7 +184,8 @@ def build_options(args: Args) -> Options:
         raise click.UsageError(f"unknown rule id(s): {', '.join(bad)}; see --list-rules")
     _check_combinations(args)
     return Options(
-        mode="diff" if args.reviewing else args.mode or "diff",  # a review writes what is accepted itself
+        # a review writes what is accepted itself
+        mode="diff" if args.reviewing else args.mode or "diff",
         select=select,
         ignore=ignore,
         unsafe=bool(args.unsafe if args.unsafe is not None else config.get("unsafe", False)),
@@ -201,7 +216,10 @@ class _MigrationCommand(click.Command):
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable), e.g. 'tests/*'.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per core).")
 @click.option(
-    "-i", "--interactive", is_flag=True, help="Review the fixes one by one and write what you accept (--write is implied)."
+    "-i",
+    "--interactive",
+    is_flag=True,
+    help="Review the fixes one by one and write what you accept (--write is implied).",
 )
 @click.option(
     "--verify",
@@ -215,8 +233,9 @@ class _MigrationCommand(click.Command):
     type=click.Choice(["auto", "gpu", "cpu"]),
     default="auto",
     show_default=True,
-    help="cpu: the migrated program runs on the CPU (mixed/gpu devices to cpu, .gpu() dropped, device_id "
-    "to None), and --verify runs both sides there; auto and gpu keep the devices of the code.",
+    help="cpu: the migrated program runs on the CPU (mixed/gpu devices to cpu, .gpu() dropped, "
+    "device_id to None), and --verify runs both sides there; auto and gpu keep the devices of "
+    "the code.",
 )
 @click.option(
     "--decisions",
@@ -259,7 +278,8 @@ def main(**params: Any) -> None:
         e.exit_code = EXIT_ERROR
         raise
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C during clean-up: no traceback
+        # a second Ctrl-C during the clean-up: no traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo("interrupted: files already written are complete; the others are untouched", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
@@ -285,7 +305,9 @@ def _main(args: Args) -> int:
     if args.reviewing:
         from .review import review
 
-        return review(args.paths, options, interactive=args.interactive, decisions_file=args.decisions_file)
+        return review(
+            args.paths, options, interactive=args.interactive, decisions_file=args.decisions_file
+        )
     return _run(args.paths, options, args.fmt, args.no_progress)
 
 

@@ -23,7 +23,17 @@ from libcst.metadata import (
 )
 
 from .catalog import Catalog, OpInfo, get_catalog
-from .fixes import TODO_PREFIX, Diagnostic, Edit, Fix, LineIndex, Safety, SourceParseError, fix_id, one_line
+from .fixes import (
+    TODO_PREFIX,
+    Diagnostic,
+    Edit,
+    Fix,
+    LineIndex,
+    Safety,
+    SourceParseError,
+    fix_id,
+    one_line,
+)
 
 NDD_MODULE = "nvidia.dali.experimental.dynamic"
 FN_PREFIX = "nvidia.dali.fn."
@@ -484,9 +494,10 @@ def python_tree(source: str, path: str | None = None) -> ast.Module:
 
 
 def nesting(tree: ast.AST) -> tuple[int, ast.AST]:
-    """How deep ``tree`` nests, and where (its deepest node with a position): the depth of the libcst tree it becomes
-    and of the recursion every walk of it needs, roughly (an ``and``/``or`` of n operands is n
-    nested nodes for libcst, one for :mod:`ast`). No recursion here."""
+    """How deep ``tree`` nests, and where (its deepest node with a position): the depth of the
+    libcst tree it becomes and of the recursion every walk of it needs, roughly (an
+    ``and``/``or`` of n operands is n nested nodes for libcst, one for :mod:`ast`). No
+    recursion here."""
     deepest, where = 0, tree
     stack: list[tuple[ast.AST, int, ast.AST]] = [(tree, 0, tree)]  # node, depth, located node
     while stack:

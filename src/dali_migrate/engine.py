@@ -19,7 +19,15 @@ from typing import Callable, Iterator, Literal, Sequence
 from .api import migrate_source
 from .fixes import Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
-from .sourcefile import WRITE_LOCK, SourceError, iter_python_files, mentions_dali, read_bytes, read_source, write_source
+from .sourcefile import (
+    WRITE_LOCK,
+    SourceError,
+    iter_python_files,
+    mentions_dali,
+    read_bytes,
+    read_source,
+    write_source,
+)
 
 Mode = Literal["diff", "write", "check"]
 #: below this many candidate files, worker processes cost more than they save
@@ -117,12 +125,10 @@ _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff that ``patch`` and ``git apply`` take: lines end where Python's do, and a
     last line without a newline is marked as git marks it."""
-    lines = difflib.unified_diff(
-        _SOURCE_LINE.findall(old), _SOURCE_LINE.findall(new), fromfile=f"a/{path}", tofile=f"b/{path}"
-    )
-    return "".join(
-        line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in lines
-    )
+    old_lines, new_lines = _SOURCE_LINE.findall(old), _SOURCE_LINE.findall(new)
+    lines = difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{path}", tofile=f"b/{path}")
+    missing = "\n\\ No newline at end of file\n"
+    return "".join(line if line.endswith(("\n", "\r")) else line + missing for line in lines)
 
 
 def process_file(
@@ -186,7 +192,8 @@ def on_cpu(path: str, result: Result) -> Result:
     lowering = _guarded(result.code, path, lambda _tree: lower_to_cpu(result.code))
     if not lowering.changes:
         return result
-    note = Diagnostic("device", f"lowered to CPU (--device cpu): {lowering.summary()}", 1, 0, "info")
+    what = f"lowered to CPU (--device cpu): {lowering.summary()}"
+    note = Diagnostic("device", what, 1, 0, "info")
     return replace(result, code=lowering.code, diagnostics=[*result.diagnostics, note])
 
 
@@ -273,7 +280,10 @@ def _worker_init() -> None:
     # a worker would print its own KeyboardInterrupt traceback
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
-    threading.Thread(target=_watch_parent, args=(parent,), name="dali-migrate-watchdog", daemon=True).start()
+    watchdog = threading.Thread(
+        target=_watch_parent, args=(parent,), name="dali-migrate-watchdog", daemon=True
+    )
+    watchdog.start()
 
 
 def _watch_parent(parent: int) -> None:

@@ -518,7 +518,8 @@ class Review:
             result = self._analyse(state, edited)
         except SourceParseError as e:
             where = f"{e.line}:{e.column}: {e.reason}"
-            self._error(f"{state.path}: the edited file is not valid: {where}; nothing was taken from the editor", count=False)
+            message = f"{state.path}: the edited file is not valid: {where}"
+            self._error(f"{message}; nothing was taken from the editor", count=False)
             return False
         except (ReviewError, MigrateError) as e:
             self._error(f"{state.path}: {e}; nothing was taken from the editor", count=False)

@@ -157,7 +157,8 @@ def read_source(path: Path) -> SourceFile:
     if not _round_trips(text, encoding, raw):
         # unicode_escape, punycode, idna, utf-16 under an ASCII cookie...: what would be written
         # back is not what was read
-        raise SourceError(path, f"the {encoding} codec does not give back the bytes it decoded (not processed)")
+        reason = f"the {encoding} codec does not give back the bytes it decoded (not processed)"
+        raise SourceError(path, reason)
     return SourceFile(path=path, text=text, encoding=encoding, raw=raw)
 
 
@@ -221,7 +222,8 @@ def write_source(sf: SourceFile, new_text: str) -> None:
     except Exception as exc:  # noqa: BLE001 - any codec may fail its own way
         raise SourceError(path, f"cannot encode as {sf.encoding} ({_short(exc)})") from None
     if not _round_trips_back(data, sf.encoding, new_text):
-        raise SourceError(path, f"the {sf.encoding} codec would not read back what it wrote (not written)")
+        reason = f"the {sf.encoding} codec would not read back what it wrote (not written)"
+        raise SourceError(path, reason)
 
     # Write through a symlink to its target, so the link stays a link.
     target = path
@@ -276,7 +278,7 @@ def _replace(path: Path, target: Path, st: os.stat_result, raw: bytes, data: byt
             except OSError:
                 pass
             if (st.st_uid, st.st_gid) != _owner(tmp_name):
-                raise SourceError(path, "owned by another user: replacing it would change its owner (not written)")
+                raise SourceError(path, _NOT_OURS)
         os.chmod(tmp_name, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
         _check_unchanged(path, target, st, raw)  # an editor may have saved in the meantime
         os.replace(tmp_name, target)
@@ -292,6 +294,7 @@ def _replace(path: Path, target: Path, st: os.stat_result, raw: bytes, data: byt
 
 
 _CHANGED = "file changed on disk since it was read; not overwritten"
+_NOT_OURS = "owned by another user: replacing it would change its owner (not written)"
 
 
 def _read_only(target: Path, st: os.stat_result) -> bool:
@@ -309,7 +312,10 @@ def _check_unchanged(path: Path, target: Path, st: os.stat_result, raw: bytes) -
             current = fh.read()
     except OSError as exc:
         raise SourceError(path, f"{_os_reason(exc)} (not written)") from None
-    same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    def key(s: os.stat_result) -> tuple[int, int, int, int]:
+        return s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns
+
+    same = key(now) == key(st)
     if not same or current != raw:
         raise SourceError(path, _CHANGED)
 
