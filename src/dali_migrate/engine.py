@@ -146,9 +146,11 @@ def process_file(
         return FileResult(path, "skipped")
     try:
         result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
+        held_back = False
         if options.mode == "write" and options.verify and result.changed:
-            result = _verified(path, sf.text, result, options)
-        if options.device == "cpu":
+            result, held_back = _verified(path, sf.text, result, options)
+        if options.device == "cpu" and not held_back:
+            # (a pipeline --verify held back stays exactly as it was: not lowered either)
             result = on_cpu(path, result)
     except SourceParseError as e:
         return FileResult(path, "error", error=str(e))
@@ -197,9 +199,10 @@ def on_cpu(path: str, result: Result) -> Result:
     return replace(result, code=lowering.code, diagnostics=[*result.diagnostics, note])
 
 
-def _verified(path: str, text: str, result: Result, options: Options) -> Result:
+def _verified(path: str, text: str, result: Result, options: Options) -> tuple[Result, bool]:
     """``--write --verify``: the result with only the fixes whose pipelines verify (or cannot
-    be verified), and the verdicts as diagnostics. Needs DALI (the harness runs both sides)."""
+    be verified), and the verdicts as diagnostics; and whether a fix was held back. Needs DALI
+    (the harness runs both sides)."""
     from dataclasses import replace
 
     from .harness.migration import verify_migration
@@ -211,7 +214,9 @@ def _verified(path: str, text: str, result: Result, options: Options) -> Result:
             if p.verdict in ("match", "skipped"):
                 what = "verified: outputs match" if p.verdict == "match" else f"not verified: {p.reason}"
                 notes.append(Diagnostic("verify", f"pipeline {p.name}: {what}", 1, 0, "info"))
-    return replace(result, code=vm.code, applied=list(vm.applied), diagnostics=[*result.diagnostics, *notes])
+    diagnostics = [*result.diagnostics, *notes]
+    verified = replace(result, code=vm.code, applied=list(vm.applied), diagnostics=diagnostics)
+    return verified, bool(vm.rejected)
 
 
 def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None) -> Result:
