@@ -271,6 +271,8 @@ def _process(
             pool.shutdown(cancel_futures=True)
 
 
+#: files handed to a worker at a time (the cost of a hand-over is small next to a DALI file's)
+MAX_CHUNK = 8
 #: how often a worker process looks whether the process that started it is still there
 WATCHDOG_INTERVAL_S = 0.2
 
@@ -333,7 +335,8 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     infos = [links.get(path) for path in todo]
     knowns = [known.get(path) for path in todo]
     if pool is not None and len(todo) > 1:
-        chunk = max(1, len(todo) // (jobs * 4))
+        # small chunks: a Ctrl-C waits for the chunks under way (workers finish what they started)
+        chunk = min(MAX_CHUNK, max(1, len(todo) // (jobs * 4)))
         for fr in pool.map(process_file, todo, [options] * len(todo), infos, knowns, chunksize=chunk):
             done += 1
             if progress:
