@@ -36,8 +36,8 @@ from nvidia.dali import pipeline_def, fn
 
 
 @pipeline_def(batch_size=4, num_threads=2, device_id=None)
-def two(a_dir):
-    a, la = fn.readers.file(file_root=a_dir)
+def two(a_dir, **options):
+    a, la = fn.readers.file(file_root=a_dir, **options)
     return a, la
 
 
@@ -45,6 +45,9 @@ pipe = two("/a")
 pipe.build()
 consume(pipe)
 '''
+
+#: a pipeline that migrates, handed to code the tool cannot see into
+FOLLOW_UP = REFUSED.replace(", **options", "")
 
 TODO_DM200 = "# TODO(dali-migrate): DM200:"
 
@@ -330,7 +333,7 @@ def test_unmigratable_pipeline_gets_one_todo_above_the_decorator():
     assert len(markers) == 1, r.code
     (i,) = markers
     assert lines[i + 1].startswith("@pipeline_def(")
-    assert "`pipe` is passed on or stored at line 12" in lines[i]
+    assert "takes **kwargs" in lines[i]
     # nothing else changed: the marker line is the whole difference
     assert "\n".join(lines[:i] + lines[i + 1 :]) + "\n" == REFUSED
     todo = [d for d in r.diagnostics if d.rule == "DM200"]
@@ -348,12 +351,30 @@ def test_unmigratable_pipeline_todo_is_not_added_twice():
     assert any(d.rule == "DM200" for d in twice.diagnostics)
 
 
-def test_unmigratable_pipeline_withholds_local_rewrites():
-    code = REFUSED + '\n\ndef decode(jpegs):\n    return fn.decoders.image(jpegs, device="mixed")\n'
+def test_unmigratable_pipeline_keeps_its_helpers_in_pipeline_mode():
+    """The code that builds a refused pipeline's graph (its body and the functions it calls)
+    keeps its fn.* calls, so the pipeline still runs; unrelated code of the file migrates."""
+    helper = 'def decode(jpegs):\n    return fn.decoders.image(jpegs, device="mixed")\n'
+    unrelated = 'def flip(x):\n    return fn.flip(x, horizontal=1)\n'
+    code = REFUSED.replace("    return a, la", "    return decode(a), la") + "\n\n" + helper + "\n\n" + unrelated
     r = migrate_source(code)
     assert 'fn.decoders.image(jpegs, device="mixed")' in r.code
-    assert "ndd" not in r.code
+    assert "return ndd.flip(x, horizontal=1)" in r.code
     assert r.code.count(TODO_DM200) == 1
+
+
+def test_follow_up_todo_sits_at_the_use_and_comes_with_the_fix():
+    """A use the tool cannot follow keeps its code, with a TODO above it that says what the
+    pipeline object is now; the TODO is written only when the pipeline's fix is."""
+    r = migrate_source(FOLLOW_UP)
+    lines = r.code.splitlines()
+    (i,) = [k for k, ln in enumerate(lines) if ln.startswith(TODO_DM200)]
+    assert lines[i + 1] == "consume(pipe)"
+    assert "`pipe` is passed to `consume`" in lines[i] and "generator of (a, la) batches" in lines[i]
+    (fix,) = [f for f in r.fixes if f.rule == "DM200"]
+    assert fix.follow_ups and "consume" in fix.follow_ups[0]
+    assert fix.to_dict()["follow_ups"] == list(fix.follow_ups)
+    assert TODO_DM200 not in apply_fixes(FOLLOW_UP, [])  # without the fix, nothing to follow up
 
 
 def test_unmigratable_pipeline_indented_todo():

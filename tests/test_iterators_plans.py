@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from dali_migrate.transforms._iterators import HELPER_SOURCES
+from dali_migrate.transforms._backend.iterators import EPOCHS_CLASS, READER_PLAN, SIZE_PLAN, helper_source
 
 EPOCHS = 4
 
@@ -83,7 +83,7 @@ def _new(root, bs, shards, shard, pad, stick, policy, size, padded, brk):
     import nvidia.dali.experimental.dynamic as ndd
 
     helpers = {"ndd": ndd}
-    for source in HELPER_SOURCES.values():
+    for source in map(helper_source, (EPOCHS_CLASS, READER_PLAN, SIZE_PLAN)):
         exec(source, helpers)
     reader = ndd.readers.Numpy(
         file_root=root, num_shards=shards, shard_id=shard, pad_last_batch=pad, stick_to_shard=stick, max_batch_size=bs

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 import dali_migrate.engine as engine
 from dali_migrate.cli import main
 
-PROGRAM = Path(__file__).resolve().parent.parent / "fixtures" / "programs" / "d_random_ops" / "old.py"
+PROGRAM_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "programs"
+PROGRAM = PROGRAM_FIXTURES / "d_random_ops" / "old.py"
 
 pytestmark = pytest.mark.dali
 
@@ -85,3 +86,44 @@ def test_device_cpu_leaves_a_held_back_pipeline_as_it_was(tmp_path: Path, monkey
     result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
     assert result.exit_code == 1, result.output
     assert target.read_text() == before
+
+
+def test_whole_program_check_holds_back_a_file_that_runs_differently(tmp_path: Path,
+                                                                     synthetic_data) -> None:
+    """Every pipeline of the file verifies, but the program around them prints something else:
+    with ``program_args`` (``--write --verify`` of a program) the file is not written."""
+    pytest.importorskip("nvidia.dali")
+    from dali_migrate import migrate_source
+    from dali_migrate.harness.migration import PROGRAM, verify_migration
+
+    case = PROGRAM_FIXTURES / "x_train_val_interleaved"
+    old = tmp_path / "train.py"
+    shutil.copy(case / "old.py", old)
+    result = migrate_source(old.read_text())
+    expected = (case / "new.py").read_text()
+    data = str(synthetic_data({"kind": "jpeg_folders", "classes": 2, "per_class": 5}))
+    options = dict(program_args=[data, "2"], program_entry="main", device="cpu", samples=6)
+    broken = expected.replace("round {round_}", "round {round_ + 1}")
+    for code, verdict in ((expected, "match"), (broken, "mismatch")):
+        given = type(result)(result.source, code, result.fixes, result.diagnostics, result.applied)
+        vm = verify_migration(old, result=given, **options)
+        verdicts = {p.name: p.verdict for p in vm.report.pipelines}
+        assert verdicts == {"train_pipe": "match", "val_pipe": "match", PROGRAM: verdict}
+        assert vm.changed == (verdict == "match")
+        assert (vm.code == code) if verdict == "match" else (vm.code == old.read_text())
+    why = "not written: verify found mismatch for the whole file: standard output differs"
+    assert any(why in d.message for d in vm.diagnostics)
+
+
+def test_migrated_code_that_does_not_compile_is_not_written(tmp_path: Path) -> None:
+    target = _copy(tmp_path)
+    from dali_migrate import migrate_source
+    from dali_migrate.harness.migration import verify_migration
+
+    result = migrate_source(target.read_text())
+    broken = type(result)(result.source, result.code + "\ndef oops(:\n", result.fixes,
+                          result.diagnostics, result.applied)
+    vm = verify_migration(target, result=broken, device="cpu")
+    assert not vm.changed and vm.code == target.read_text()
+    messages = [d.message for d in vm.diagnostics]
+    assert any("not written" in m and "not valid Python" in m for m in messages), messages

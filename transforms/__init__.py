@@ -5,6 +5,7 @@ from __future__ import annotations
 from .constants import Constants
 from .fn_to_ndd import FnToNdd
 from .imports import Imports
+from .leftovers import Leftovers
 from .mixed_device import MixedDevice
 from .node_indexing import NodeIndexing
 from .pipeline_class import PipelineClass
@@ -29,6 +30,7 @@ RULES = [
     PythonFunction,
     Shapes,
     Constants,
+    Leftovers,
 ]
 
 __all__ = ["RULES", *(rule.__name__ for rule in RULES)]

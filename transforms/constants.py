@@ -37,7 +37,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from ._local import LocalEnv, LocalRule, produces_node
-from ._missing import DTYPES, dali_dtype, has_star, kwargs_of, literal, parse_expr, positional
+from ._cst import has_star, kwargs_of, literal, positional
+from ._dali import DTYPES, dali_dtype
 
 _INT32 = 2**31 - 1
 _EXACT_FLOAT32 = 2**24  # ints up to this convert to float32 exactly
@@ -92,7 +93,7 @@ class Constants(LocalRule):
                 f"{what}: {e}; use {ctx.ndd}.as_tensor(value, dtype=...) with the dtype pipeline mode gave "
                 "(float64 became float32, int64 int32)",
             )
-        expr = parse_expr(new)
+        expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
     def message(self, ctx, original, new):

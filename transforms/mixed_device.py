@@ -25,15 +25,25 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic
+from dali_migrate.rules import FileState
 
-from ._local import LocalEnv, LocalRule, in_source_order
+from ._cst import in_source_order
+from ._local import LocalEnv, LocalRule
 
 
 class MixedDevice(LocalRule):
+    """(``after_walk``) ``fn.decoders.image(x, device="mixed")`` runs in neither mode once only
+    one of DM101 (``ndd.``) and DM102 (``"gpu"``) is applied: this rule joins the two fixes of
+    such a call into one, whichever rules are selected."""
+
     id = "DM102"
     name = "mixed-device"
     summary = 'device="mixed" becomes device="gpu"'
     node_types = (cst.Arg, cst.SimpleString)
+
+    def after_walk(self, state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
+        _join(state, nodes_of)
 
     def rewrite(self, ctx: FileContext, original, updated, env: LocalEnv):
         if isinstance(original, cst.SimpleString):
@@ -101,30 +111,116 @@ def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] 
 
 
 def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.SimpleString):
-    """``"mixed"`` assigned to a variable that is only ever a DALI ``device=`` argument."""
+    """``"mixed"`` assigned to a variable that is only ever a DALI ``device=`` argument (or
+    compared with string literals other than ``"gpu"``), or compared with such a variable."""
     if original.evaluated_value != "mixed":
         return None
     cur = ctx.parents.get(original)
     while isinstance(cur, cst.IfExp):
         cur = ctx.parents.get(cur)
-    if not isinstance(cur, cst.Assign) or len(cur.targets) != 1 or not isinstance(cur.targets[0].target, cst.Name):
+    if isinstance(cur, cst.ComparisonTarget):  # dev == "mixed"
+        comparison = ctx.parents.get(cur)
+        other = comparison.left if isinstance(comparison, cst.Comparison) else None
+        target = _binding(ctx, other) if isinstance(other, cst.Name) else None
+    elif isinstance(cur, cst.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0].target, cst.Name):
+        target = cur.targets[0].target
+    else:
         return None
-    target = cur.targets[0].target
+    return _gpu(updated) if target is not None and _device_variable(ctx, target) else None
+
+
+def _binding(ctx: FileContext, name: cst.Name) -> cst.Name | None:
+    """The one assignment target a variable read refers to."""
+    scope = ctx.scopes.get(name)
+    accesses = [a for a in scope.accesses[name.value] if a.node is name] if scope is not None else []
+    referents = [r for a in accesses for r in a.referents]
+    node = referents[0].node if len(referents) == 1 else None
+    return node if isinstance(node, cst.Name) else None
+
+
+def _device_variable(ctx: FileContext, target: cst.Name) -> bool:
+    """Every read of the variable ``target`` binds is a DALI ``device=`` argument, or a
+    comparison with string literals other than ``"gpu"`` (which ``"mixed"`` -> ``"gpu"`` keeps)."""
     scope = ctx.scopes.get(target)
     if scope is None:
-        return None
+        return False
     uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in in_source_order(ctx, a.references)]
-    if not uses:
-        return None
-    for use in uses:
-        arg = ctx.parents.get(use)
-        call = ctx.parents.get(arg)
-        if not (
-            isinstance(arg, cst.Arg)
-            and arg.keyword is not None
-            and arg.keyword.value == "device"
-            and isinstance(call, cst.Call)
-            and ctx.is_fn_ref(call.func)
-        ):
-            return None
-    return _gpu(updated)
+    return bool(uses) and all(_device_use(ctx, use) for use in uses)
+
+
+def _device_use(ctx: FileContext, use: cst.CSTNode) -> bool:
+    arg = ctx.parents.get(use)
+    call = ctx.parents.get(arg)
+    if isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "device":
+        return isinstance(call, cst.Call) and ctx.is_fn_ref(call.func)
+    if isinstance(arg, cst.Comparison) and arg.left is use:
+        others = [c.comparator for c in arg.comparisons]
+        return all(isinstance(o, cst.SimpleString) and o.evaluated_value != "gpu" for o in others)
+    return False
+
+
+# -- joining DM101 and DM102 on one call ---------------------------------------------------------
+
+
+def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
+    """``fn.decoders.image(x, device="mixed")`` runs in neither mode once only one of DM101
+    (``ndd.``) and DM102 (``"gpu"``) is applied: the two fixes become one. When DM102 is off
+    there (ignored or suppressed), DM101 leaves the call alone with a TODO."""
+    ctx = state.ctx
+    joined: set[int] = set()
+    device_fixes = {}
+    for fix in state.fixes:
+        node = nodes_of.get(id(fix))
+        if fix.rule == "DM102" and isinstance(node, cst.Arg):
+            device_fixes[id(node)] = fix
+    for fix in list(state.fixes):
+        node = nodes_of.get(id(fix))
+        call = ctx.parents.get(node) if fix.rule == "DM101" and node is not None else None
+        if not (isinstance(call, cst.Call) and call.func is node):
+            continue
+        devices = [a for a in call.args if a.keyword is not None and a.keyword.value == "device"]
+        mixed = [a for a in devices if isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"]
+        if devices and not mixed and _device_unknown(ctx, devices[0]):
+            # a device variable that may hold "mixed" and cannot be rewritten: DM102 says so,
+            # and the call stays pipeline mode with it
+            state.fixes.remove(fix)
+            line = ctx.line_of(devices[0])
+            if not any(d.rule == "DM102" and d.line == line for d in state.diagnostics):
+                state.diagnostics.append(ctx.todo("DM101", node, "its device may be \"mixed\", which dynamic mode rejects"))
+            continue
+        if not mixed:
+            continue
+        state.fixes.remove(fix)
+        device = device_fixes.get(id(mixed[0]))
+        if device is not None and ctx.suppressed("DM102", device.line or device.span.start_line):
+            state.fixes.remove(device)
+            joined.add(id(device))
+            device = None
+        if device is None:
+            state.diagnostics.append(
+                ctx.todo("DM101", node, 'migrate this call with its device="mixed" (rule DM102 is off here): dynamic mode rejects "mixed"')
+            )
+            continue
+        state.fixes.remove(device)
+        joined.add(id(device))
+        state.fixes.append(
+            ctx.make_fix(
+                "DM101", node, [*fix.edits, *device.edits], f'{fix.message}, device="mixed" -> "gpu"', includes=("DM102",)
+            )
+        )
+    for fix in [f for f in state.fixes if f.rule == "DM102" and id(f) not in joined]:
+        if ctx.suppressed("DM102", fix.line or fix.span.start_line):
+            continue  # dropped later anyway
+        node = nodes_of.get(id(fix))
+        call = ctx.parents.get(node) if isinstance(node, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.is_fn_ref(call.func):
+            # device="gpu" on a pipeline-mode decoder is as wrong as "mixed" on an ndd one
+            state.fixes.remove(fix)
+            state.diagnostics.append(
+                ctx.todo("DM102", node, f"migrate {ctx.text(call.func)} to dynamic mode together with its device (rule DM101)")
+            )
+
+
+def _device_unknown(ctx: FileContext, arg: cst.Arg) -> bool:
+    """DM102 cannot vouch for this ``device=`` value (it reports a TODO for it)."""
+    return isinstance(MixedDevice().rewrite(ctx, arg, arg, LocalEnv()), Diagnostic)

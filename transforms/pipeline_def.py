@@ -37,7 +37,7 @@ After::
         train_step(ndd.as_tensor(images), ndd.as_tensor(labels))
 
 The reader is built once, outside the per-batch code, and epochs are chained without end, which
-is exactly the stream ``pipe.run()`` produced (dali-semantics section 3). ``batch_size`` and
+is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
 pipeline is created. Outputs read through the TensorList API are rewritten to the Batch API.
@@ -54,10 +54,13 @@ before the generator of batches: ``reader, pipe = train_pipe(...)``, then
 format is not the pipeline's. ``pipe.reset()`` of a pipeline without external sources does nothing
 and is removed (``_handles.py``).
 
-The whole pipeline (definition and use sites) is one fix. When anything in it is beyond what
-this rule can prove equivalent (several readers, ``external_source``, unsupported conditionals,
-``pipe`` passed to other code, ...), nothing is changed: the definition gets a TODO that lists
-every reason, and no other rule touches the file.
+The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
+wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
+parameters); a use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an
+unknown method) keeps its code and gets a TODO right above it that says what to write there,
+written with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
+over (an operator dynamic mode lacks, an unsupported conditional, ...), the definition stays as
+it was with a TODO that lists every reason, and the code that builds it keeps its ``fn.*``.
 
 Safety: safe. Random values differ from the old pipeline's (hidden per-operator seeds of pipeline
 mode cannot be reproduced by readable code); ``dali-migrate verify`` aligns the random streams to
@@ -72,38 +75,34 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._conditionals import branch_reasons, has_data_branches
-from ._handles import FORMAT_NOTE, RESTORE_PARAM, dropped_checkpointing, handle_reasons, name_handles, needs_of, wrap_body
-from ._iterators import epoch_body
-from ._local import collect_nodes
-from ._pipeline import (
-    Graph,
-    Instance,
-    Refused,
+from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.emit import emit_generator_body
+from ._backend.handles import (
+    FORMAT_NOTE,
+    RESTORE_PARAM,
+    abandon_handles,
+    dropped_checkpointing,
+    handle_reasons,
+    name_handles,
+    needs_of,
+    wrap_body,
+)
+from ._backend.iterators import abandon_iterators, epoch_body, iterator_reasons
+from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
+from ._backend.recognise import (
     analyse_graph,
-    check_pipeline_args,
-    device_todo,
-    dropped_comments,
-    emit_generator_body,
     find_instances,
     instances_of,
-    kwargs_of,
     output_values,
-    param_names,
     pipeline_count,
-    pipeline_def_instance_edits,
-    propose_pipeline_fix,
-    refuse_pipeline,
-    truthy,
-    within,
+    pipeline_decorator,
 )
-
-PIPELINE_DEFS = {
-    "nvidia.dali.pipeline_def",
-    "nvidia.dali.pipeline.pipeline_def",
-    "nvidia.dali.pipeline.experimental.pipeline_def",
-    "nvidia.dali.experimental.pipeline_def",
-}
+from ._backend.docstrings import output_names
+from ._backend.feeds import match_feeds
+from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
+from ._cst import no_space_equal, param_names, truthy, within
+from ._local import collect_nodes
 
 
 class PipelineDef(Rule):
@@ -115,14 +114,18 @@ class PipelineDef(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         for fn in ctx.nodes_of(cst.FunctionDef):
-            dec = _pipeline_decorator(ctx, fn)
+            dec = pipeline_decorator(ctx, fn)
             if dec is None:
                 continue
             state.claimed.append(fn)
             notes: list[Diagnostic] = []
+            followups: list[FollowUp] = []
             try:
-                graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec)
-                edits, included = self._rewrite(ctx, fn, graph, dec_kwargs, instances, seed_source, notes)
+                graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec, followups)
+                alone = not followups and all(i.local for i in instances)
+                advice = generator_advice(fn.name.value, output_names(ctx, graph.outputs))
+                written = creation_todos(ctx, self.id, instances, followups, advice)
+                edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes, alone)
             except Refused as why:
                 refuse_pipeline(state, self.id, fn, why)
                 continue
@@ -130,58 +133,64 @@ class PipelineDef(Rule):
             message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
             if needs_of(instances).checkpointing:
                 message += f"; {FORMAT_NOTE}"
-            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes)
+            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes, followups, advice, written=written)
             if ctx.project is not None:
                 ctx.project.migrated.add(fn.name.value)
 
     # -- analysis ----------------------------------------------------------------------------
-    def _analyse(self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator):
+    def _analyse(
+        self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, followups: list[FollowUp]
+    ) -> tuple[Graph, dict[str, cst.Arg], list[Instance], str | None]:
+        """The graph (Refused with every reason when it cannot migrate) and the objects created
+        from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
-        if any(d is not dec for d in fn.decorators):
-            reasons.append("it has other decorators")
-        owner = ctx.parents.get(ctx.parents.get(fn))
-        method = owner if isinstance(owner, cst.ClassDef) else None
-        if fn.asynchronous is not None:
-            reasons.append("async pipeline function")
-        dec_kwargs = kwargs_of(dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
-        if isinstance(dec.decorator, cst.Call) and any(a.keyword is None for a in dec.decorator.args):
-            reasons.append("positional or ** arguments to @pipeline_def")
-        if fn.params.star_kwarg is not None:
-            reasons.append("the pipeline function takes **kwargs")
-        reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
-        if truthy(dec_kwargs.get("enable_conditionals")):
-            reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
+        dec_kwargs = decorator_kwargs(ctx, dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
-
-        if method is not None:
-            instances = _method_instances(ctx, method, fn, reasons)
-        else:
-            instances = find_instances(ctx, fn, reasons, pipeline_args=True, handles=True)
-        # epoch_size/reader_meta, checkpoints and reset (``_handles``); graph None: refused already
-        reasons += handle_reasons(ctx, graph, instances, truthy(dec_kwargs.get("enable_checkpointing")), param_names(fn))
-        if fn.name.value in getattr(ctx.project, "external_uses", {}) and needs_of(instances).handles:
-            reasons.append("it is also used in other modules, and its migration here must return the reader or checkpoint too")
-        seed_source = "decorator" if "seed" in dec_kwargs else None
-        if seed_source is None and any("seed" in i.kwargs for i in instances):
-            if all("seed" in i.kwargs for i in instances):
-                seed_source = "call"
-            else:
-                reasons.append("seed= given at some call sites only")
-        for inst in instances:
-            inst.device_todo = device_todo(ctx, fn, inst.kwargs.get("device_id", dec_kwargs.get("device_id")))
-        bs_given = "batch_size" in dec_kwargs or "max_batch_size" in dec_kwargs
-        if not bs_given and not all("batch_size" in i.kwargs or "max_batch_size" in i.kwargs for i in instances):
-            reasons.append("batch_size is given neither at the decorator nor at every call site")
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
+        owner = ctx.parents.get(ctx.parents.get(fn))
+        if isinstance(owner, cst.ClassDef):
+            instances = _method_instances(ctx, owner, fn, followups)
+        else:
+            instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
+        _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
+        fed = [u for u in graph.sources if u.kind == "fed"]
+        for inst in instances:
+            if fed or inst.feeds:
+                match_feeds(ctx, inst, fed, followups)
+        seed_source = "decorator" if "seed" in dec_kwargs else None
+        if seed_source is None and any("seed" in i.kwargs for i in instances):
+            seed_source = "call"
+            for inst in instances:
+                if "seed" not in inst.kwargs:
+                    followups.append(FollowUp(inst.call, f"{inst.label} gives no seed=", "pass seed= here too"))
+        for inst in instances:
+            device = inst.kwargs.get("device_id", dec_kwargs.get("device_id"))
+            inst.device_todo = device_todo(ctx, fn, device, inst.label)
+            if not ({"batch_size", "max_batch_size"} & (set(dec_kwargs) | set(inst.kwargs))):
+                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"))
         return graph, dec_kwargs, instances, seed_source
 
     # -- rewriting ---------------------------------------------------------------------------
-    def _rewrite(self, ctx, fn, graph: Graph, dec_kwargs, instances, seed_source, notes) -> tuple[list[Edit], list[str]]:
+    def _rewrite(
+        self,
+        state: FileState,
+        fn: cst.FunctionDef,
+        graph: Graph,
+        dec_kwargs: dict[str, cst.Arg],
+        instances: list[Instance],
+        seed_source: str | None,
+        notes: list[Diagnostic],
+        alone: bool,
+    ) -> tuple[list[Edit], list[str]]:
+        """The function and its followed use sites; ``alone``: every use of it is followed."""
+        ctx = state.ctx
+        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
         # batch_size and seed become keyword-only parameters, defaulting to the decorator's
         params = fn.params
         kwonly = list(params.kwonly_params)
@@ -199,26 +208,26 @@ class PipelineDef(Rule):
                 cst.Param(
                     cst.Name(pname),
                     default=default.value if default is not None else None,
-                    equal=_eq() if default is not None else cst.MaybeSentinel.DEFAULT,
+                    equal=no_space_equal() if default is not None else cst.MaybeSentinel.DEFAULT,
                 )
             )
         star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
-        body, fired = emit_generator_body(
-            ctx,
-            graph,
+        plan = PipelinePlan(
             rule_id=self.id,
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
-            single_use=len(instances) == 1 and not _used_elsewhere(ctx, fn) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(
-                ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-            )
+            single_use=alone
+            and sum(i.copies for i in instances) == 1
+            and not _used_elsewhere(ctx, fn)
+            and pipeline_count(ctx) == 1,
+            dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
             + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
-            notes=notes,
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
+            lowering=state.lowering,
         )
-        body, helpers = epoch_body(ctx, graph, body, instances, _refuse)  # framework iterators
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
+        body, helpers = epoch_body(ctx, graph, body, instances)  # framework iterators
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(
@@ -232,9 +241,12 @@ class PipelineDef(Rule):
         edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         runs = tuple(r for inst in instances for r in inst.runs)
+        threads_set: set[tuple[int, str]] = set()
         for inst in instances:
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
-            edits += pipeline_def_instance_edits(ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers)
+            edits += pipeline_def_instance_edits(
+                ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers, threads_set=threads_set
+            )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
@@ -242,39 +254,105 @@ class PipelineDef(Rule):
 
 
 
-def _pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
-    for d in fn.decorators:
-        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
-        if ctx.qualname(expr) in PIPELINE_DEFS:
-            return d
-    return None
+def _settle_forms(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    dec_kwargs: dict[str, cst.Arg],
+    instances: list[Instance],
+    followups: list[FollowUp],
+) -> None:
+    """The function returns more than a generator of batches (the reader or a checkpoint with
+    it, or the epochs of a framework iterator) only where every use of it is rewritten: uses
+    that need such a form and cannot have it become follow-ups."""
+    enabled = truthy(dec_kwargs.get("enable_checkpointing"))
+    handles_why = handle_reasons(ctx, graph, instances, enabled, param_names(fn))
+    iterators_why = iterator_reasons(ctx, graph, instances)
+    elsewhere = fn.name.value in getattr(ctx.project, "external_uses", {})
+    if elsewhere or followups or not all(i.local for i in instances):
+        where = "other modules" if elsewhere else "places the tool cannot follow"
+        shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
+        handles_why.setdefault(0, shared)
+        iterators_why.append(shared)
+    for inst in instances:
+        if handles_why and (needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs):
+            abandon_handles(inst, handles_why, followups)
+        if inst.iterators and iterators_why:
+            abandon_iterators(inst, iterators_why[0], followups)
 
 
+def decorator_kwargs(ctx: FileContext, call: cst.Call) -> dict[str, cst.Arg]:
+    """The keyword arguments of ``@pipeline_def(...)``, with ``**kwargs`` of a dict literal
+    (``kwargs = {"batch_size": bs, ...}`` in the same scope) spread out."""
+    out: dict[str, cst.Arg] = {}
+    for a in call.args:
+        spread = spread_dict(ctx, a.value) if a.star == "**" else None
+        if spread is not None:
+            out.update(spread)
+        elif a.keyword is not None:
+            out[a.keyword.value] = a
+    return out
 
 
-class _MethodRef:
-    """``self.<method>`` in a call: what :func:`instances_of` follows for a method pipeline."""
+def spread_dict(ctx: FileContext, expr: cst.BaseExpression) -> dict[str, cst.Arg] | None:
+    """``name`` bound once, to a dict literal with string keys: its items as keyword arguments."""
+    if not isinstance(expr, cst.Name):
+        return None
+    scope = ctx.scopes.get(expr)
+    bindings = list(scope.assignments[expr.value]) if scope is not None else []
+    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    value = assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+    if not isinstance(value, cst.Dict):
+        return None
+    out: dict[str, cst.Arg] = {}
+    for el in value.elements:
+        if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)):
+            return None
+        key = el.key.evaluated_value
+        if not isinstance(key, str) or not key.isidentifier():
+            return None
+        out[key] = cst.Arg(value=el.value, keyword=cst.Name(key))
+    return out
 
-    def __init__(self, node: cst.Attribute) -> None:
-        self.node = node
+
+def _definition_reasons(
+    ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, dec_kwargs: dict[str, cst.Arg]
+) -> list[str]:
+    """Why the function itself cannot become a generator (empty: it can)."""
+    reasons: list[str] = []
+    if any(d is not dec for d in fn.decorators):
+        reasons.append("it has other decorators")
+    if fn.asynchronous is not None:
+        reasons.append("async pipeline function")
+    if isinstance(dec.decorator, cst.Call) and any(
+        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None) for a in dec.decorator.args
+    ):
+        reasons.append("positional arguments, or ** of something else than a dict literal, to @pipeline_def")
+    if fn.params.star_kwarg is not None:
+        reasons.append("the pipeline function takes **kwargs")
+    reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
+    if truthy(dec_kwargs.get("enable_conditionals")):
+        reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
+    return reasons
 
 
-def _method_instances(ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, reasons: list[str]) -> list[Instance]:
-    """A ``@pipeline_def`` method is followed through ``pipe = self.<name>(...)`` in its class;
-    an attribute of that name used anywhere else may be another way in, so it is a reason."""
+def _method_instances(
+    ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, followups: list[FollowUp]
+) -> list[Instance]:
+    """A ``@pipeline_def`` method is followed through ``self.<name>(...)`` in its class; an
+    attribute of that name used anywhere else may be another way in: a TODO there."""
     name = fn.name.value
-    refs = []
+    refs: list[cst.CSTNode] = []
     for node in ctx.nodes_of(cst.Attribute):
         if node.attr.value == name:
             inside = _is_self(node.value) and within(ctx, node, cls)
             if inside and isinstance(ctx.parents.get(node), cst.Call):
-                refs.append(_MethodRef(node))
+                refs.append(node)
             else:
-                reasons.append(f"`.{name}` is used at line {ctx.line_of(node)} in a way the tool cannot follow")
+                followups.append(FollowUp(node, f"`.{name}` may be the pipeline method {name} here"))
     params = param_names(fn) - {"self"}
-    if not refs:
-        reasons.append(f"self.{name}(...) is never called in its class")
-    return instances_of(ctx, refs, f"self.{name}", params, reasons, pipeline_args=True)
+    return instances_of(ctx, refs, f"self.{name}", params, followups, pipeline_args=True)
 
 
 def _is_self(expr: cst.BaseExpression) -> bool:
@@ -283,11 +361,3 @@ def _is_self(expr: cst.BaseExpression) -> bool:
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
     return ctx.project is not None and fn.name.value in ctx.project.external_uses
-
-
-def _refuse(reason: str):
-    raise Refused(reason)
-
-
-def _eq() -> cst.AssignEqual:
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))

@@ -29,42 +29,41 @@ are read then (the same values unless the code reassigns them in between). ``bat
 ``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
 Everything the shared back end of DM200 does applies (readers built once, several readers,
 random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).
-Anything else done with ``pipe`` (passed to a function, returned, an iterator) leaves the code
-as it was, with one TODO that lists the reasons.
+The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
+the tool cannot rewrite gets a TODO where it stands.
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
-from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.context import FileContext
+from dali_migrate.dali_api import PIPELINE_CLASSES
+from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._conditionals import branch_reasons, has_data_branches
-from ._local import collect_nodes
-from ._pipeline import (
-    PIPELINE_CLASSES,
-    Instance,
-    Refused,
-    analyse_graph,
+from ._backend.arguments import (
     device_todo,
     dropped_comments,
-    emit_generator_body,
-    find_instances,
-    follow_pipeline,
     is_unset,
-    pipeline_count,
     pipeline_ctor_kwargs,
-    propose_pipeline_fix,
-    refuse_pipeline,
-    removed_stmt,
-    run_site_edits,
     set_threads_stmt,
-    fresh_name,
-    truthy,
 )
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.edits import removed_stmt
+from ._backend.emit import emit_generator_body
+from ._backend.docstrings import output_names
+from ._backend.flow import Flow
+from ._backend.iterators import BY_HAND_TORCH
+from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
+from ._backend.recognise import analyse_graph, follow_pipeline, pipeline_count
+from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
+from ._cst import fresh_name, truthy
+from ._local import collect_nodes
 
 
 class PipelineObject(Rule):
@@ -83,21 +82,37 @@ class PipelineObject(Rule):
             followed.add(id(call))
             state.claimed += [ctor_stmt, block]
             notes: list[Diagnostic] = []
+            followups: list[FollowUp] = []
             try:
-                edits, included, inst, claimed = self._migrate(ctx, ctor_stmt, assign, call, block, notes)
+                edits, included, inst, claimed = self._migrate(state, ctor_stmt, assign, call, block, notes, followups)
             except Refused as why:
-                refuse_pipeline(state, self.id, ctor_stmt, why)
+                refuse_pipeline(state, self.id, ctor_stmt, why, keep=block)
                 continue
             state.claimed += claimed
-            message = f"migrate pipeline {inst.assign.targets[0].target.value} and its use sites to dynamic mode"
-            propose_pipeline_fix(state, self.id, block, edits, message, included, notes)
+            message = f"migrate pipeline {inst.label} and its use sites to dynamic mode"
+            advice = (
+                f"`{inst.label}` is a generator of ({', '.join(output_names(ctx, graph_outputs(block)))}) batches now, "
+                "not a Pipeline: take each batch with next(...), and drop build()"
+            )
+            propose_pipeline_fix(state, self.id, block, edits, message, included, notes, followups, advice)
         for call in ctx.nodes_of(cst.Call):
             if id(call) not in followed and ctx.qualname(call.func) in PIPELINE_CLASSES:
                 # its graph is built in a way this rule does not follow; its fn.* calls must not
                 # be rewritten one by one either (refusing withholds the file's local rewrites)
-                refuse_pipeline(state, self.id, ctx.enclosing_statement(call), _unfollowed_reason(ctx, call))
+                stmt = ctx.enclosing_statement(call)
+                refuse_pipeline(state, self.id, stmt, _unfollowed_reason(ctx, call), keep=_graph_scope(ctx, stmt))
 
-    def _migrate(self, ctx, ctor_stmt, assign, call, block: cst.With, notes):
+    def _migrate(
+        self,
+        state: FileState,
+        ctor_stmt: cst.SimpleStatementLine,
+        assign: cst.Assign,
+        call: cst.Call,
+        block: cst.With,
+        notes: list[Diagnostic],
+        followups: list[FollowUp],
+    ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
+        ctx = state.ctx
         reasons: list[str] = []
         var = assign.targets[0].target.value
         kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
@@ -112,28 +127,30 @@ class PipelineObject(Rule):
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("Pipeline(...) has no batch_size")
-        inst = Instance(ctor_stmt, assign, call, kwargs)
-        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
-        returns: list[cst.Return] = []
-        follow_pipeline(ctx, inst, reasons, ignore=tuple(own_refs), returns=returns)
-        factory_uses = _factory_instances(ctx, ctor_stmt, returns, reasons) if returns else []
-        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"))
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None and batch_size is not None
+        inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
+        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
+        flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
+        follow_pipeline(ctx, inst, call, flow, followups)
+        for use in inst.iterators:  # not migrated for this front end
+            followups.append(FollowUp(use.call, f"{ctx.text(use.call.func)} over `{var}` is not migrated", BY_HAND_TORCH))
+        inst.iterators = []
 
         seed = kwargs.get("seed")
-        body, fired = emit_generator_body(
-            ctx,
-            graph,
+        branches = has_data_branches(ctx, block.body, collect_nodes(ctx, block))
+        plan = PipelinePlan(
             rule_id=self.id,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
-            single_use=(len(factory_uses) == 1 if returns else True) and pipeline_count(ctx) == 1,
-            dropped=dropped_comments(ctx, [kwargs], branches=has_data_branches(ctx, block.body, collect_nodes(ctx, block))),
-            notes=notes,
+            single_use=not followups and inst.copies == 1 and pipeline_count(ctx) == 1,
+            dropped=dropped_comments(ctx, [kwargs], branches=branches),
+            lowering=state.lowering,
         )
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
+        inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),
@@ -143,8 +160,7 @@ class PipelineObject(Rule):
         )
         todo_lines = []
         if inst.device_todo:
-            todo_lines.append(cst.EmptyLine(comment=cst.Comment(f"{TODO_PREFIX} {self.id}: {inst.device_todo}")))
-            notes.append(Diagnostic(self.id, inst.device_todo, ctx.line_of(block), 0, "todo"))
+            todo_lines.append(device_todo_line(ctx, inst, self.id, notes, block))
         instantiate = cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))], leading_lines=blank + todo_lines
         )
@@ -155,12 +171,12 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
         edits += run_site_edits(ctx, inst, notes, moved=block)
-        for use in factory_uses:
-            edits += run_site_edits(ctx, use, notes)
         return edits, fired, inst, graph.claimed
 
 
-def _pipeline_constructions(ctx):
+def _pipeline_constructions(
+    ctx: FileContext,
+) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign, cst.Call]]:
     """``pipe = Pipeline(...)`` statements anywhere in the module."""
     for node in ctx.nodes_of(cst.SimpleStatementLine):
         if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
@@ -175,7 +191,16 @@ def _pipeline_constructions(ctx):
             yield node, assign, assign.value
 
 
-def _unfollowed_reason(ctx, call: cst.Call) -> str:
+def _graph_scope(ctx: FileContext, stmt: cst.CSTNode) -> cst.CSTNode:
+    """Where the graph of a Pipeline(...) the rule does not follow may be built: the function
+    around it, or the whole module."""
+    cur = ctx.parents.get(stmt)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+        cur = ctx.parents.get(cur)
+    return cur if cur is not None else ctx.module
+
+
+def _unfollowed_reason(ctx: FileContext, call: cst.Call) -> str:
     """Why a ``Pipeline(...)`` construction is not migrated."""
     assign = ctx.parents.get(call)
     if isinstance(assign, cst.WithItem) and isinstance(assign.asname, cst.AsName):
@@ -191,22 +216,7 @@ def _unfollowed_reason(ctx, call: cst.Call) -> str:
     return f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
 
 
-def _factory_instances(ctx, ctor_stmt, returns: list[cst.Return], reasons: list[str]) -> list[Instance]:
-    """A function that builds the pipeline and ends with ``return pipe``: its callers in this
-    file are followed like the pipeline itself."""
-    fn = ctx.parents.get(ctx.parents.get(ctor_stmt))
-    last = fn.body.body[-1] if isinstance(fn, cst.FunctionDef) else None
-    if not (
-        len(returns) == 1
-        and isinstance(last, cst.SimpleStatementLine)
-        and last.body[0] is returns[0]
-    ):
-        reasons.append("the pipeline object is returned other than by a final `return` of the function that builds it")
-        return []
-    return find_instances(ctx, fn, reasons, pipeline_args=False)
-
-
-def _graph_block(ctx, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
+def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
     """The first ``with <var>:`` statement after the constructor in the same block."""
     block = ctx.parents.get(ctor_stmt)
     siblings = list(getattr(block, "body", ()))
@@ -234,3 +244,13 @@ def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
         ):
             return call
     return None
+
+
+def graph_outputs(block: cst.With) -> list[cst.BaseExpression]:
+    """The nodes the block's final ``pipe.set_outputs(...)`` names."""
+    last = block.body.body[-1]
+    if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Expr):
+        call = last.body[0].value
+        if isinstance(call, cst.Call):
+            return [a.value for a in call.args]
+    return []

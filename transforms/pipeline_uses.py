@@ -24,9 +24,10 @@ After (``pipelines.py`` migrated by DM200 in the same run)::
         print(np.asarray(ndd.as_tensor(images)).shape)
 
 The definition and its uses are found by a discovery pass over all the paths given to one run
-(``dali-migrate --write src/``): the definition migrates only when every use in every module can
-be followed, and the uses here change only when the definition migrates, so no module is left
-calling the other in the old way. Run on one file alone, this rule sees nothing to do.
+(``dali-migrate --write src/``): the uses here change when the definition migrates, and those
+the tool cannot follow get a TODO where they stand. A definition used in other modules stays a
+plain generator of batches (no reader handles or iterator epochs), so every module calls it the
+same way. Run on one file alone, this rule sees nothing to do (DM205 marks the uses then).
 
 Safety: safe.
 """
@@ -36,10 +37,16 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.fixes import Diagnostic, Edit
+from dali_migrate.project import ForeignPipeline
 from dali_migrate.rules import FileState, Rule
 
-from ._local import in_source_order
-from ._pipeline import Refused, dropped_comments, instances_of, pipeline_def_instance_edits
+from ._backend.arguments import dropped_comments
+from ._backend.handles import abandon_handles
+from ._backend.iterators import abandon_iterators
+from ._backend.model import FollowUp
+from ._backend.recognise import instances_of
+from ._backend.sites import creation_todos, follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
+from ._cst import in_source_order
 
 
 class PipelineUses(Rule):
@@ -66,31 +73,39 @@ class PipelineUses(Rule):
                 if fp is None:
                     continue
                 refs = in_source_order(ctx, [r for a in scope.assignments[local] if a.node is imp for r in a.references])
-                reasons: list[str] = []
-                notes: list[Diagnostic] = []
-                params = set(fp.params)
-                instances = instances_of(ctx, refs, local, params, reasons, pipeline_args=True)
-                for inst in instances:
-                    where = f"the call on line {ctx.line_of(inst.call)}"
-                    if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
-                        reasons.append(f"{where} gives no batch_size and neither does the decorator")
-                    if "seed" in inst.kwargs and not fp.seed_given:
-                        reasons.append(f"seed= at {where} (the decorator has none)")
-                threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
-                edits: list[Edit] = []
-                try:
-                    for inst in instances:
-                        dropped = dropped_comments(ctx, [inst.kwargs])
-                        edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped)
-                except Refused as why:  # e.g. a framework iterator over it: not across modules
-                    reasons.append(str(why))
-                info.use_reasons[local] = reasons
-                if reasons or not fp.migrated or not instances:
-                    continue  # the definition's TODO (or its own module) tells why
-                state.claimed += [inst.stmt for inst in instances]
-                fix = ctx.make_fix(
-                    self.id, alias, edits, f"use the migrated pipeline {fp.name} of {fp.module}", key=f"{fp.module}.{fp.name}"
-                )
-                state.fixes.append(fix)
-                state.structural.append(fix.id)
-                state.diagnostics.extend(notes)
+                self._uses(state, alias, local, fp, [r.node for r in refs])
+
+    def _uses(self, state: FileState, alias: cst.ImportAlias, local: str, fp: ForeignPipeline, refs: list[cst.CSTNode]) -> None:
+        """The uses of the pipeline ``local`` imported from another module of the run."""
+        ctx = state.ctx
+        followups: list[FollowUp] = []
+        notes: list[Diagnostic] = []
+        params = set(fp.params)
+        instances = instances_of(ctx, refs, local, params, followups, pipeline_args=True)
+        for inst in instances:
+            if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
+                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size (the decorator has none)",
+                                          "pass batch_size= here"))
+            if "seed" in inst.kwargs and not fp.seed_given:
+                followups.append(FollowUp(inst.call, f"seed= at {inst.label} (the decorator has none)",
+                                          "give the seed at the decorator, or to the migrated function by hand"))
+            abandon_handles(inst, {0: "not across modules"}, followups)
+            abandon_iterators(inst, "not across modules", followups)
+        ctx.project.use_reasons[local] = [f.what for f in followups]
+        if not fp.migrated:
+            return  # the definition's TODO (in its own module) tells why
+        threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
+        advice = generator_advice(fp.name, ["its outputs"])
+        written = creation_todos(ctx, self.id, instances, followups, advice)
+        edits: list[Edit] = []
+        threads_set: set[tuple[int, str]] = set()
+        for inst in instances:
+            dropped = dropped_comments(ctx, [inst.kwargs])
+            edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped, threads_set=threads_set)
+        state.claimed += [inst.stmt for inst in instances]
+        if not edits:
+            state.diagnostics.extend(follow_up_todos(ctx, self.id, followups, advice))
+            return
+        message = f"use the migrated pipeline {fp.name} of {fp.module}"
+        key = f"{fp.module}.{fp.name}"
+        propose_pipeline_fix(state, self.id, alias, edits, message, [], notes, followups, advice, key=key, written=written)

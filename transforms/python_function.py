@@ -36,7 +36,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from ._local import LocalEnv, LocalRule
-from ._missing import fresh, has_star, kwargs_of, literal, mentions_dali, names_in, parse_expr, positional
+from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
+from ._dali import mentions_dali
 
 #: keyword arguments dynamic mode needs no counterpart for
 _IGNORED = {"preserve", "bytes_per_sample_hint"}
@@ -128,11 +129,11 @@ class PythonFunction(LocalRule):
             else:
                 fexpr = code(func)
             if len(inputs) == 1:
-                t = fresh(taken, ["t", "sample"])
+                t = fresh_name("t", taken, "sample")
                 per_sample = f"[{fexpr}({np_}.asarray({t})) for {t} in {sources[0]}]"
             else:
-                vs = [fresh(taken, [c]) for c in "abcdefgh"[: len(inputs)]] if len(inputs) <= 8 else [
-                    fresh(taken, [f"t{i}"]) for i in range(len(inputs))
+                vs = [fresh_name(c, taken) for c in "abcdefgh"[: len(inputs)]] if len(inputs) <= 8 else [
+                    fresh_name(f"t{i}", taken) for i in range(len(inputs))
                 ]
                 per_sample = (
                     f"[{fexpr}({', '.join(f'{np_}.asarray({v})' for v in vs)}) "
@@ -145,9 +146,9 @@ class PythonFunction(LocalRule):
         if num_outputs == 1:
             new = f"{ctx.ndd}.as_batch({per_sample}{layout_arg})"
         else:
-            o = fresh(taken, ["o", "out"])
+            o = fresh_name("o", taken, "out")
             new = f"[{ctx.ndd}.as_batch(list({o})) for {o} in zip(*{per_sample})]"
-        expr = parse_expr(new)
+        expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
     def message(self, ctx, original, new):

@@ -27,7 +27,8 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, LocalRule, append_arg, insert_arg, kwarg, remove_args
+from ._cst import append_arg, insert_arg, kwarg, remove_args
+from ._local import LocalEnv, LocalRule
 
 
 class RandomOps(LocalRule):

@@ -32,7 +32,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from ._local import LocalEnv, LocalRule
-from ._missing import DTYPES, dali_dtype, fresh, has_star, kwargs_of, literal, names_in, parse_expr, positional
+from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
+from ._dali import DTYPES, dali_dtype
 
 #: dtypes whose result was compared with pipeline mode
 _CHECKED = {"INT32", "INT64", "UINT32", "UINT64", "FLOAT", "FLOAT64"}
@@ -93,9 +94,9 @@ class Shapes(LocalRule):
                 f"{what}: the tool cannot tell that {code(node)} is a data node (a batch after migration); "
                 f"{_hint(ctx, code(node), np_dtype)}",
             )
-        s = fresh(names_in(node) | {ctx.np, ctx.ndd}, ["s", "shape"])
+        s = fresh_name("s", names_in(node) | {ctx.np, ctx.ndd}, "shape")
         new = f"{ctx.ndd}.as_batch([{ctx.np}.array({s}, dtype={ctx.np}.{np_dtype}) for {s} in {node.value}.shape])"
-        expr = parse_expr(new)
+        expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
     def message(self, ctx, original, new):

@@ -60,7 +60,7 @@ def _analyse(
             column=e.raw_column,
             reason=reason,
         ) from None
-    state = FileState(ctx)
+    state = FileState(ctx, lowering=[r() for r in all_rules() if r.composable])
     active = rules_for(select, ignore)
     for rule in all_rules():
         if not rule.structural:
@@ -72,7 +72,7 @@ def _analyse(
                 state.refused_pipeline = True
             state.fixes = [f for f in state.fixes if f.rule != rule.id]
             state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
-    local = [r for r in active if not r.structural and r.id != import_rule_id()]
+    local = [r for r in active if not r.structural and not r.last and r.id != import_rule_id()]
     if state.refused_pipeline:
         if local:
             state.diagnostics.append(
@@ -93,6 +93,9 @@ def _analyse(
         else:
             for rule in local:
                 rule().run(state)
+    for rule in active:
+        if rule.last:
+            rule().run(state)
     fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)
@@ -113,7 +116,10 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
             Diagnostic(f.rule, f"internal error: fix {f.id} would not parse and was not applied", f.span.start_line, 0, "error")
         )
     taken_edits = [e for f in applied for e in f.edits]
-    marker_fixes = _markers(ctx.source, taken_edits, diagnostics) if todo_markers else []
+    applied_ids = {f.id for f in applied}
+    marker_fixes = []
+    if todo_markers:
+        marker_fixes = _markers(ctx.source, taken_edits, diagnostics, applied_ids)
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
     if a.imports_enabled and applied:
@@ -145,16 +151,19 @@ class _Marker:
     line: int
 
 
-def _markers(source: str, taken: list[Edit], diagnostics: list[Diagnostic]) -> list[Edit]:
-    """The TODO markers to write: one per place, none inside code a fix replaced, and none that
-    would break the parse (each such one is reported as an internal error of its rule)."""
+def _markers(
+    source: str, taken: list[Edit], diagnostics: list[Diagnostic], applied: set[str]
+) -> list[Edit]:
+    """The TODO markers to write: one per place, none inside code a fix replaced, none whose
+    fix (``requires``) is not applied, and none that would break the parse (each such one is
+    reported as an internal error of its rule)."""
     order = sorted(taken, key=lambda e: e.start)
     starts = [e.start for e in order]
     reach = list(itertools.accumulate((e.end for e in order), max))  # furthest end so far
     wanted: dict[Edit, _Marker] = {}
     for d in diagnostics:
         m = d.marker
-        if m is None or m in wanted:
+        if m is None or m in wanted or (d.requires is not None and d.requires not in applied):
             continue
         k = bisect.bisect_right(starts, m.start) - 1  # edits starting at or before the marker
         if k >= 0 and m.start < reach[k]:

@@ -348,6 +348,7 @@ class FileContext:
         depends_on: Sequence[str] = (),
         includes: Sequence[str] = (),
         key: str | None = None,
+        follow_ups: Sequence[str] = (),
     ) -> Fix:
         """A fix of ``node``; its id hashes ``key`` (default: the node's source text). Every line
         the edits write ends with the file's own newline."""
@@ -367,6 +368,7 @@ class FileContext:
             replacement=replacement,
             includes=tuple(includes),
             line=self.first_line(node),
+            follow_ups=tuple(follow_ups),
         )
 
     def own_newlines(self, edit: Edit) -> Edit:

@@ -100,6 +100,9 @@ class Fix:
     #: the first line of the code the fix is about (its decorator, for a decorated function):
     #: suppression comments are looked for on it and on the line above
     line: int = 0
+    #: what the fix leaves for a person: each is a TODO the fix writes next to the code it is
+    #: about (a use of a migrated pipeline the tool cannot rewrite)
+    follow_ups: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "message", one_line(self.message))
@@ -122,6 +125,7 @@ class Fix:
             "replacement": self.replacement,
             "depends_on": list(self.depends_on),
             "includes": list(self.includes),
+            "follow_ups": list(self.follow_ups),
         }
 
 
@@ -135,6 +139,8 @@ class Diagnostic:
     col: int = 0
     severity: Literal["todo", "info", "error"] = "todo"
     marker: Edit | None = None
+    #: the id of the fix whose follow-up this is: its marker is written only with that fix
+    requires: str | None = None
 
     def __post_init__(self) -> None:
         # a message may quote source that spans lines: it is printed, and its marker written,

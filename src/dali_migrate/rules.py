@@ -25,6 +25,9 @@ class FileState:
     refused_pipeline: bool = False
     #: ids of the structural fixes; the import fix depends on them
     structural: list[str] = field(default_factory=list)
+    #: every composable rule (instances, registry order, selected or not): structural rules
+    #: rewrite the code they generate with them
+    lowering: list[Rule] = field(default_factory=list)
 
 
 class Rule:
@@ -40,6 +43,10 @@ class Rule:
     safety: ClassVar[Safety] = "safe"
     #: structural rules run before local ones and claim what they own
     structural: ClassVar[bool] = False
+    #: rewrites single nodes; structural rules compose these over the code they generate
+    composable: ClassVar[bool] = False
+    #: runs after every other rule and sees what they proposed (e.g. to mark what is left)
+    last: ClassVar[bool] = False
 
     def run(self, state: FileState) -> None:  # pragma: no cover - interface
         raise NotImplementedError

@@ -57,7 +57,7 @@ def _render(report, console) -> None:
         where += ", lowered to CPU"
     console.print(f"[bold]verify[/] {escape(report.old)} -> {escape(report.new)} ({where})", soft_wrap=True)
     table = Table(show_header=True, header_style="bold", expand=False)
-    table.add_column("pipeline")
+    table.add_column("program" if getattr(report, "mode", "") == "program" else "pipeline")
     table.add_column("verdict")
     table.add_column("iter", justify="right")
     table.add_column("random ops", justify="right")
@@ -75,14 +75,37 @@ def _render(report, console) -> None:
             console.print(f"  {escape(p.name)}: {escape(line)}", soft_wrap=True)
         for line in p.notes:
             console.print(f"  [dim]{escape(p.name)}: {escape(line)}[/]", soft_wrap=True)
+    for line in getattr(report, "not_run", [])[:10]:
+        console.print(f"  [yellow]not run[/] (runs the program on import): {escape(line)}",
+                      soft_wrap=True)
     if report.lowered:
         console.print(f"  [dim]lowered to CPU: {len(report.lowering)} change(s) ({escape(', '.join(sorted(set(report.lowering)))[:300])})[/]",
                       soft_wrap=True)
 
 
+def _random_outputs(value: str | None) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        return [int(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of output indices, e.g. 0,1") from None
+
+
 @click.command(name="verify", epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("old", type=click.Path(exists=True, dir_okay=False))
-@click.argument("new", type=click.Path(exists=True, dir_okay=False))
+@click.argument("old", type=click.Path())
+@click.argument("new", type=click.Path())
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--program", "program", is_flag=True,
+              help="Run OLD and NEW as whole programs (python OLD ARGS...) and compare exit "
+              "status, standard output, files written and returned values; OLD/NEW may be "
+              "project folders with --entry.")
+@click.option("--entry", metavar="[MODULE][:FUNCTION]",
+              help="With --program: a function to call with ARGS (main, or pkg.train:main), or "
+              "the module of a project folder to run (pkg.train, as python -m).")
+@click.option("--random-outputs", "random_outputs", metavar="0,1",
+              help="With --program --entry FUNCTION: returned outputs computed by random "
+              "operators; only their dtype and shape are compared.")
 @click.option("--pipeline", "pipeline", metavar="NAME", help="Verify only this pipeline of OLD.")
 @click.option("--kwargs", "kwargs_text", metavar="JSON|FILE",
               help="Pipeline arguments: a JSON object or a .json/.toml file. Data arguments left out get synthetic data.")
@@ -100,7 +123,8 @@ def _render(report, console) -> None:
               help="Synthetic images for readers.file.")
 @click.option("--adapter", type=click.Path(exists=True, dir_okay=False),
               help="A Python file with build_old(old, **kw) and new_batches(new, **kw) (hand-written migrations).")
-@click.option("--timeout", type=float, default=DEFAULT_TIMEOUT_S, show_default=True, help="Seconds per side.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S,
+              show_default=True, help="Seconds per side (more than 0).")
 @click.option("--memory-mb", type=click.IntRange(min=0), default=DEFAULT_MEMORY_MB, show_default=True,
               help="Memory cap per side (0: none).")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the copies, specs and results in this directory.")
@@ -108,8 +132,9 @@ def _render(report, console) -> None:
 @click.option("--bench", type=click.IntRange(min=0), default=0, metavar="BATCHES",
               help="Also time BATCHES batches of each side of every matching pipeline and report new/old throughput.")
 @click.option("--debug", is_flag=True, help="Show the tracebacks of errors.")
-def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterations, device, atol, rtol, samples,
-                   image_format, adapter, timeout, memory_mb, keep, fmt, bench, debug) -> None:
+def verify_command(old, new, args, program, entry, random_outputs, pipeline, kwargs_text, data,
+                   iterations, max_iterations, device, atol, rtol, samples, image_format, adapter,
+                   timeout, memory_mb, keep, fmt, bench, debug) -> None:
     """Prove that NEW computes what OLD computes: every output of every batch, sample by sample.
 
     Each pipeline of OLD (a @pipeline_def function, a Pipeline subclass or a factory returning
@@ -117,24 +142,37 @@ def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterat
     side in its own subprocess. Random operators are made comparable by recording the random
     states the new code draws and replaying them into the old pipeline; shuffling readers get the
     new code's seeds.
+
+    With --program, OLD and NEW run whole, as their users run them
+    (`dali-migrate verify --program legacy/train.py train.py -- --epochs 1 /data`): every
+    pipeline of each in one process, compared by exit status, output and files written.
     """
     from rich.console import Console
 
-    from .verify import verify
+    from .verify import VerifyDependencyError, check_dependencies
 
+    fail = _usage_error
+    if args and not program:
+        fail(f"unexpected extra argument(s) {' '.join(args)!r} "
+             "(program arguments go with --program)")
+    if not program and (entry or random_outputs):
+        fail("--entry and --random-outputs go with --program")
     try:
-        kwargs = load_kwargs(kwargs_text)
-    except (ValueError, OSError) as e:
-        click.echo(f"dali-migrate verify: error: --kwargs: {e}", err=True)
-        sys.exit(EXIT_USAGE)
-    try:
-        report = verify(old, new, pipeline=pipeline, kwargs=kwargs, data=data, iterations=iterations,
-                        max_iterations=max_iterations, device=device, atol=list(atol) or None, rtol=list(rtol) or None,
-                        samples=samples, image_format=image_format, adapter=adapter, timeout=timeout,
-                        memory_mb=memory_mb, workdir=keep, bench=bench)
-    except ValueError as e:
-        click.echo(f"dali-migrate verify: error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        check_dependencies()
+        common = dict(device=device, atol=list(atol) or None, rtol=list(rtol) or None,
+                      timeout=timeout, memory_mb=memory_mb, workdir=keep)
+        if program:
+            from .program import verify_program
+
+            report = verify_program(old, new, args=list(args), entry=entry,
+                                    random_outputs=_random_outputs(random_outputs), **common)
+        else:
+            report = _run_pipelines(old, new, kwargs_text, common, pipeline=pipeline, data=data,
+                                    iterations=iterations, max_iterations=max_iterations,
+                                    samples=samples, image_format=image_format, adapter=adapter,
+                                    bench=bench)
+    except (ValueError, VerifyDependencyError, click.BadParameter) as e:
+        fail(str(e.format_message() if isinstance(e, click.BadParameter) else e))
     if fmt == "json":
         click.echo(report.to_json())
     else:
@@ -146,6 +184,22 @@ def verify_command(old, new, pipeline, kwargs_text, data, iterations, max_iterat
                     console.print(f"[bold]{p.name}[/] ({p.side} side):", soft_wrap=True)
                     console.out(p.traceback)
     sys.exit(report.exit_code)
+
+
+def _usage_error(message: str) -> None:
+    line = message.splitlines()[0] if message else "error"
+    click.echo(f"dali-migrate verify: error: {line}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _run_pipelines(old: str, new: str, kwargs_text: str | None, common: dict, **options):
+    from .verify import verify
+
+    try:
+        kwargs = load_kwargs(kwargs_text)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"--kwargs: {e}") from None
+    return verify(old, new, kwargs=kwargs, **common, **options)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,6 +43,8 @@ class CallSite:
     #: parameter name -> literal value; parameters whose value is not a literal are in ``opaque``
     values: dict[str, Any] = field(default_factory=dict)
     opaque: list[str] = field(default_factory=list)
+    #: opaque parameter -> its expression as written (``args.batch_size``)
+    expressions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,6 +62,10 @@ class PipelineInfo:
     conditionals: bool = False
     call_site: CallSite | None = None
     derived: list[str] = field(default_factory=list)
+    #: the keyword arguments the ``@pipeline_def(...)`` decorator gives, literal or not
+    decorator_names: set[str] = field(default_factory=set)
+    #: external sources fed by pipe.feed_input() (no source=): the harness cannot feed them
+    fed: list[str] = field(default_factory=list)
     #: the framework iterator OLD wraps this pipeline in (DALIGenericIterator, ...), if any:
     #: {"module", "class", "args", "kwargs", "as_list"}; policies as ("LastBatchPolicy", NAME)
     iterator: dict | None = None
@@ -123,10 +129,17 @@ class _Body(ast.NodeVisitor):
         self.readers: list[ReaderUse] = []
         self.audio = False
         self.random_ops = 0
+        #: external sources with no source, fed by pipe.feed_input() (their name= or "?")
+        self.fed: list[str] = []
 
     def visit_Call(self, node: ast.Call) -> None:
         kind = _reader_kind(node)
         name = _dotted(node.func)
+        if name.split(".")[-1] in ("external_source", "ExternalSource") and not node.args:
+            given = {kw.arg: kw.value for kw in node.keywords}
+            if "source" not in given:
+                fed = given.get("name")
+                self.fed.append(fed.value if isinstance(fed, ast.Constant) else "?")
         if kind:
             use = ReaderUse(kind, name, node.lineno)
             for kw in node.keywords:
@@ -173,16 +186,16 @@ def _call_site(tree: ast.Module, info: PipelineInfo) -> CallSite | None:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == info.name):
             continue
         site = CallSite(node.lineno)
-        for name, arg in zip(info.params, node.args):
-            if isinstance(arg, ast.Starred):
-                break
+        given = [(name, arg) for name, arg in zip(info.params, node.args)]
+        stop = next((i for i, (_, a) in enumerate(given) if isinstance(a, ast.Starred)), None)
+        given = given[:stop] + [(kw.arg, kw.value) for kw in node.keywords if kw.arg is not None]
+        for name, arg in given:
             ok, value = _literal(arg)
-            (site.values.__setitem__(name, value) if ok else site.opaque.append(name))
-        for kw in node.keywords:
-            if kw.arg is None:
-                continue
-            ok, value = _literal(kw.value)
-            (site.values.__setitem__(kw.arg, value) if ok else site.opaque.append(kw.arg))
+            if ok:
+                site.values[name] = value
+            else:
+                site.opaque.append(name)
+                site.expressions[name] = ast.unparse(arg)
         return site
     return None
 
@@ -233,16 +246,21 @@ def discover(code: str) -> list[PipelineInfo]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             is_def = False
+            names_given: set[str] = set()
             for dec in node.decorator_list:
                 is_def, kwargs = _is_pipeline_def(dec)
                 if is_def:
+                    if isinstance(dec, ast.Call):
+                        names_given = {kw.arg for kw in dec.keywords if kw.arg}
                     break
             names, defaults, required = _params(node)
             if is_def:
                 body = body_of(node, names)
                 found.append(
-                    PipelineInfo(node.name, "pipeline_def", node.lineno, names, defaults, required, kwargs,
-                                 body.readers, body.audio, body.random_ops, bool(kwargs.get("enable_conditionals")))
+                    PipelineInfo(node.name, "pipeline_def", node.lineno, names, defaults, required,
+                                 kwargs, body.readers, body.audio, body.random_ops,
+                                 bool(kwargs.get("enable_conditionals")),
+                                 decorator_names=names_given, fed=body.fed)
                 )
             elif _builds_pipeline(node):
                 body = body_of(node, names)
@@ -326,6 +344,56 @@ def _attach_iterators(tree: ast.Module, found: list[PipelineInfo]) -> None:
         info = by_name[made_by[target.id]]
         if ok and info.iterator is None:
             info.iterator = {"module": module, "class": cls, "args": values, "kwargs": kw_values, "as_list": as_list}
+
+
+def _option_dest(call: ast.Call) -> str | None:
+    """The attribute ``parser.add_argument(...)`` stores its value in, as argparse derives it."""
+    for kw in call.keywords:
+        if kw.arg == "dest" and isinstance(kw.value, ast.Constant):
+            return str(kw.value.value)
+    flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    long = [f for f in flags if f.startswith("--")]
+    short = [f for f in flags if f.startswith("-") and not f.startswith("--")]
+    name = long[0][2:] if long else short[0][1:] if short else flags[0] if flags else None
+    return name.replace("-", "_") if name else None
+
+
+def _option_default(call: ast.Call) -> tuple[bool, Any]:
+    """(found, the value argparse gives when the option is not on the command line)."""
+    default = next((kw.value for kw in call.keywords if kw.arg == "default"), None)
+    if default is None:
+        return False, None
+    ok, value = _literal(default)
+    if not ok:
+        return False, None
+    kind = next((kw.value for kw in call.keywords if kw.arg == "type"), None)
+    converters = {"int": int, "float": float, "str": str}
+    if isinstance(value, str) and isinstance(kind, ast.Name) and kind.id in converters:
+        try:  # argparse runs string defaults through type=
+            value = converters[kind.id](value)
+        except ValueError:
+            return False, None
+    return True, value
+
+
+def argparse_defaults(code: str) -> dict[str, Any]:
+    """The literal defaults of the command-line options the module declares with argparse
+    (``add_argument``), by destination: ``{"batch_size": 64}`` for
+    ``parser.add_argument("--batch-size", type=int, default=64)``."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        dest = _option_dest(node)
+        ok, value = _option_default(node)
+        if dest and ok:
+            found.setdefault(dest, value)
+    return found
 
 
 def inline_pipelines(code: str) -> list[int]:

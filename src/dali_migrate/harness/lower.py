@@ -4,10 +4,12 @@ user's files).
 * :func:`lower_to_cpu`: the one shared lowering both sides go through on a machine without a
   GPU: ``device="mixed"``/``"gpu"`` to ``"cpu"`` (keyword arguments, ``device`` variables and
   parameter defaults), ``.gpu()`` / ``.to_device("gpu")`` dropped, ``device_id=<n>`` to ``None``
-  (pipelines on a machine without CUDA must not ask for a device).
-* :func:`strip_entry_points`: drops the module-level statements that would *run* the program on
-  import (``pipe = train_pipe(...)``, ``pipe.build()``, training loops), keeping imports,
-  definitions and plain constants, so the harness can import a script to get at its pipelines.
+  (pipelines on a machine without CUDA must not ask for a device), ``debug=True`` to ``False``
+  (DALI's debug mode needs CUDA).
+* :func:`split_entry_points`: drops the module-level statements that would *run* the program on
+  import (``pipe = train_pipe(...)``, ``pipe.build()``, training loops over them), keeping
+  everything else, so the harness can import a script to get at its pipelines; it returns what
+  it dropped, for the report.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-__all__ = ["Lowering", "lower_to_cpu", "strip_entry_points"]
+__all__ = ["Lowering", "lower_to_cpu", "split_entry_points", "strip_entry_points"]
 
 _ACCELERATED = ("gpu", "mixed")
 
@@ -76,6 +78,11 @@ class _CpuLowering(cst.CSTTransformer):
         if name == "device_id" and not m.matches(updated.value, m.Name("None")):
             self.changes.append("device_id -> None")
             return updated.with_changes(value=cst.Name("None"))
+        if name == "debug" and m.matches(updated.value, m.Name("True")):
+            # DALI 2.4's debug mode (experimental pipeline_def) runs CUDA even for CPU pipelines;
+            # the normal mode computes the same outputs
+            self.changes.append("debug=True -> False")
+            return updated.with_changes(value=cst.Name("False"))
         return updated
 
     # def f(device="gpu"): ...
@@ -164,38 +171,114 @@ class _CallsOf(cst.CSTVisitor):
             self.found = True
 
 
-def strip_entry_points(code: str) -> str:
-    """Drop module-level statements that run the program; keep imports, definitions, constants."""
+_MAIN_TEST = m.Comparison(left=m.Name("__name__"))
+
+
+class _Names(cst.CSTVisitor):
+    """The names a statement uses, and those it binds (assignment, loop and ``as`` targets)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used: set[str] = set()
+        self.bound: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.used.add(node.value)
+
+    def _bind(self, target: cst.CSTNode | None) -> None:
+        if target is not None:
+            self.bound |= {n.value for n in m.findall(target, m.Name())}
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._bind(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._bind(node.name)
+
+
+def _imported_locals(stmt: cst.BaseSmallStatement, local_modules: set[str]) -> set[str]:
+    """The names an import binds to the program's own modules."""
+    if isinstance(stmt, cst.ImportFrom) and stmt.module is not None and not stmt.relative:
+        root = cst.Module([]).code_for_node(stmt.module).split(".")[0]
+        if root in local_modules and not isinstance(stmt.names, cst.ImportStar):
+            return {(a.asname.name.value if a.asname else a.name.value) for a in stmt.names}
+    relative = isinstance(stmt, cst.ImportFrom) and stmt.relative
+    if relative and not isinstance(stmt.names, cst.ImportStar):
+        return {(a.asname.name.value if a.asname else cst.Module([]).code_for_node(a.name))
+                for a in stmt.names}
+    if isinstance(stmt, cst.Import):
+        out = set()
+        for a in stmt.names:
+            dotted = cst.Module([]).code_for_node(a.name)
+            if dotted.split(".")[0] in local_modules:
+                out.add(a.asname.name.value if a.asname else dotted.split(".")[0])
+        return out
+    return set()
+
+
+def _describe(module: cst.Module, stmt: cst.CSTNode, line: int) -> str:
+    text = module.code_for_node(stmt).strip().splitlines()[0]
+    return f"line {line}: {text[:80]}{'...' if len(text) > 80 else ''}"
+
+
+def split_entry_points(code: str, local_modules: set[str] | frozenset = frozenset(),
+                       ) -> tuple[str, list[str]]:
+    """The module without the statements that *run the program* when it is imported, and
+    those statements ("line N: text"). A module-level statement is left out when it calls one
+    of the module's own functions or classes, a name imported from the program's own modules
+    (``local_modules``: top-level module names), a pipeline's ``build()``/``run()``, or uses a
+    name such a statement bound; the ``if __name__ == "__main__":`` block is left out silently
+    (it never runs on import). Everything else runs: imports, definitions, constants, and also
+    a ``raise`` or a ``while True:`` at module level, which then show in the verdict."""
     module = cst.parse_module(code)
-    local_defs = {
-        s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))
-    }
-    body = []
+    wrapper = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True)
+    lines = wrapper.resolve(cst.metadata.PositionProvider)
+    local = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    state = {"local": set(local), "dropped": set()}
+    body, dropped = [], []
+
+    def runs_program(node: cst.CSTNode) -> bool:
+        finder, names = _CallsOf(state["local"]), _Names()
+        node.visit(finder)
+        node.visit(names)
+        if finder.found or names.used & state["dropped"]:
+            state["dropped"] |= names.bound
+            return True
+        return False
+
     for stmt in module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            body.append(stmt)
-            continue
-        if isinstance(stmt, cst.If) and m.matches(
-            stmt.test, m.Comparison(left=m.Name("__name__"))
-        ):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef, cst.Try)):
+            body.append(stmt)  # try: import x / except ImportError: fallbacks
+        elif isinstance(stmt, cst.If) and m.matches(stmt.test, _MAIN_TEST):
             continue  # the __main__ block never runs under the harness anyway
-        if isinstance(stmt, cst.SimpleStatementLine):
+        elif isinstance(stmt, cst.SimpleStatementLine):
             keep = []
             for small in stmt.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    state["local"] |= _imported_locals(small, set(local_modules))
                     keep.append(small)
-                elif isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-                    finder = _CallsOf(local_defs)
-                    small.value.visit(finder)
-                    if not finder.found:
-                        keep.append(small)
-                elif isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
-                    keep.append(small)  # docstrings
+                elif runs_program(small):
+                    dropped.append(_describe(module, small, lines[stmt].start.line))
+                else:
+                    keep.append(small)
             if keep:
                 body.append(stmt.with_changes(body=keep))
-            continue
-        if isinstance(stmt, cst.Try):
-            body.append(stmt)  # try: import x / except ImportError: fallbacks
-            continue
-        # for / while / with / if at module level: they run the program, drop them
-    return module.with_changes(body=body).code
+        elif runs_program(stmt):
+            dropped.append(_describe(module, stmt, lines[stmt].start.line))
+        else:
+            body.append(stmt)
+    return module.with_changes(body=body).code, dropped
+
+
+def strip_entry_points(code: str, local_modules: set[str] | frozenset = frozenset()) -> str:
+    """:func:`split_entry_points`, the code only."""
+    return split_entry_points(code, local_modules)[0]

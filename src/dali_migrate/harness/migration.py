@@ -15,9 +15,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .verify import PipelineReport, VerifyReport, verify_code
+from .verify import InputError, PipelineReport, VerifyReport, verify_code
 
-__all__ = ["VerifiedMigration", "verify_migration"]
+__all__ = ["PROGRAM", "VerifiedMigration", "verify_migration"]
+
+#: the name of the whole-program entry in the report
+PROGRAM = "(program)"
 
 
 @dataclass
@@ -34,6 +37,27 @@ class VerifiedMigration:
         return bool(self.applied)
 
 
+def _whole_program(path: Path, code: str, new_code: str, args: list[str], entry: str | None,
+                   options: dict) -> PipelineReport:
+    """The file run whole, as it is and as migrated (a copy, its folder on the import path)."""
+    import tempfile
+
+    from .program import verify_program
+
+    names = ("device", "timeout", "memory_mb", "atol", "rtol")
+    keep = {k: options[k] for k in names if k in options}
+    with tempfile.TemporaryDirectory(prefix="dali-verify-program-") as tmp:
+        old, new = Path(tmp) / "old" / path.name, Path(tmp) / "new" / path.name
+        for target, text in ((old, code), (new, new_code)):
+            target.parent.mkdir()
+            target.write_text(text, encoding="utf-8")
+        report = verify_program(old, new, args=args, entry=entry,
+                                extra_paths=[str(path.parent.resolve())], **keep)
+    (entry_report,) = report.pipelines
+    entry_report.name = PROGRAM
+    return entry_report
+
+
 def _fix_pipelines(fix, names: list[str]) -> set[str]:
     parts = fix.id.split(":")
     found = {n for n in names if len(parts) > 1 and parts[1] == n}
@@ -41,11 +65,16 @@ def _fix_pipelines(fix, names: list[str]) -> set[str]:
     return found
 
 
-def verify_migration(path: str | os.PathLike, code: str | None = None, *, result=None, **options) -> VerifiedMigration:
+def verify_migration(path: str | os.PathLike, code: str | None = None, *, result=None,
+                     kwargs: dict | None = None, program_args: list[str] | None = None,
+                     program_entry: str | None = None, **options) -> VerifiedMigration:
     """Migrate ``path`` (or ``code``, the source of ``path``), verify, keep what verifies.
 
-    ``result``: a :class:`dali_migrate.Result` already computed for this source; ``options``:
-    those of :func:`dali_migrate.verify`."""
+    ``result``: a :class:`dali_migrate.Result` already computed for this source; ``kwargs``:
+    the pipelines' arguments (``--kwargs``); ``program_args``: also run the file whole, before
+    and after, with these command-line arguments (``program_entry``: a function to call with
+    them instead, see :mod:`.program`): if the two runs differ (exit status, output, files),
+    nothing of the file is written; ``options``: those of :func:`dali_migrate.verify`."""
     from .. import apply_fixes, migrate_source
     from ..fixes import Diagnostic
 
@@ -55,7 +84,15 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
     result = result if result is not None else migrate_source(code, path=str(path))
     if not result.changed:
         return VerifiedMigration(str(path), code)
-    report = verify_code(code, result.code, old_name=path.name, new_name=path.name, base_dir=path.parent, **options)
+    try:
+        report = verify_code(code, result.code, old_name=path.name, new_name=path.name,
+                             base_dir=path.parent, kwargs=kwargs, **options)
+    except InputError as e:  # the migrated code itself cannot be run: nothing of it is written
+        report = VerifyReport(str(path), str(path), options.get("device", "auto"), False)
+        report.pipelines.append(PipelineReport(PROGRAM, "error", str(e), side="new"))
+    if program_args is not None:
+        whole = _whole_program(path, code, result.code, program_args, program_entry, options)
+        report.pipelines.append(whole)
     failing: dict[str, PipelineReport] = {p.name: p for p in report.pipelines if p.verdict in ("mismatch", "error")}
     applied_ids = set(result.applied) or {f.id for f in result.fixes if f.safety == "safe"}
     rejected: set[str] = set()
@@ -79,6 +116,12 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
             if fix.id in applied_ids and fix.id not in rejected and any(d in rejected for d in fix.depends_on):
                 rejected.add(fix.id)
                 changed = True
+    whole = failing.get(PROGRAM)
+    if whole is not None:  # the file as a whole does not run the same (or at all): it stays as it was
+        rejected |= applied_ids
+        message = (f"not written: verify found {whole.verdict} for the whole file: "
+                   f"{whole.summary()}")
+        diagnostics.append(Diagnostic(rule="verify", line=1, severity="error", message=message))
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the
         # file is never left half pipeline mode, half dynamic mode

@@ -44,6 +44,8 @@ def load_module(path: str, name: str, sys_path: list[str]):
     for p in reversed(sys_path):
         if p not in sys.path:
             sys.path.insert(0, p)
+    # the module runs as if started without command-line options (argparse gets its defaults)
+    sys.argv = [path]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

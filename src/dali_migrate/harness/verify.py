@@ -25,10 +25,11 @@ from typing import Any
 from . import discover as _discover
 from .compare import Comparison, Tolerances, compare_runs
 from .datasets import Dataset, make_dataset, spec_for_reader
-from .lower import lower_to_cpu, strip_entry_points
+from .lower import lower_to_cpu, split_entry_points
 from .runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, run_side
 
-__all__ = ["PipelineReport", "VerifyReport", "has_gpu", "verify", "verify_code"]
+__all__ = ["InputError", "PipelineReport", "VerifyDependencyError", "VerifyOptions", "VerifyReport",
+           "check_dependencies", "has_gpu", "read_source", "verify", "verify_code"]
 
 VERDICTS = ("match", "mismatch", "error", "skipped")
 #: pipeline-construction arguments (they go to ``Pipeline``, not to the definition function)
@@ -73,7 +74,9 @@ class PipelineReport:
         """One line: why this verdict."""
         if self.verdict == "match":
             c = self.comparison
-            return f"{c.samples_compared} samples in {c.iterations} iterations identical" if c else "match"
+            if self.reason or not c:
+                return self.reason or "match"
+            return f"{c.samples_compared} samples in {c.iterations} iterations identical"
         if self.verdict in ("skipped", "error"):
             return f"{self.side} side: {self.reason}" if self.verdict == "error" and self.side else self.reason
         parts = []
@@ -106,6 +109,11 @@ class VerifyReport:
     lowering: list[str] = field(default_factory=list)
     pipelines: list[PipelineReport] = field(default_factory=list)
     dali_version: str = ""
+    #: module-level statements of OLD/NEW the harness did not run (they run the program: calls
+    #: of its own functions, and what uses their results), as "OLD line 12: main()"
+    not_run: list[str] = field(default_factory=list)
+    #: "pipelines" (each pipeline against its counterpart) or "program" (whole programs)
+    mode: str = "pipelines"
 
     @property
     def exit_code(self) -> int:
@@ -132,6 +140,8 @@ class VerifyReport:
             "device": self.device,
             "lowered_to_cpu": self.lowered,
             "lowering": self.lowering,
+            "mode": self.mode,
+            "not_run": self.not_run,
             "pipelines": [p.to_dict() for p in self.pipelines],
             "exit_code": self.exit_code,
         }
@@ -200,31 +210,58 @@ def _user_data_for(data_path: str, argument: str) -> str:
     return data_path
 
 
-def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str, data_path: str | None = None) -> tuple[dict, dict, list[str]]:
+def _from_settings(site: _discover.CallSite | None, settings: dict, values: dict, user: dict,
+                   notes: list[str]) -> None:
+    """Arguments OLD passes as ``args.NAME`` where it builds the pipeline get the default of its
+    command-line option ``--NAME`` (argparse), as a run without options would."""
+    if site is None:
+        return
+    for param in site.opaque:
+        if param in values or param in user:
+            continue
+        expr = site.expressions.get(param, "")
+        attr = expr.rpartition(".")[2] if expr.count(".") == 1 else ""
+        if attr.isidentifier() and attr in settings:
+            values[param] = settings[attr]
+            notes.append(f"{param}: {settings[attr]!r}, the default of the command-line option "
+                         f"--{attr.replace('_', '-')} (OLD passes {expr})")
+
+
+def _missing(names: list[str], site: _discover.CallSite | None) -> _Skip:
+    """The skip that names the arguments without a value and the --kwargs that supplies them."""
+    exprs = [f"{n} as `{site.expressions[n]}`" for n in names if site and n in site.expressions]
+    why = f" (OLD passes {', '.join(exprs)} where it builds the pipeline)" if exprs else ""
+    example = json.dumps({n: "VALUE" for n in names}).replace('"VALUE"', "<value>")
+    return _Skip(f"no value for {', '.join(names)}{why}; pass it with --kwargs '{example}'")
+
+
+def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str,
+               data_path: str | None = None, settings: dict | None = None,
+               ) -> tuple[dict, dict, list[str]]:
     """(function kwargs, pipeline kwargs, notes) for one pipeline."""
     notes: list[str] = []
     values: dict[str, Any] = {}
     site = info.call_site
     if site is not None:
         values.update(site.values)
-    data_params = info.data_params
-    for param, reader in data_params.items():
+    for param, reader in info.data_params.items():
         if param in user:
             continue
+        argument = next(a for a, p in reader.bound.items() if p == param)
         if data_path is not None:
-            argument = next(a for a, p in reader.bound.items() if p == param)
             values[param] = _user_data_for(data_path, argument)
             continue
         ds = data.for_reader(reader, info.uses_audio)
-        argument = next(a for a, p in reader.bound.items() if p == param)
         values[param] = ds.for_argument(argument)
         notes.append(f"{param}: synthetic {ds.kind} data, {ds.count} samples ({ds.root})")
+    _from_settings(site, settings or {}, values, user, notes)
     values.update(user)
     missing = [p for p in info.required if p not in values]
+    given = set(values) | info.decorator_names | set(info.params)
+    if info.kind == "pipeline_def" and not {"batch_size", "max_batch_size"} & given:
+        missing.append("batch_size")
     if missing:
-        opaque = [p for p in missing if site and p in site.opaque]
-        why = " (not a literal where OLD calls it)" if opaque else ""
-        raise _Skip(f"no value for {', '.join(missing)}{why}; pass it with --kwargs")
+        raise _missing(missing, site)
     if info.kind == "pipeline_def":
         fn_kwargs = {k: v for k, v in values.items() if k in info.params or k not in PIPELINE_KWARGS}
         pipe_kwargs = {k: v for k, v in values.items() if k in PIPELINE_KWARGS and k not in info.params}
@@ -234,6 +271,10 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
         for d in (fn_kwargs, pipe_kwargs):
             if d.get("device_id") is not None:
                 d["device_id"] = None
+        if info.decorator_kwargs.get("debug") is True and "debug" not in pipe_kwargs:
+            pipe_kwargs["debug"] = False
+            notes.append("debug mode off on the CPU (DALI 2.4's debug mode needs CUDA even for CPU "
+                         "pipelines); the outputs are those of the normal mode")
     return fn_kwargs, pipe_kwargs, notes
 
 
@@ -383,150 +424,302 @@ def verify_code(old_code: str, new_code: str, *, old_name: str = "old.py", new_n
             p.parent.mkdir()
             p.write_text(code, encoding="utf-8")
         extra = [str(base_dir)] if base_dir else []
-        return verify(old_path, new_path, extra_sys_path=extra, **options)
+        options["extra_sys_path"] = [*extra, *(options.get("extra_sys_path") or [])]
+        return verify(old_path, new_path, **options)
 
 
-def verify(
-    old: str | os.PathLike,
-    new: str | os.PathLike,
-    *,
-    pipeline: str | None = None,
-    kwargs: dict | None = None,
-    iterations: int | None = None,
-    max_iterations: int = 50,
-    device: str = "auto",
-    atol: Any = None,
-    rtol: Any = None,
-    samples: int = 8,
-    image_format: str = "jpeg",
-    adapter: str | os.PathLike | None = None,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    workdir: str | os.PathLike | None = None,
-    data: str | os.PathLike | None = None,
-    data_dir: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    extra_sys_path: list[str] | None = None,
-    bench: int = 0,
-) -> VerifyReport:
-    """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module docstring).
+@dataclass(frozen=True)
+class VerifyOptions:
+    """The options of :func:`verify` (each is also a keyword argument of it).
 
     ``kwargs``: arguments of the pipelines (missing data arguments get synthetic datasets of
     ``samples`` samples, or ``data``: one path for every data argument; for a folder, file
-    arguments such as ``path``/``index_path`` get its one ``.tfrecord``/``.idx`` file); ``iterations``: batches compared (default: one past the first epoch
-    boundary of the new code's readers, at most ``max_iterations``); ``device``: ``auto``,
-    ``cpu`` (both sides lowered to CPU) or ``gpu`` (as written); ``atol``/``rtol``: see
-    :mod:`.compare`; ``adapter``: a Python file that says how to build both sides
-    (:mod:`.adapters`); ``timeout``/``memory_mb``: per side; ``workdir``: keep the copies,
-    specs and results there (default: a temporary directory, removed); ``data_dir``/``cache_dir``:
-    reuse synthetic datasets / old-side results between calls.
+    arguments such as ``path``/``index_path`` get its one ``.tfrecord``/``.idx`` file);
+    ``iterations``: batches compared (default: one past the first epoch boundary of the new
+    code's readers, at most ``max_iterations``); ``device``: ``auto``, ``cpu`` (both sides
+    lowered to CPU) or ``gpu`` (as written); ``atol``/``rtol``: see :mod:`.compare`;
+    ``adapter``: a Python file that says how to build both sides (:mod:`.adapters`);
+    ``timeout``/``memory_mb``: per side; ``workdir``: keep the copies, specs and results there
+    (default: a temporary directory, removed); ``data_dir``/``cache_dir``: reuse synthetic
+    datasets / old-side results between calls; ``bench``: also time that many batches of each
+    side. Relative paths (``data``, and the data arguments in ``kwargs``) are relative to the
+    current directory.
     """
-    if device not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
-    resolved = ("gpu" if has_gpu() else "cpu") if device == "auto" else device
-    tolerances = Tolerances.parse(atol, rtol)
-    old_path, new_path = Path(old).resolve(), Path(new).resolve()
-    old_code = old_path.read_text(encoding="utf-8")
-    new_code = new_path.read_text(encoding="utf-8")
-    adapter_path = Path(adapter).resolve() if adapter else None
 
-    own_tmp = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="dali-verify-")) if own_tmp else Path(workdir)
+    pipeline: str | None = None
+    kwargs: dict | None = None
+    iterations: int | None = None
+    max_iterations: int = 50
+    device: str = "auto"
+    atol: Any = None
+    rtol: Any = None
+    samples: int = 8
+    image_format: str = "jpeg"
+    adapter: str | os.PathLike | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    workdir: str | os.PathLike | None = None
+    data: str | os.PathLike | None = None
+    data_dir: str | os.PathLike | None = None
+    cache_dir: str | os.PathLike | None = None
+    extra_sys_path: list[str] | None = None
+    bench: int = 0
+
+    def check(self) -> None:
+        """Raise ValueError for an option no run could use."""
+        if self.device not in ("auto", "cpu", "gpu"):
+            raise ValueError(f"device must be auto, cpu or gpu, not {self.device!r}")
+        if not self.timeout or self.timeout <= 0 or self.timeout != self.timeout:
+            raise ValueError(f"timeout must be a positive number of seconds, not {self.timeout!r}")
+        for name in ("iterations", "max_iterations", "samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value!r}")
+        if self.memory_mb < 0 or self.bench < 0:
+            raise ValueError("memory_mb and bench cannot be negative")
+
+
+class InputError(ValueError):
+    """OLD, NEW or the adapter cannot be used (not a regular file, binary, not Python)."""
+
+
+class VerifyDependencyError(RuntimeError):
+    """The harness needs DALI and numpy (the ``verify`` extra)."""
+
+
+#: what the harness imports in the processes that run the code, by the module that provides it
+_DEPENDENCIES = {"numpy": "numpy", "nvidia.dali": "nvidia-dali"}
+
+
+def check_dependencies() -> None:
+    """Raise :class:`VerifyDependencyError`, with the one line to print, when the ``verify``
+    extra is not installed."""
+    import importlib.util
+
+    missing = []
+    for module, package in _DEPENDENCIES.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(package)
+    if missing:
+        raise VerifyDependencyError(
+            f"verifying needs {' and '.join(missing)}, which are not installed: "
+            "pip install 'dali-migrate[verify]' (from a checkout: pip install '.[verify]')")
+
+
+def read_source(path: str | os.PathLike, role: str) -> str:
+    """The text of OLD, NEW or the adapter, or :class:`InputError` saying in one line why it
+    cannot be verified (checked before anything runs; a FIFO is never opened)."""
+    p = Path(path)
+    label = f"{role} {path}"
+    if not p.exists():
+        raise InputError(f"{label}: no such file")
+    if not p.is_file():
+        kind = "a folder" if p.is_dir() else "not a regular file"
+        raise InputError(f"{label}: {kind} (verify takes Python files; --program takes folders)")
+    data = p.read_bytes()
+    if b"\0" in data:
+        raise InputError(f"{label}: a binary file, not Python source")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{label}: not UTF-8 text (byte {e.start})") from None
+    try:
+        compile(text, str(p), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"line {e.lineno}" + (f", column {e.offset}" if e.offset else "")
+        raise InputError(f"{label}: not valid Python ({where}: {e.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as e:
+        raise InputError(f"{label}: cannot be compiled ({type(e).__name__})") from None
+    return text
+
+
+def _local_modules(*folders: Path) -> set[str]:
+    """Top-level module names that resolve to the program's own files (not libraries)."""
+    names = set()
+    for folder in folders:
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.suffix == ".py":
+                names.add(entry.stem)
+            elif entry.is_dir() and (entry / "__init__.py").exists():
+                names.add(entry.name)
+    return names
+
+
+def _prepare(role: str, code: str, resolved: str, work: Path, local: set[str],
+             lowering: list[str], not_run: list[str]) -> str:
+    """Write the copy of one side that the subprocesses import; returns its path."""
+    try:
+        if resolved == "cpu":
+            lowered = lower_to_cpu(code)
+            code = lowered.code
+            lowering.extend(f"{role}: {c}" for c in lowered.changes)
+        if role != "adapter":
+            code, dropped = split_entry_points(code, local)
+            not_run.extend(f"{role.upper()} {d}" for d in dropped)
+    except Exception as e:  # libcst cannot parse what CPython compiles: say so, in one line
+        raise InputError(f"{role.upper()}: cannot be rewritten for the harness "
+                         f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})") from None
+    target = work / "src" / f"{role}.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(code, encoding="utf-8")
+    return str(target)
+
+
+def verify(old: str | os.PathLike, new: str | os.PathLike, options: VerifyOptions | None = None,
+           **kwargs: Any) -> VerifyReport:
+    """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module
+    docstring). Options: a :class:`VerifyOptions`, or its fields as keyword arguments (both:
+    the keywords win). Raises ValueError (:class:`InputError` for OLD/NEW) for inputs no run
+    could use and :class:`VerifyDependencyError` without the ``verify`` extra."""
+    from dataclasses import replace
+
+    opts = replace(options or VerifyOptions(), **kwargs)
+    opts.check()
+    check_dependencies()
+    resolved = ("gpu" if has_gpu() else "cpu") if opts.device == "auto" else opts.device
+    old_path, new_path = Path(old).resolve(), Path(new).resolve()
+    sources = {"old": read_source(old, "OLD"), "new": read_source(new, "NEW")}
+    adapter_path = Path(opts.adapter).resolve() if opts.adapter else None
+    if adapter_path:
+        sources["adapter"] = read_source(opts.adapter, "adapter")
+
+    own_tmp = opts.workdir is None
+    work = Path(tempfile.mkdtemp(prefix="dali-verify-")) if own_tmp else Path(opts.workdir)
     work.mkdir(parents=True, exist_ok=True)
     try:
         lowering: list[str] = []
-        copies = {}
-        sources = {"old": old_code, "new": new_code}
+        not_run: list[str] = []
+        extra = [Path(p) for p in opts.extra_sys_path or []]
+        local = _local_modules(old_path.parent, new_path.parent, *extra)
+        copies = {role: _prepare(role, code, resolved, work, local, lowering, not_run)
+                  for role, code in sources.items()}
+        sys_path = [str(old_path.parent), str(new_path.parent)]
+        sys_path += [str(adapter_path.parent)] if adapter_path else []
+        sys_path += list(opts.extra_sys_path or [])
+        report = VerifyReport(str(old), str(new), resolved, resolved == "cpu" and bool(lowering),
+                              lowering, not_run=not_run)
+        run = _Run(opts, resolved, copies, sys_path, work)
         if adapter_path:
-            sources["adapter"] = adapter_path.read_text(encoding="utf-8")
-        for role, code in sources.items():
-            if resolved == "cpu":
-                lowered = lower_to_cpu(code)
-                code = lowered.code
-                lowering.extend(f"{role}: {c}" for c in lowered.changes)
-            if role != "adapter":
-                code = strip_entry_points(code)
-            target = work / "src" / f"{role}.py"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(code, encoding="utf-8")
-            copies[role] = str(target)
-        sys_path = [str(old_path.parent), str(new_path.parent)] + ([str(adapter_path.parent)] if adapter_path else [])
-        sys_path += list(extra_sys_path or [])
-        report = VerifyReport(str(old), str(new), resolved, resolved == "cpu" and bool(lowering), lowering)
-        data_path = str(data) if data is not None else None
-        data = _Data(Path(data_dir) if data_dir else work / "data", samples, image_format)
-        user = dict(kwargs or {})
-        options = dict(sys_path=sys_path, device=resolved, iterations=iterations, max_iterations=max_iterations,
-                       timeout=timeout, memory_mb=memory_mb, tolerances=tolerances,
-                       cache_dir=Path(cache_dir) if cache_dir else None, bench=bench)
-
-        try:
-            infos = _discover.discover(old_code)
-        except SyntaxError as e:
-            report.pipelines.append(PipelineReport("(module)", "error", f"OLD does not parse: {e}", side="old"))
-            return report
-
-        if adapter_path:
-            from .adapters import load_adapter_info
-
-            info = load_adapter_info(sources["adapter"], adapter_path.stem)
-            fn_kwargs = dict(info.kwargs)
-            try:
-                if data_path is not None and "data_dir" not in user:
-                    fn_kwargs["data_dir"] = data_path
-                elif not any(k in user or k in fn_kwargs for k in ("data_dir",)):
-                    readers = [r for i in infos for r in i.readers]
-                    if readers:
-                        audio = any(i.uses_audio for i in infos)
-                        fn_kwargs["data_dir"] = data.for_reader(readers[0], audio).for_argument("file_root")
-                fn_kwargs.update(user)
-            except _Skip as e:
-                report.pipelines.append(PipelineReport(info.name, "skipped", str(e)))
-                return report
-            report.pipelines.append(
-                _verify_one(info.name, "adapter", fn_kwargs, {}, paths=copies, work=work / info.name, **options)
-            )
-            return report
-
-        if pipeline is not None:
-            chosen = [i for i in infos if i.name == pipeline]
-            if not chosen:
-                names = ", ".join(i.name for i in infos) or "none"
-                raise ValueError(f"OLD has no pipeline {pipeline!r} (pipelines found: {names})")
-            infos = chosen
-        if not infos:
-            lines = _discover.inline_pipelines(old_code)
-            why = (f"OLD builds its pipeline inline (line {lines[0]}), not in a @pipeline_def function or a"
-                   " Pipeline subclass the harness can call; write an adapter (--adapter)") if lines else \
-                "OLD defines no pipeline (@pipeline_def function or Pipeline subclass)"
-            report.pipelines.append(PipelineReport("(inline)", "skipped", why))
-            return report
-        new_names = _defined_names(new_code)
-        for info in infos:
-            if info.kind == "base_class":
-                report.pipelines.append(PipelineReport(
-                    info.name, "skipped", f"a base class; verified through {', '.join(info.derived)}"))
-                continue
-            if info.kind == "method":
-                report.pipelines.append(PipelineReport(
-                    info.name, "skipped", "a @pipeline_def method: the harness cannot build its object; use an adapter"))
-                continue
-            if new_names is not None and info.name not in new_names:
-                report.pipelines.append(PipelineReport(info.name, "skipped", f"NEW defines no `{info.name}`; use an adapter"))
-                continue
-            try:
-                fn_kwargs, pipe_kwargs, notes = _arguments(info, user, data, resolved, data_path)
-            except _Skip as e:
-                report.pipelines.append(PipelineReport(info.name, "skipped", str(e)))
-                continue
-            r = _verify_one(info.name, info.kind, fn_kwargs, pipe_kwargs, paths=copies, work=work / info.name,
-                            iterator=info.iterator, **options)
-            r.notes[:0] = notes
-            report.pipelines.append(r)
+            report.pipelines.append(run.adapter(sources, adapter_path))
+        else:
+            report.pipelines.extend(run.pipelines(sources["old"], sources["new"]))
         return report
     finally:
         if own_tmp:
             shutil.rmtree(work, ignore_errors=True)
+
+
+class _Run:
+    """One verify() call: the options, the prepared copies, the synthetic data."""
+
+    def __init__(self, opts: VerifyOptions, device: str, copies: dict, sys_path: list[str],
+                 work: Path) -> None:
+        self.opts, self.device, self.copies, self.work = opts, device, copies, work
+        self.data_path = str(Path(opts.data).resolve()) if opts.data is not None else None
+        root = Path(opts.data_dir) if opts.data_dir else work / "data"
+        self.data = _Data(root, opts.samples, opts.image_format)
+        self.user = dict(opts.kwargs or {})
+        self.common = dict(
+            sys_path=sys_path, device=device, iterations=opts.iterations,
+            max_iterations=opts.max_iterations, timeout=opts.timeout,
+            memory_mb=opts.memory_mb, tolerances=Tolerances.parse(opts.atol, opts.rtol),
+            cache_dir=Path(opts.cache_dir) if opts.cache_dir else None, bench=opts.bench)
+
+    def one(self, name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict,
+            iterator: dict | None = None) -> PipelineReport:
+        return _verify_one(name, kind, fn_kwargs, pipe_kwargs, paths=self.copies,
+                           work=self.work / name, iterator=iterator, **self.common)
+
+    def adapter(self, sources: dict, adapter_path: Path) -> PipelineReport:
+        from .adapters import load_adapter_info
+
+        infos = _discover.discover(sources["old"])
+        info = load_adapter_info(sources["adapter"], adapter_path.stem)
+        fn_kwargs = dict(info.kwargs)
+        user = _absolute_data_kwargs(self.user, {"data_dir"})
+        try:
+            if self.data_path is not None and "data_dir" not in user:
+                fn_kwargs["data_dir"] = self.data_path
+            elif "data_dir" not in user and "data_dir" not in fn_kwargs:
+                readers = [r for i in infos for r in i.readers]
+                if readers:
+                    audio = any(i.uses_audio for i in infos)
+                    ds = self.data.for_reader(readers[0], audio)
+                    fn_kwargs["data_dir"] = ds.for_argument("file_root")
+            fn_kwargs.update(user)
+        except _Skip as e:
+            return PipelineReport(info.name, "skipped", str(e))
+        return self.one(info.name, "adapter", fn_kwargs, {})
+
+    def pipelines(self, old_code: str, new_code: str) -> list[PipelineReport]:
+        infos = _discover.discover(old_code)
+        if self.opts.pipeline is not None:
+            chosen = [i for i in infos if i.name == self.opts.pipeline]
+            if not chosen:
+                names = ", ".join(i.name for i in infos) or "none"
+                raise ValueError(
+                    f"OLD has no pipeline {self.opts.pipeline!r} (pipelines found: {names})")
+            infos = chosen
+        if not infos:
+            return [_no_pipeline(old_code)]
+        new_names = _defined_names(new_code)
+        settings = _discover.argparse_defaults(old_code)
+        return [self.pipeline(info, new_names, settings) for info in infos]
+
+    def pipeline(self, info: _discover.PipelineInfo, new_names: set[str] | None,
+                 settings: dict) -> PipelineReport:
+        if info.kind == "base_class":
+            return PipelineReport(info.name, "skipped",
+                                  f"a base class; verified through {', '.join(info.derived)}")
+        if info.kind == "method":
+            return PipelineReport(info.name, "skipped", "a @pipeline_def method: the harness "
+                                  "cannot build its object; use an adapter")
+        if info.fed:
+            return PipelineReport(info.name, "skipped",
+                                  f"its external source {', '.join(info.fed)} is fed by pipe.feed_input(): "
+                                  "verify the whole program (--program)")
+        if new_names is not None and info.name not in new_names:
+            return PipelineReport(info.name, "skipped",
+                                  f"NEW defines no `{info.name}`; use an adapter")
+        try:
+            user = _absolute_data_kwargs(self.user, set(info.data_params))
+            fn_kwargs, pipe_kwargs, notes = _arguments(info, user, self.data, self.device,
+                                                       self.data_path, settings)
+        except _Skip as e:
+            return PipelineReport(info.name, "skipped", str(e))
+        report = self.one(info.name, info.kind, fn_kwargs, pipe_kwargs, info.iterator)
+        report.notes[:0] = notes
+        return report
+
+
+def _no_pipeline(old_code: str) -> PipelineReport:
+    lines = _discover.inline_pipelines(old_code)
+    if lines:
+        why = (f"OLD builds its pipeline inline (line {lines[0]}), not in a @pipeline_def "
+               "function or a Pipeline subclass the harness can call; write an adapter "
+               "(--adapter), or verify the whole program (--program)")
+    else:
+        why = "OLD defines no pipeline (@pipeline_def function or Pipeline subclass)"
+    return PipelineReport("(inline)", "skipped", why)
+
+
+def _absolute_data_kwargs(user: dict, data_params: set[str]) -> dict:
+    """``kwargs`` with the relative paths given to data arguments made absolute (the sides run
+    in other directories)."""
+    out = dict(user)
+    for name in data_params:
+        value = out.get(name)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            out[name] = str(Path(value).resolve())
+    return out
 
 
 def _defined_names(code: str) -> set[str] | None:

@@ -1,0 +1,102 @@
+"""The facts about DALI 2.4 that the migration relies on, each checked on the installed DALI
+(CPU). ``docs/dali-facts.md`` explains each one and which rule depends on it; when a new DALI
+version changes one of them, the test that fails names the rule to revisit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+ndd = pytest.importorskip("nvidia.dali.experimental.dynamic")
+pytestmark = pytest.mark.dali
+
+
+@pytest.fixture(scope="module")
+def numbers(tmp_path_factory):
+    """10 .npy files whose value is their index."""
+    root = tmp_path_factory.mktemp("numbers")
+    for i in range(10):
+        np.save(root / f"{i:02d}.npy", np.array([i], dtype=np.int32))
+    return str(root)
+
+
+def _values(batch) -> list[int]:
+    return [int(np.asarray(t)[0]) for t in batch.tensors]
+
+
+def test_batch_has_no_truth_value():
+    """[truth] ``if batch:`` is always true: data ``if``s are lowered per sample (conditionals)."""
+    b = ndd.as_batch([np.array([0]), np.array([0])])
+    assert bool(b) is True
+
+
+def test_select_of_several_samples_returns_the_whole_batch():
+    """[select] Batch.select(list) gives the whole batch in 2.4.0: sub-batches are built from
+    single samples, ``ndd.as_batch([b.tensors[i] for i in idx])`` (conditionals)."""
+    b = ndd.as_batch([np.array([k]) for k in range(4)])
+    assert len(b.select([1, 2]).tensors) == 4
+    assert _values(ndd.as_batch([b.tensors[i] for i in (1, 2)])) == [1, 2]
+
+
+def test_random_call_draws_seven_words_per_batch():
+    """[rng] One random call draws one 7-word state for the whole batch: an empty branch advances
+    the RNG by 7 words per call it skipped (conditionals), and the harness replays states."""
+    a, b = ndd.random.RNG(seed=1), ndd.random.RNG(seed=1)
+    ndd.random.uniform(batch_size=4, rng=a)
+    b.advance(7)
+    x = np.asarray(ndd.as_tensor(ndd.random.uniform(batch_size=2, rng=a)))
+    y = np.asarray(ndd.as_tensor(ndd.random.uniform(batch_size=2, rng=b)))
+    assert np.array_equal(x, y)
+
+
+def test_next_epoch_chains_into_the_run_stream(numbers):
+    """[epochs] ``next_epoch`` gives full batches only; the next epoch starts where the reader
+    stopped, so epochs chained without end are the ``pipe.run()`` stream (every generator)."""
+    reader = ndd.readers.Numpy(file_root=numbers)
+    first = [_values(b) for (b,) in reader.next_epoch(batch_size=4)]
+    second = [_values(b) for (b,) in reader.next_epoch(batch_size=4)]
+    assert first == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+    assert second[0] == [2, 3, 4, 5]
+
+
+def test_metadata_before_the_first_epoch_needs_max_batch_size(numbers):
+    """[metadata] ``get_metadata()`` before the first ``next_epoch`` fixes the batch size to 1
+    unless the reader is built with ``max_batch_size`` (handles, iterators)."""
+    reader = ndd.readers.Numpy(file_root=numbers)
+    reader.get_metadata()
+    with pytest.raises(Exception):
+        next(iter(reader.next_epoch(batch_size=4)))
+    sized = ndd.readers.Numpy(file_root=numbers, max_batch_size=4)
+    meta = sized.get_metadata()
+    assert meta["epoch_size_padded"] == 10
+    assert len(next(iter(sized.next_epoch(batch_size=4)))[0].tensors) == 4
+
+
+def test_reader_without_seed_shuffles_the_same_way_every_time(numbers):
+    """[seed] A shuffling ndd reader without ``seed=`` uses a fixed seed, unlike a pipeline
+    without one: the migration passes the pipeline's seed on, and says so."""
+    orders = [
+        [_values(b) for (b,) in ndd.readers.Numpy(file_root=numbers, random_shuffle=True).next_epoch(batch_size=5)]
+        for _ in range(2)
+    ]
+    assert orders[0] == orders[1]
+
+
+def test_mixed_is_not_a_device():
+    """[mixed] Dynamic mode rejects ``device="mixed"``: it becomes ``"gpu"`` (DM102)."""
+    with pytest.raises(ValueError, match="mixed"):
+        ndd.decoders.image(ndd.as_batch([np.zeros(10, np.uint8)]), device="mixed")
+
+
+def test_as_batch_of_a_batch_is_that_batch():
+    """[as_batch] ``ndd.as_batch`` of a Batch returns it: fed data may already be a Batch."""
+    b = ndd.as_batch([np.zeros(2)], layout="X")
+    assert ndd.as_batch(b) is b
+
+
+def test_op_without_input_needs_batch_size():
+    """[batch_size] An operator with no data input returns one sample unless given
+    ``batch_size``: random operators get the batch size of the batch they go with (DM104)."""
+    assert isinstance(ndd.random.uniform(), ndd.Tensor)
+    assert ndd.random.uniform(batch_size=3).batch_size == 3

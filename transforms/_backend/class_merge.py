@@ -1,0 +1,403 @@
+"""A ``Pipeline`` subclass as one graph function: the plug-in of the back end for the legacy
+class API (``ops.*`` objects made in ``__init__``, called in ``define_graph``).
+
+``__init__`` and ``define_graph`` become one function body: each call of an operator object is
+the operator call with the object's arguments, ``self.x`` attributes are local names, and the
+class's own helper methods that ``define_graph`` calls (``self.augment(images)``) are functions
+defined in the body. An operator object made in one branch of an ``if`` in ``__init__`` is
+called under the same condition::
+
+    if dali_cpu:                                        if dali_cpu:
+        self.decode = ops.ImageDecoder(device="cpu")        images = fn.decoders.image(jpegs, device="cpu")
+    else:                                        ->     else:
+        self.decode = ops.ImageDecoder(device="mixed")      images = fn.decoders.image(jpegs, device="mixed")
+    ...
+    images = self.decode(jpegs)
+
+What cannot be merged is appended to ``reasons``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from dali_migrate.catalog import OpInfo
+from dali_migrate.context import OPS_PREFIX, FileContext
+
+from .._cst import is_docstring, walk
+from .arguments import pipeline_ctor_kwargs
+from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
+
+#: methods a Pipeline subclass defines that the merged function has no place for
+NOT_MERGED: dict[str, str] = {}
+#: methods merged into the loop of the graph function
+LOOP_METHODS = ("iter_setup",)
+
+#: attributes of a Pipeline -> the constructor argument they hold
+_PIPELINE_ATTRS = {
+    "batch_size": "batch_size",
+    "max_batch_size": "batch_size",
+    "num_threads": "num_threads",
+    "device_id": "device_id",
+    "seed": "seed",
+}
+
+_Path = tuple[tuple[cst.If, bool], ...]  # the if statements around an assignment, True: in its body
+
+
+@dataclass
+class _Variant:
+    """``self.<name> = ops.X(...)`` under the conditions ``path``."""
+
+    path: _Path
+    op: OpInfo
+    ctor: cst.Call
+
+
+class Merger:
+    """Turns ``__init__`` + ``define_graph`` (+ helper methods) into one graph function body."""
+
+    def __init__(self, ctx: FileContext, reasons: list[str], methods: dict[str, cst.FunctionDef]) -> None:
+        self.ctx = ctx
+        self.reasons = reasons
+        self.methods = methods
+        self.ops: dict[str, list[_Variant]] = {}  # self.<name> = ops.X(...)
+        self.attrs: set[str] = set()  # self.<name> = <plain value>
+        self.helpers: dict[str, cst.FunctionDef] = {}
+        self.kwargs: dict[str, cst.Arg] = {}
+        self.found_super = False
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def merge(self, init: cst.FunctionDef, graph_fn: cst.FunctionDef) -> list[cst.BaseStatement]:
+        """The body of the graph function: ``__init__``'s code, the helper methods, then
+        ``define_graph``'s code."""
+        if len(graph_fn.params.params) != 1 or graph_fn.params.kwonly_params or graph_fn.params.star_arg not in (
+            cst.MaybeSentinel.DEFAULT,
+        ):
+            self.reasons.append("define_graph takes parameters besides self")
+        self._collect(init, ())
+        self.helpers = self._called_helpers(graph_fn)
+        for fn in [graph_fn, *self.helpers.values()]:
+            self._collect_attrs(fn)
+        self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
+        prefix = self._init_block(_body(init), top=True)
+        if not self.found_super:
+            self.reasons.append("__init__ does not call the Pipeline constructor")
+        helpers = [self._helper(fn) for fn in self.helpers.values()]
+        body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
+        graph = [s for stmt in body for s in self._graph_statement(stmt)]
+        return prefix + helpers + graph
+
+    def _with_feeds(self, body: list[cst.BaseStatement], setup: cst.FunctionDef | None) -> list[cst.BaseStatement]:
+        """``define_graph``'s statements with the external sources ``iter_setup`` feeds replaced
+        by its code (see ``iter_setup``)."""
+        if setup is None:
+            return body
+        fed = fed_nodes(setup)
+        sources = [i for i, s in enumerate(body) if self._source_read(s, fed or [])]
+        if fed is None or len(sources) != len(fed):
+            self.reasons.append("iter_setup feeds something else than the external sources define_graph reads")
+            return body
+        block = inline_block(setup, self.ctx.ndd)
+        blocks = block if isinstance(block, list) else [block]
+        return body[: sources[0]] + blocks + [s for i, s in enumerate(body) if i > sources[0] and i not in sources]
+
+    def _source_read(self, stmt: cst.BaseStatement, fed: list[str]) -> bool:
+        """``self.jpegs = self.input()`` of an external source object, for a fed ``jpegs``."""
+        target, value = _self_assignment(stmt)
+        if target not in fed or not (isinstance(value, cst.Call) and _is_self_attr(value.func)) or value.args:
+            return False
+        variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
+        return bool(variants) and all(v.op.fn_path == EXTERNAL_SOURCE for v in variants)
+
+    def _collect(self, node: cst.FunctionDef | cst.If | cst.Else, path: _Path) -> None:
+        """Operator objects and attributes ``__init__`` sets, with the ``if``s around them."""
+        for stmt in _block(node):
+            if isinstance(stmt, cst.If):
+                self._collect(stmt, (*path, (stmt, True)))
+                if stmt.orelse is not None:
+                    self._collect_else(stmt, stmt.orelse, path)
+                continue
+            target, value = _self_assignment(stmt)
+            op = self._ops_class(value.func) if target is not None and isinstance(value, cst.Call) else None
+            if target is not None and op is not None:
+                assert isinstance(value, cst.Call)
+                self.ops.setdefault(target, []).append(_Variant(path, op, value))
+            elif target is not None:
+                self.attrs.add(target)
+
+    def _collect_else(self, owner: cst.If, orelse: cst.If | cst.Else, path: _Path) -> None:
+        inner = (*path, (owner, False))
+        if isinstance(orelse, cst.If):  # elif
+            self._collect(orelse, (*inner, (orelse, True)))
+            if orelse.orelse is not None:
+                self._collect_else(orelse, orelse.orelse, inner)
+        else:
+            self._collect(orelse, inner)
+
+    def _collect_attrs(self, fn: cst.FunctionDef) -> None:
+        """``self.jpegs, self.labels = self.input()``: attributes set while building the graph."""
+        for node in walk(fn.body):
+            if isinstance(node, cst.AssignTarget):
+                self.attrs |= {t.attr.value for t in walk(node.target) if _is_self_attr(t) and t.attr.value not in self.ops}
+
+    def _called_helpers(self, graph_fn: cst.FunctionDef) -> dict[str, cst.FunctionDef]:
+        """The methods ``define_graph`` calls through ``self`` (and those they call)."""
+        found: dict[str, cst.FunctionDef] = {}
+        todo = [graph_fn]
+        while todo:
+            for n in walk(todo.pop()):
+                if _is_self_attr(n) and n.attr.value in self.methods and n.attr.value not in found:
+                    name = n.attr.value
+                    if name in ("__init__", "define_graph", *LOOP_METHODS) or name in NOT_MERGED:
+                        continue
+                    found[name] = self.methods[name]
+                    todo.append(self.methods[name])
+        return found
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _init_block(self, stmts: list[cst.BaseStatement], top: bool = False) -> list[cst.BaseStatement]:
+        """``__init__``'s statements without the Pipeline constructor call and the operator
+        objects, ``self.x`` made local names."""
+        out: list[cst.BaseStatement] = []
+        for stmt in stmts:
+            call = _super_init(stmt) if top else None
+            if call is not None:
+                self.found_super = True
+                args = call.args[1:] if not isinstance(call.func.value, cst.Call) else call.args  # type: ignore[attr-defined]
+                self.kwargs = pipeline_ctor_kwargs(call.with_changes(args=args), self.reasons, "the Pipeline constructor call")
+                continue
+            target, value = _self_assignment(stmt)
+            if target is not None and target in self.ops and not self._plain(stmt):
+                continue
+            if target is not None and isinstance(value, cst.Name) and value.value == target:
+                continue  # self.size = size: the parameter already has the name
+            if isinstance(stmt, cst.If):
+                kept = self._init_if(stmt)
+                if kept is not None:
+                    out.append(kept)
+                continue
+            out.append(self._rewrite(stmt))
+        return out
+
+    def _plain(self, stmt: cst.BaseStatement) -> bool:
+        target, value = _self_assignment(stmt)
+        return not (isinstance(value, cst.Call) and self._ops_class(value.func, quiet=True) is not None)
+
+    def _init_if(self, stmt: cst.If) -> cst.If | None:
+        """An ``if`` of ``__init__`` without its operator objects (None when nothing is left)."""
+        body = self._init_block(list(stmt.body.body))
+        orelse: cst.If | cst.Else | None = None
+        if isinstance(stmt.orelse, cst.If):
+            orelse = self._init_if(stmt.orelse)
+        elif isinstance(stmt.orelse, cst.Else):
+            rest = self._init_block(list(stmt.orelse.body.body))
+            orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(body=rest)) if rest else None
+        if not body and orelse is None:
+            return None
+        block = stmt.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+        return stmt.with_changes(test=self._rewrite(stmt.test), body=block, orelse=orelse)
+
+    def _helper(self, fn: cst.FunctionDef) -> cst.FunctionDef:
+        """A helper method as a function of the graph body (without ``self``)."""
+        params = fn.params.params
+        decorators = [d for d in fn.decorators if not (isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod")]
+        if decorators:
+            self.reasons.append(f"method {fn.name.value} has decorators")
+        is_static = len(decorators) != len(fn.decorators)
+        new = fn.with_changes(
+            decorators=[], params=fn.params.with_changes(params=params if is_static else params[1:]), leading_lines=[]
+        )
+        return self._rewrite(new)  # type: ignore[return-value]
+
+    def _graph_statement(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+        """A statement of ``define_graph``; ``x = self.op(...)`` of an operator object made under
+        conditions becomes an ``if`` with the call made under each."""
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
+        if isinstance(value, cst.Call) and _is_self_attr(value.func):
+            variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
+            if len(variants) > 1 or (variants and variants[0].path):
+                tree = self._branches(stmt, small, value, variants, 0)
+                if tree is not None:
+                    return [tree.with_changes(leading_lines=stmt.leading_lines)]
+        return [self._rewrite(stmt)]
+
+    def _branches(
+        self, stmt: cst.SimpleStatementLine, small: cst.BaseSmallStatement, call: cst.Call,
+        variants: list[_Variant], depth: int,
+    ) -> cst.If | None:
+        """The ``if`` that makes ``call`` with the operator object of each branch (None when the
+        branches do not form one tree of ``if``s)."""
+        if not variants or any(len(v.path) <= depth for v in variants):
+            return None
+        node = variants[0].path[depth][0]
+        if any(v.path[depth][0] is not node for v in variants):
+            return None
+        in_body = [v for v in variants if v.path[depth][1]]
+        in_else = [v for v in variants if not v.path[depth][1]]
+        body = self._branch_body(stmt, small, call, in_body, depth + 1)
+        if body is None:
+            return None
+        orelse: cst.If | cst.Else | None = None
+        if in_else:
+            inner = self._branch_body(stmt, small, call, in_else, depth + 1)
+            if inner is None:
+                return None
+            single = inner[0] if len(inner) == 1 and isinstance(inner[0], cst.If) else None
+            orelse = single if single is not None else cst.Else(cst.IndentedBlock(inner))
+        return cst.If(self._rewrite(node.test), cst.IndentedBlock(body), orelse=orelse)  # type: ignore[arg-type]
+
+    def _branch_body(
+        self, stmt: cst.SimpleStatementLine, small: cst.BaseSmallStatement, call: cst.Call,
+        variants: list[_Variant], depth: int,
+    ) -> list[cst.BaseStatement] | None:
+        if not variants:
+            return [cst.SimpleStatementLine([cst.Pass()])]
+        if len(variants) == 1 and len(variants[0].path) == depth:
+            v = variants[0]
+            args = self._rewrite(call.with_changes(func=cst.Name("_")))  # its arguments, self.x made x
+            new_call = self._op_call(v.op, self._rewrite(v.ctor), args)  # type: ignore[arg-type]
+            return [stmt.with_changes(body=[small.with_changes(value=new_call)], leading_lines=[])]
+        tree = self._branches(stmt, small, call, variants, depth)
+        return [tree] if tree is not None else None
+
+    def _ops_class(self, func: cst.BaseExpression, quiet: bool = False) -> OpInfo | None:
+        q = self.ctx.qualname(func)
+        if q and q.startswith(OPS_PREFIX):
+            op = self.ctx.catalog.ops_class(q[len(OPS_PREFIX) :])
+            if op is None and not quiet:
+                self.reasons.append(f"{q} is not a known DALI operator class")
+            return op
+        return None
+
+    def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
+        """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
+        new = node.visit(_Rewriter(self))
+        if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(new)) and not isinstance(new, cst.FunctionDef):
+            self.reasons.append("self is used other than to reach operators, attributes and helper methods")
+        return new
+
+    def _op_call(self, op: OpInfo, ctor: cst.Call, call: cst.Call) -> cst.Call:
+        """``fn.<op>(<inputs>, <the object's arguments>, <the call's arguments>)``."""
+        if any(a.keyword is None for a in ctor.args):
+            self.reasons.append(f"positional arguments to the {op.fn_path} operator object")
+        call_kw = {a.keyword.value for a in call.args if a.keyword is not None}
+        ctor_kw = [a for a in ctor.args if a.keyword is not None]
+        clash = call_kw & {a.keyword.value for a in ctor_kw}  # type: ignore[union-attr]
+        if clash:
+            self.reasons.append(f"{', '.join(sorted(clash))} given both when creating and when calling an operator")
+        func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
+        inputs = [a for a in call.args if a.keyword is None]
+        rest = [a for a in call.args if a.keyword is not None]
+        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest]
+        return cst.Call(func=func, args=_commas(args))
+
+    def _conditional_call(self, variants: list[_Variant], call: cst.Call) -> cst.BaseExpression:
+        """``a(x) if cond else b(x)`` for an operator object made under conditions, called
+        inside an expression."""
+        calls = [(v, self._op_call(v.op, v.ctor, call)) for v in variants]
+        expr: cst.BaseExpression = calls[-1][1]
+        for v, c in reversed(calls[:-1]):
+            expr = cst.IfExp(test=_condition(v.path), body=c, orelse=expr)
+        return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, merger: Merger) -> None:
+        super().__init__()
+        self.m = merger
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        m = self.m
+        if _is_self_attr(original.func):
+            name = original.func.attr.value  # type: ignore[attr-defined]
+            variants = m.ops.get(name)
+            if variants and len(variants) == 1 and not variants[0].path:
+                v = variants[0]
+                return m._op_call(v.op, v.ctor.visit(_Rewriter(m)), updated)  # type: ignore[arg-type]
+            if variants:
+                return m._conditional_call([_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated)  # type: ignore[arg-type]
+        if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
+            op = m._ops_class(original.func.func)
+            if op is not None:
+                return m._op_call(op, updated.func, updated)  # type: ignore[arg-type]
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if not _is_self_attr(original):
+            return updated
+        name = original.attr.value
+        if name in self.m.attrs or name in self.m.helpers:
+            return cst.Name(name)
+        arg = self.m.kwargs.get(_PIPELINE_ATTRS.get(name, ""))
+        if arg is not None:  # self.batch_size: what the Pipeline constructor was given
+            return arg.value
+        if name not in self.m.ops:
+            self.m.reasons.append(f"self.{name} is not set in __init__")
+        return updated
+
+
+def _effective(variants: list[_Variant]) -> list[_Variant]:
+    """The objects an attribute may hold when the graph is defined: an object made without
+    condition replaces those made before it."""
+    last = max((i for i, v in enumerate(variants) if not v.path), default=None)
+    return variants if last is None else variants[last:]
+
+
+def _condition(path: _Path) -> cst.BaseExpression:
+    """The conjunction of the tests of ``path`` (negated where the code is in an ``else``)."""
+    terms: list[cst.BaseExpression] = []
+    for node, in_body in path:
+        test = node.test
+        if not isinstance(test, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+            test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        terms.append(test if in_body else cst.UnaryOperation(cst.Not(), test))
+    expr = terms[0]
+    for t in terms[1:]:
+        expr = cst.BooleanOperation(expr, cst.And(), t)
+    return expr
+
+
+def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
+    body = list(fn.body.body)
+    return body[1:] if body and is_docstring(body[0]) else body
+
+
+def _block(node: cst.FunctionDef | cst.If | cst.Else) -> list[cst.BaseStatement]:
+    return _body(node) if isinstance(node, cst.FunctionDef) else list(node.body.body)
+
+
+def _super_init(stmt: cst.BaseStatement) -> cst.Call | None:
+    """``super().__init__(...)``, ``super(C, self).__init__(...)`` or ``Pipeline.__init__(self, ...)``."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+        return None
+    call = stmt.body[0].value
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__":
+        owner = call.func.value
+        if isinstance(owner, cst.Call) and isinstance(owner.func, cst.Name) and owner.func.value == "super":
+            return call
+        if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "self":
+            return call
+    return None
+
+
+def _self_assignment(stmt: cst.CSTNode) -> tuple[str | None, cst.BaseExpression | None]:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+        assign = stmt.body[0]
+        if len(assign.targets) == 1 and _is_self_attr(assign.targets[0].target):
+            return assign.targets[0].target.attr.value, assign.value  # type: ignore[attr-defined]
+    return None, None
+
+
+def _is_self_attr(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]

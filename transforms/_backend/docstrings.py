@@ -1,0 +1,53 @@
+"""The docstrings the back end writes for a migrated pipeline."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+
+def is_generated_doc(doc: cst.BaseStatement | None) -> bool:
+    """The docstring the structural rules give a migrated pipeline ("Yields (...) ... as Pipeline.run() did")."""
+    return (
+        isinstance(doc, cst.SimpleStatementLine)
+        and isinstance(doc.body[0], cst.Expr)
+        and isinstance(doc.body[0].value, cst.SimpleString)
+        and doc.body[0].value.evaluated_value.startswith("Yields (")
+        and "as Pipeline.run() did" in doc.body[0].value.evaluated_value
+    )
+
+
+def generator_doc(
+    ctx: FileContext, outputs: list[cst.BaseExpression], kind: str, fed: list[cst.Name] = ()  # type: ignore[assignment]
+) -> cst.SimpleStatementLine:
+    """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
+    ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the
+    data ``pipe.feed_input()`` gave, whose names are ``fed``)."""
+    names = ", ".join(output_names(ctx, outputs))
+    if kind == "fed":
+        args = ", ".join(n.value for n in fed)
+        text = f'"""Returns a function of the data pipe.feed_input() gave: ({args}) -> ({names}) batches, as Pipeline.run()."""'
+    else:
+        until = "epoch after epoch, without end," if kind == "endless" else "until its external source ends,"
+        text = f'"""Yields ({names}) batches {until} as Pipeline.run() did."""'
+    return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
+
+
+def output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[str]:
+    """Names for the docstring: ``labels.gpu()``, ``labels[0]`` and ``fn.flip(labels)`` are
+    still "labels"; anything else is "output"."""
+    names = []
+    for v in outputs:
+        while True:
+            if isinstance(v, cst.Call) and ctx.is_fn_ref(v.func) and v.args and v.args[0].keyword is None:
+                v = v.args[0].value  # fn.resize(images, ...) yields resized images
+            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not ctx.is_fn_ref(v.func):
+                v = v.func.value
+            elif isinstance(v, (cst.Attribute, cst.Subscript)):
+                v = v.value
+            else:
+                break
+        names.append(v.value if isinstance(v, cst.Name) else "output")
+    # two outputs derived from one name (`volumes[0], fn.reductions.sum(volumes)`) tell nothing apart
+    return [n if names.count(n) == 1 or n == "output" else "output" for n in names]

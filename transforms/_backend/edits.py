@@ -1,0 +1,37 @@
+"""Removing statements of the original code without losing what surrounds them."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Edit
+
+
+def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
+    """Delete a statement but keep the comments above it; an emptied block gets ``pass``."""
+    block = ctx.parents.get(stmt)
+    siblings = getattr(block, "body", ())
+    owner = ctx.parents.get(block)
+    if _only_builds(siblings) and isinstance(owner, cst.For) and owner.body is block and owner.orelse is None:
+        return removed_stmt(ctx, owner)  # for p in pipes: p.build()
+    if _only_builds(siblings) and isinstance(block, cst.IndentedBlock) and siblings[-1] is stmt:
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
+    kept = ctx.leading_comments(stmt)
+    if isinstance(stmt, cst.ClassDef):
+        kept = "".join(line for line in kept.splitlines(keepends=True) if line.strip())
+    return Edit(*ctx.stmt_span(stmt), kept)
+
+
+def _only_builds(siblings: tuple[cst.CSTNode, ...] | list[cst.CSTNode]) -> bool:
+    """Every statement of the block is ``<something>.build()``."""
+    return all(
+        isinstance(s, cst.SimpleStatementLine)
+        and len(s.body) == 1
+        and isinstance(s.body[0], cst.Expr)
+        and isinstance(s.body[0].value, cst.Call)
+        and isinstance(s.body[0].value.func, cst.Attribute)
+        and s.body[0].value.func.attr.value == "build"
+        for s in siblings
+    )

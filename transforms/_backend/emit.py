@@ -1,0 +1,471 @@
+"""Emit: the body of the dynamic-mode generator that replaces one pipeline's graph.
+
+The body is built in phases, one method each: setup code that stays outside the loop, the
+readers built once (:meth:`_Emitter.readers`), external sources made once
+(:meth:`_Emitter.sources`), the graph statements lowered by the local rules
+(:meth:`_Emitter.lowered`), the endless epoch loop (:meth:`_Emitter.loop`, in capture mode where
+that is safe), and the docstring and RNG around it (:func:`emit_generator_body`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+
+from dali_migrate.context import FileContext, attr_chain
+from dali_migrate.fixes import Diagnostic
+
+from .._cst import (
+    append_arg,
+    assigned_names,
+    free_names,
+    fresh_name,
+    kwarg,
+    names_in,
+    remove_args,
+    statement,
+    truthy,
+    walk,
+)
+from .._local import LocalEnv, LocalRule, collect_nodes, lower
+from .conditionals import lower_branches
+from .devices import move_cpu_operands
+from .docstrings import generator_doc
+from .external_source import SourceUse, as_batch, fetch, wrap
+from .model import Graph, PipelinePlan, ReaderUse, Refused
+from .random_helpers import HelperCalls, helper_edits, random_helpers
+from .recognise import has_random
+
+#: what capture mode means for the code around the generator, written above the loop
+CAPTURE_COMMENT = "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
+RNG_NOTE = (
+    "random operators now draw from an ndd.random.RNG: their values differ from the "
+    "old pipeline's (dali-migrate verify aligns the streams to compare the rest)"
+)
+
+
+def emit_generator_body(
+    ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]
+) -> tuple[list[cst.BaseStatement], list[str]]:
+    """The body of the generator that replaces ``graph``: setup code, the readers built once,
+    one RNG, and an endless loop over batches that yields the outputs. The reader and RNG
+    variables go to ``graph.handles``. Returns the statements and the ids of the local rules
+    that rewrote something."""
+    e = _Emitter(ctx, graph, plan, notes)
+    hoisted = e.readers() + e.sources()
+    if plan.dropped and hoisted:
+        hoisted[0] = hoisted[0].with_changes(leading_lines=list(hoisted[0].leading_lines) + plan.dropped)
+    loop = e.loop(e.lowered())
+    if plan.dropped and not hoisted:
+        loop = loop.with_changes(leading_lines=[*plan.dropped, *loop.leading_lines])
+    doc = e.graph.docstring
+    if doc is None:
+        ends = e.graph.sources or any(
+            isinstance(n, cst.Return) and n.value is None for s in e.graph.body for n in walk(s)
+        )
+        kind = "fed" if e.fed else "sourced" if ends else "endless"
+        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
+    body: list[cst.BaseStatement] = [doc]
+    body += e.lowered_setup + hoisted
+    if has_random(ctx, graph.container) or e.helpers:
+        body.append(e.rng_stmt())
+    if e.iteration is not None:
+        body.append(statement(cst.Assign([cst.AssignTarget(e.iteration)], cst.Integer("0"))))
+    body += e.lowered_defs
+    body.append(loop)
+    if e.fed:
+        body.append(statement(cst.Return(cst.Name(loop.name.value))))  # type: ignore[attr-defined]
+    return body, sorted(e.fired - {"DM200"})
+
+
+class _Emitter:
+    """The state the phases of one generator body share."""
+
+    def __init__(self, ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]) -> None:
+        self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
+        self.taken = names_in(graph.container)
+        self.rng_var = fresh_name("rng", self.taken)
+        self.single = len(graph.readers) == 1
+        self.nodes = collect_nodes(ctx, graph.container)
+        self.fired: set[str] = set()
+        self.helpers: dict[str, object] = {}
+        self.reader_vars: dict[int, str] = {}
+        # setup code before the first input stays outside the loop unless it builds graph nodes
+        inputs = [graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources]]
+        if not inputs:  # no reader: the setup is what comes before the first graph node
+            inputs = [
+                next(
+                    (
+                        i for i, s in enumerate(graph.body)
+                        if not isinstance(s, cst.FunctionDef) and _runs_dali(ctx, s, self.nodes)
+                    ),
+                    len(graph.body) - 1,
+                )
+            ]
+        self.setup = [s for s in graph.body[: min(inputs)] if not _runs_dali(ctx, s, self.nodes)]
+        # helpers defined in the graph code are defined once, before the loop
+        self.defs = [s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup]
+        self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
+        self.lowered_defs: list[cst.BaseStatement] = []
+        self.per_batch_names = set().union(
+            *(assigned_names(s) for s in self.loop_body if not self.is_reader_stmt(s))
+        )
+        #: sources fed by pipe.feed_input(): the generator becomes a function of their data
+        self.fed = [u for u in graph.sources if u.kind == "fed"]
+        if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
+            raise Refused("an external source fed by pipe.feed_input() next to a reader or another external source")
+        counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
+        self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
+        self.capture = False
+
+    def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
+        """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
+        return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
+
+    # -- phase: the readers, built once ------------------------------------------------------------
+
+    def readers(self) -> list[cst.BaseStatement]:
+        hoisted: list[cst.BaseStatement] = []
+        for use in self.graph.readers:
+            depends = free_names(use.call) & self.per_batch_names
+            if depends:
+                raise Refused(
+                    f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code ({', '.join(sorted(depends))})"
+                )
+            var = fresh_name("reader" if self.single else _reader_var(use), self.taken)
+            self.reader_vars[id(use.call)] = var
+            self.graph.handles.setdefault("readers", []).append(var)
+            cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
+            value = use.call.with_changes(func=cls, args=self._reader_args(use))
+            assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
+            hoisted.append(statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines))
+        return hoisted
+
+    def _reader_args(self, use: ReaderUse) -> list[cst.Arg]:
+        plan = self.plan
+        args = remove_args(list(use.call.args), {"name"})
+        args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
+        if not self.single or plan.reader_meta:
+            args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
+        enabled = any(a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args)
+        if plan.checkpointing and not enabled:
+            args = remove_args(args, {"enable_checkpointing"})
+            args = append_arg(args, kwarg("enable_checkpointing", cst.Name("True")))
+        return args
+
+    # -- phase: external sources, made once --------------------------------------------------------
+
+    def sources(self) -> list[cst.BaseStatement]:
+        hoisted: list[cst.BaseStatement] = []
+        sources: list[SourceUse] = []
+        for use in self.graph.sources:
+            if use.kind != "iterable" and not isinstance(use.source, cst.Name):
+                # the source object is made once, as when the graph was defined
+                depends = free_names(use.source) & self.per_batch_names
+                if depends:
+                    raise Refused(
+                        f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
+                        f"({', '.join(sorted(depends))})"
+                    )
+                var = cst.Name(fresh_name(f"{_first_name(use.target)}_source", self.taken))
+                hoisted.append(statement(cst.Assign([cst.AssignTarget(var)], use.source)))
+                use = dataclasses.replace(use, source=var)
+            sources.append(use)
+        # shares the lists and dict the front end reads after emitting
+        self.graph = dataclasses.replace(self.graph, sources=sources)
+        return hoisted
+
+    # -- phase: the graph statements, lowered ------------------------------------------------------
+
+    def lowered(self) -> list[cst.BaseStatement]:
+        graph = self.graph
+        iterable = [u for u in graph.sources if u.kind == "iterable"]
+        if iterable and (graph.readers or len(graph.sources) > 1):
+            raise Refused("an iterable external source next to a reader or another external source")
+        self.data_var = cst.Name(fresh_name("data", self.taken))
+        env = self._env()
+        rules: list[LocalRule] = list(self.plan.lowering)
+        self.helpers = random_helpers(self.ctx, graph.container)
+        if self.helpers:
+            graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
+            graph.claimed += [h.fn for h in self.helpers.values()]
+            rules.append(HelperCalls(self.helpers))
+        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline}
+        if inline:
+            rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
+        self.lowered_defs = [self._lower(s, env, rules) for s in self.defs]
+        self.lowered_setup = [self._lower(s, env, rules) for s in self.setup]
+        out: list[cst.BaseStatement] = []
+        for s in self.loop_body:
+            out += self._statement(s, env, rules)
+        return out
+
+    def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
+        """What a reader called inside an expression becomes there: the batch of the loop (one
+        reader), or the reader called for one batch (several)."""
+        if self.single:
+            return use.target  # type: ignore[return-value]
+        return cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
+
+    def _env(self) -> LocalEnv:
+        """What the local rules may rely on inside the loop: the batch size, the RNG, the data."""
+        graph = self.graph
+        for use in graph.sources:
+            target = use.target
+            for t in [target] if isinstance(target, cst.Name) else [e.value for e in target.elements]:
+                self.nodes.add(t.value)
+        if self.single:
+            self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
+            if isinstance(self.target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
+                self.nodes.add(self.target.value)
+        elif graph.readers or not graph.sources:
+            self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
+        else:  # the first external source's batch
+            self.target = None
+            batch_expr = cst.Attribute(cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size"))
+        for use in graph.readers:
+            if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
+                self.nodes.add(use.target.value)
+        return LocalEnv(batch_size=batch_expr, rng=cst.Name(self.rng_var), nodes=self.nodes)
+
+    def _statement(self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]) -> list[cst.BaseStatement]:
+        """One statement of the graph code, as it runs once per batch."""
+        ctx, graph = self.ctx, self.graph
+        source = next((u for u in graph.sources if u.stmt is s), None)
+        if source is not None:
+            return _source_statements(ctx, source, self.iteration, self.data_var, self.plan.batch_size)
+        if self.is_reader_stmt(s):
+            if self.single:
+                return []
+            assert isinstance(s, cst.SimpleStatementLine)
+            use = next(u for u in graph.readers if u.stmt is s)
+            call = cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
+            return [s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[])]
+        if s is graph.outputs_stmt:
+            return self._yield(s, env, rules)
+        if isinstance(s, cst.BaseCompoundStatement):
+            # an `if` on data nodes (enable_conditionals) becomes per-sample code
+            branched = lower_branches(ctx, s, env, lambda n, e: self._lower(n, e, rules), self.taken)
+            if branched is not None:
+                return branched
+        return [self._lower(s, env, rules)]
+
+    def _yield(self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]) -> list[cst.BaseStatement]:
+        values = [self._lower(v, env, rules) for v in self.graph.outputs]
+        if len(values) > 1:
+            yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
+        else:
+            yielded = cst.Tuple([cst.Element(values[0])])
+        result = cst.Return(yielded) if self.fed else cst.Expr(cst.Yield(yielded))
+        out: list[cst.BaseStatement] = [s.with_changes(body=[result])]
+        if self.iteration is not None:
+            out.append(statement(cst.AugAssign(self.iteration, cst.AddAssign(), cst.Integer("1"))))
+        return out
+
+    def _lower(self, node: cst.CSTNode, env: LocalEnv, rules: list[LocalRule]) -> cst.CSTNode:
+        new, diags = lower(self.ctx, node, env, rules, self.fired)
+        if diags:
+            raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
+        return new
+
+    # -- phase: the endless epoch loop ---------------------------------------------------------------
+
+    def loop(self, lowered: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+        graph, plan = self.graph, self.plan
+        # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
+        lowered, moved = move_cpu_operands(lowered, self.nodes)
+        if self.fed:  # one batch per call, of the data feed_input() gave
+            params = cst.Parameters([cst.Param(cst.Name(u.source.value)) for u in self.fed])
+            name = fresh_name("run", self.taken)
+            return cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(lowered))
+        iterable = [u for u in graph.sources if u.kind == "iterable"]
+        if iterable:
+            loop: cst.BaseCompoundStatement = cst.For(
+                target=self.data_var, iter=iterable[0].source, body=cst.IndentedBlock(body=lowered)
+            )
+            if iterable[0].cycle:  # cycle=True/"quiet": DALI starts the source over when it ends
+                loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=[loop]))
+            return loop
+        body: list[cst.BaseStatement] = lowered
+        if self.single:
+            self.capture = plan.single_use and not moved and not plan.checkpointing and _capturable(graph, lowered)
+            epoch_args = [kwarg("batch_size", plan.batch_size)]
+            if self.capture:
+                epoch_args.append(kwarg("capture", cst.Name("True")))
+            reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
+            next_epoch = cst.Call(func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args)
+            assert self.target is not None
+            body = [cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
+        loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body))
+        if self.capture:
+            loop = loop.with_changes(leading_lines=[*loop.leading_lines, cst.EmptyLine(comment=cst.Comment(CAPTURE_COMMENT))])
+        return loop
+
+    # -- phase: the RNG ------------------------------------------------------------------------------
+
+    def rng_stmt(self) -> cst.SimpleStatementLine:
+        """``rng = ndd.random.RNG(seed=seed)``, and the note that random values differ."""
+        self.graph.handles["rng"] = self.rng_var
+        rng_args = [kwarg("seed", self.plan.seed)] if self.plan.seed is not None else []
+        rng = cst.Call(func=attr_chain(f"{self.ctx.ndd}.random.RNG"), args=rng_args)
+        self.notes.append(self.ctx.info(self.plan.rule_id, self.graph.container, RNG_NOTE))
+        return statement(cst.Assign([cst.AssignTarget(cst.Name(self.rng_var))], rng))
+
+
+class _InlineReaders:
+    """Lowering rule: a reader called inside an expression is replaced by its batch."""
+
+    id = "DM200"
+    node_types = (cst.Call,)
+
+    def __init__(self, values: dict[int, cst.BaseExpression]) -> None:
+        self.values = values
+
+    def replaces(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.values
+
+    def rewrite(
+        self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
+    ) -> cst.CSTNode | None:
+        return self.values.get(id(original))
+
+
+def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
+    """Whether the epoch loop can run in capture mode (``next_epoch(..., capture=True)``).
+
+    Measured on an H200 (benchmarks/results/), capture mode closes the gap between dynamic mode
+    and the pipeline; in DALI 2.4 it holds only when every step calls the same operators with
+    batches of the same size (no per-sample Python: ``as_batch`` or a skipped random draw), the
+    loop is the only capture-mode loop of the program (a suspended capture loop stays active, so
+    a second pipeline in the same thread raises "Only one capture-mode loop can be active at a
+    time"), and nothing checkpoints the reader. So: one reader, no external source, a module with
+    a single pipeline instantiated once, and a body of operator calls."""
+    if len(graph.readers) != 1 or graph.sources:
+        return False
+    if any(isinstance(n, cst.Name) and n.value in ("as_batch", "advance") for s in lowered for n in walk(s)):
+        return False
+    return not any(a.keyword is not None and a.keyword.value == "enable_checkpointing" for a in graph.readers[0].call.args)
+
+
+def _first_name(target: cst.BaseAssignTargetExpression) -> str:
+    while isinstance(target, (cst.Tuple, cst.List)):
+        target = target.elements[0].value
+    return target.value if isinstance(target, cst.Name) else "input"
+
+
+def _source_statements(
+    ctx: FileContext, use: SourceUse, iteration: cst.Name | None, data: cst.Name, batch_size: cst.BaseExpression
+) -> list[cst.BaseStatement]:
+    """``x = fn.external_source(source=...)`` in the loop: the batch the source gives now."""
+    assign = use.stmt.body[0]
+    if use.kind == "fed":
+        return [use.stmt.with_changes(body=[assign.with_changes(value=as_batch(ctx.ndd, use.source, use.as_batch_args))])]
+    if use.kind == "iterable":
+        return [use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, data))])]
+    call = fetch(use, iteration, batch_size)
+    if not use.stops:
+        return [use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, call))])]
+    # pipeline mode ended the run when the source raised StopIteration; so does the generator
+    guarded = cst.Try(
+        body=cst.IndentedBlock([statement(cst.Assign([cst.AssignTarget(data)], call))]),
+        handlers=[cst.ExceptHandler(body=cst.IndentedBlock([statement(cst.Return())]), type=cst.Name("StopIteration"))],
+        leading_lines=use.stmt.leading_lines,
+    )
+    kept = use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[])
+    return [guarded, kept]
+
+
+def _reader_var(use: ReaderUse) -> str:
+    """``images_reader`` for ``images, labels = fn.readers.file(...)``; ``numpy_reader`` when
+    the outputs have no plain name."""
+    target = use.target
+    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+        target = target.elements[0].value
+    if isinstance(target, cst.Name):
+        return f"{target.value}_reader"
+    return (use.op.target.ndd_path or "reader").split(".")[-1].lower() + "_reader"
+
+
+def _reader_seed(
+    ctx: FileContext,
+    use: ReaderUse,
+    args: list[cst.Arg],
+    seed: cst.BaseExpression | None,
+    rule_id: str,
+    notes: list[Diagnostic],
+) -> list[cst.Arg]:
+    """A shuffling reader without its own seed gets the pipeline's: an ndd reader without a
+    seed shuffles the same way in every run."""
+    shuffles = any(a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and truthy(a) for a in args)
+    if not shuffles or any(a.keyword and a.keyword.value == "seed" for a in args):
+        return args
+    if seed is not None:
+        notes.append(
+            ctx.info(
+                rule_id,
+                use.call,
+                f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived its seed from the "
+                "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch holds the same samples)",
+            )
+        )
+        return append_arg(args, kwarg("seed", seed))
+    notes.append(
+        ctx.info(
+            rule_id,
+            use.call,
+            "the pipeline had no seed, so its shuffle order was random each run; the ndd "
+            "reader without seed= shuffles the same way every run",
+        )
+    )
+    return args
+
+
+def _loop_target(
+    use: ReaderUse, batch_size: cst.BaseExpression
+) -> tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]:
+    """How ``for ... in reader.next_epoch(...)`` unpacks a batch like the old code unpacked the
+    reader node, and an expression for the size of the current batch."""
+    target = use.target
+    op = use.op.target
+    if isinstance(target, (cst.Tuple, cst.List)):
+        elements = [e.value for e in target.elements]
+        if not all(isinstance(e, cst.Name) for e in elements):
+            raise Refused("the reader's outputs are not unpacked into plain names")
+        first = elements[0]
+        bare = {"lpar": [], "rpar": []} if len(elements) > 1 else {}
+        return cst.Tuple([cst.Element(e) for e in elements], **bare), cst.Attribute(first, cst.Name("batch_size"))
+    if not isinstance(target, cst.Name):
+        raise Refused("the reader's outputs are not assigned to plain names")
+    if op.fn_path == "readers.tfrecord":
+        # ndd's TFRecord reader yields a dict keyed by feature, as the pipeline node did
+        return target, batch_size
+    if op.num_outputs == 1:
+        return cst.Tuple([cst.Element(target)]), cst.Attribute(target, cst.Name("batch_size"))
+    if op.num_outputs and op.num_outputs > 1:
+        first_output = cst.Subscript(value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+        return target, cst.Attribute(first_output, cst.Name("batch_size"))
+    raise Refused(f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names")
+
+
+def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of ``node`` outside the lambdas and functions it defines."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
+            stack.extend(reversed(n.children))
+
+
+def _runs_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool:
+    """Whether running a statement runs DALI or reads a name holding a data node (code in the
+    lambdas and functions it defines runs later: it does not count)."""
+    for n in _walk_outside_defs(stmt):
+        if isinstance(n, (cst.Name, cst.Attribute)) and (ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)):
+            return True
+        q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
+        if q and q.startswith("nvidia.dali"):
+            return True
+    return False

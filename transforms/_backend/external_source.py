@@ -1,0 +1,341 @@
+"""``fn.external_source`` inside a migrated pipeline (a component of DM200-DM202).
+
+Before (in a pipeline)::
+
+    images = fn.external_source(source=next_batch, layout="HWC")       # def next_batch(): ...
+    a, b = fn.external_source(source=Pairs(), num_outputs=2)          # class with __iter__
+    crops = fn.external_source(source=load_sample, batch=False)       # def load_sample(sample_info)
+
+After (in the generator)::
+
+    images = ndd.as_batch(next_batch(), layout="HWC")
+    for a_data, b_data in Pairs():                                     # the loop of the generator
+        a, b = (ndd.as_batch(part) for part in (a_data, b_data))
+    try:
+        data = [load_sample(types.SampleInfo(iteration * batch_size + i, i, iteration, 0)) for i in range(batch_size)]
+    except StopIteration:
+        return
+    crops = ndd.as_batch(data)
+
+What the source is must be visible in the file: a function (called with no argument, or with
+the iteration number when it takes one, as pipeline mode does), a generator function or an
+object whose class defines ``__iter__`` (iterated once: the generator ends where ``pipe.run()``
+raised StopIteration), or a list/tuple.
+
+Per-sample sources (``batch=False``), as DALI 2.4 runs them (checked): a callable is called once
+per sample, in order, with ``types.SampleInfo(idx_in_epoch, idx_in_batch, iteration,
+epoch_idx)`` when it takes one argument (``idx_in_epoch = iteration * batch_size +
+idx_in_batch``; ``epoch_idx`` is 0 until ``pipe.reset()``, which the generator has no
+counterpart of), with none otherwise; an iterable or generator gives one sample per ``next``.
+When the source raises StopIteration in the middle of a batch, pipeline mode drops that
+incomplete batch and ``pipe.run()`` raises StopIteration: the generator returns there. With
+``num_outputs`` each sample is a tuple, one item per output.
+
+``cycle=True``/``"quiet"`` over an iterable: DALI calls ``iter()`` on the source again (or the
+generator function again) when it ends, so the generator loops over it ``while True``.
+
+Refused, with the reason (the pipeline keeps its TODO): ``cycle="raise"`` (each pass ends with
+StopIteration and the next one starts after ``pipe.reset()``: a generator cannot resume),
+``cycle`` over a generator object (DALI raises TypeError too) or an object made in the pipeline
+call, ``parallel=True`` (worker processes, no dynamic-mode counterpart), ``feed_input``
+(no ``source``), ``batch_info=`` and sources passed in from outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from dali_migrate.context import FileContext, attr_chain
+
+from .model import Refused
+
+#: external_source arguments that only tune pipeline mode's copies and queues
+IGNORED = {"no_copy", "blocking", "prefetch_queue_depth", "cuda_stream", "use_copy_kernel", "ndim", "name", "bytes_per_sample_hint"}
+#: arguments ndd.as_batch takes with the same meaning
+AS_BATCH = {"layout", "dtype", "device"}
+
+
+@dataclass
+class SourceUse:
+    """``x = fn.external_source(source=..., ...)`` in the graph code."""
+
+    stmt: cst.SimpleStatementLine
+    target: cst.BaseAssignTargetExpression
+    call: cst.Call
+    source: cst.BaseExpression
+    kind: str  # "call0" (source()), "call1" (source(iteration)), "iterable", or per sample (batch=False):
+    # "sample0" (source()), "sample1" (source(sample_info)), "sample_iter" (next(source))
+    num_outputs: int | None
+    as_batch_args: list[cst.Arg]
+    stops: bool  # the callable may raise StopIteration
+    cycle: bool = False  # an iterable started over when it ends (cycle=True or "quiet")
+    #: how the module spells ``nvidia.dali.types.SampleInfo`` (kind "sample1")
+    sample_info: str | None = None
+    #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
+    feed_name: str | None = None
+
+
+def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]) -> SourceUse | None:
+    kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    if any(a.keyword is None or a.star for a in call.args):
+        reasons.append("external_source with positional arguments")
+        return None
+    source = kw.get("source")
+    if source is None:
+        return _fed(ctx, call, target, stmt, kw, reasons)
+    if "parallel" in kw and not _is_false(kw["parallel"].value):
+        reasons.append(
+            "external_source parallel=True runs the source in worker processes, which dynamic mode has no "
+            "counterpart of: drop parallel=True to get the sequential migration (the source is then called in "
+            "the main thread), or feed ndd.as_batch from your own worker pool"
+        )
+    cycle = False
+    if "cycle" in kw and not _is_false(kw["cycle"].value):
+        value = kw["cycle"].value
+        if isinstance(value, cst.Name) and value.value == "True" or _string(value) == "quiet":
+            cycle = True
+        elif _string(value) == "raise":
+            reasons.append(
+                'external_source cycle="raise" ends each pass with StopIteration and starts the next after '
+                "pipe.reset(), which a generator cannot do: loop over the source yourself, one generator per pass"
+            )
+        else:
+            reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
+    per_sample = "batch" in kw and not (isinstance(kw["batch"].value, cst.Name) and kw["batch"].value.value == "True")
+    if per_sample and not _is_false(kw["batch"].value):
+        reasons.append(f"external_source batch={ctx.text(kw['batch'].value)} is not a literal")
+    unknown = set(kw) - IGNORED - AS_BATCH - {"source", "num_outputs", "parallel", "cycle", "batch"}
+    if unknown:
+        reasons.append(f"external_source {', '.join(sorted(unknown))}= is not migrated yet")
+    num_outputs = None
+    if "num_outputs" in kw:
+        v = kw["num_outputs"].value
+        if not isinstance(v, cst.Integer):
+            reasons.append("external_source num_outputs= is not a literal")
+            return None
+        num_outputs = int(v.value)
+        n_targets = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
+        if n_targets != num_outputs or not all(isinstance(e.value, cst.Name) for e in target.elements):
+            reasons.append("the outputs of a multi-output external_source are not unpacked into names")
+            return None
+    elif not isinstance(target, cst.Name):
+        reasons.append("external_source output is not assigned to a name")
+        return None
+    kind, stops = _kind(ctx, source.value)
+    value = source.value
+    if kind is None and isinstance(value, cst.Name) and _is_generator_function(ctx, value):
+        # a generator function: pipeline mode calls it (again at each rewind with cycle)
+        kind, value = "iterable", cst.Call(value)
+    if kind is None:
+        reasons.append(
+            f"the tool cannot tell whether source={ctx.text(source.value)} is a callable or an iterable "
+            "(a function, generator or class defined in this file, or a list, is followed)"
+        )
+        return None
+    if cycle:
+        if per_sample:
+            reasons.append("external_source cycle= with batch=False is not migrated yet")
+        elif kind != "iterable":
+            reasons.append("external_source cycle= is only valid for an iterable source (DALI raises too)")
+        elif isinstance(source.value, cst.Call):
+            reasons.append(
+                f"external_source cycle= over {ctx.text(source.value)}, made where the graph is defined: DALI "
+                "rewinds that one object (a generator object cannot be rewound at all); give it a module-level "
+                "name, or pass a generator function"
+            )
+    sample_info = None
+    if per_sample:
+        if kind == "iterable":
+            kind, stops = "sample_iter", True
+            value = cst.Call(cst.Name("iter"), [cst.Arg(value)])
+        elif kind == "call1":
+            sample_info = _sample_info(ctx)
+            if sample_info is None:
+                reasons.append(
+                    "per-sample external_source: the migrated code builds nvidia.dali.types.SampleInfo, and this "
+                    "file imports no `types` from nvidia.dali (add `from nvidia.dali import types`)"
+                )
+                return None
+            kind = "sample1"
+        else:
+            kind = "sample0"
+    args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
+    return SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+
+
+def _fed(
+    ctx: FileContext, call: cst.Call, target: cst.BaseAssignTargetExpression, stmt: cst.SimpleStatementLine,
+    kw: dict[str, cst.Arg], reasons: list[str],
+) -> SourceUse | None:
+    """``x = fn.external_source(name="x")`` with no source: ``pipe.feed_input("x", data)`` gives
+    its data before each ``pipe.run()``; the migrated pipeline takes that data as an argument."""
+    name = _string(kw["name"].value) if "name" in kw else None
+    unknown = set(kw) - IGNORED - AS_BATCH
+    if name is None:
+        reasons.append("external_source fed by pipe.feed_input() is migrated when it has a literal name= only")
+        return None
+    if not isinstance(target, cst.Name) or unknown:
+        what = f"{', '.join(sorted(unknown))}=" if unknown else "several outputs"
+        reasons.append(f"external_source fed by pipe.feed_input() with {what} is not migrated yet")
+        return None
+    args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
+    return SourceUse(stmt, target, call, cst.Name(target.value), "fed", None, args, False, feed_name=name)
+
+
+def _is_false(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value in ("False", "None") or _string(value) == "no"
+
+
+def _string(value: cst.BaseExpression) -> str | None:
+    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+
+
+def _is_generator_function(ctx: FileContext, name: cst.Name) -> bool:
+    definition = _definition(ctx, name)
+    return isinstance(definition, cst.FunctionDef) and _yields(definition)
+
+
+def _sample_info(ctx: FileContext) -> str | None:
+    """``types.SampleInfo`` as this module can spell it (``from nvidia.dali import types``, or
+    ``import nvidia.dali.types as t``), or None."""
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names, cst.ImportStar):
+                if ctx.text(small.module) == "nvidia.dali":
+                    for alias in small.names:
+                        if isinstance(alias.name, cst.Name) and alias.name.value == "types":
+                            return f"{alias.asname.name.value if alias.asname else 'types'}.SampleInfo"
+            elif isinstance(small, cst.Import):
+                for alias in small.names:
+                    if ctx.text(alias.name) == "nvidia.dali.types" and alias.asname:
+                        return f"{alias.asname.name.value}.SampleInfo"
+    return None
+
+
+def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]:
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return "iterable", False
+    made = isinstance(expr, cst.Call)
+    name = expr.func if made else expr
+    if not isinstance(name, cst.Name):
+        return None, False
+    definition = _definition(ctx, name)
+    if isinstance(definition, cst.FunctionDef):
+        if _yields(definition):
+            return ("iterable", False) if made else (None, False)  # gen() is iterable; gen itself too, not handled
+        if made:
+            return None, False
+        return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
+    if isinstance(definition, cst.ClassDef) and not made and definition.name.value != name.value:
+        made = True  # eii = Batches(...) then source=eii: an object of the class
+    if isinstance(definition, cst.ClassDef) and made:
+        methods = {m.name.value: m for m in definition.body.body if isinstance(m, cst.FunctionDef)}
+        if "__iter__" in methods:
+            return "iterable", False
+        call = methods.get("__call__")
+        if call is not None:
+            return _arity(call.params, 1, "StopIteration" in ctx.text(call))
+        return None, False
+    if isinstance(definition, cst.Assign) and not made:
+        return _kind(ctx, definition.value)
+    return None, False
+
+
+def _arity(params: cst.Parameters, implicit: int, stops: bool) -> tuple[str | None, bool]:
+    """Pipeline mode calls a source with no argument, or with the iteration number (the sample
+    info with batch=False) when it has one parameter, defaults included (DALI 2.4 counts every
+    parameter, ``accepted_arg_count``, and rejects ``*args``, ``**kwargs`` and keyword-only ones)."""
+    if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg is not None or params.kwonly_params:
+        return None, False
+    count = len(params.posonly_params) + len(params.params) - implicit
+    return {0: ("call0", stops), 1: ("call1", stops)}.get(count, (None, False))
+
+
+def _definition(ctx: FileContext, name: cst.Name):
+    """The module-level ``def``/``class`` or single assignment that binds ``name`` (top-level
+    definitions only: scope metadata covers only the DALI-related part of the module)."""
+    found = []
+    for stmt in ctx.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name.value:
+            found.append(stmt)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name.value for t in small.targets
+                ):
+                    found.append(small)
+    if not found:
+        found = _local_binding(ctx, name)
+    if len(found) != 1:
+        return None
+    node = found[0]
+    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
+        cls = _definition(ctx, node.value.func)
+        return cls if isinstance(cls, cst.ClassDef) else node
+    return node
+
+
+def _local_binding(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode]:
+    """The single assignment of a local ``name`` in its scope (``eii = Batches(files)`` in the
+    function that builds the pipeline), as :func:`_definition` finds module-level ones."""
+    scope = ctx.scopes.get(name)
+    if scope is None:
+        return []
+    bindings = list(scope.assignments[name.value])
+    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    return [assign] if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else []
+
+
+def _yields(fn: cst.FunctionDef) -> bool:
+    stack = list(fn.body.children)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Yield):
+            return True
+        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(n.children)
+    return False
+
+
+def as_batch(ndd: str, value: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
+    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    all_args = [cst.Arg(value)] + args
+    return cst.Call(attr_chain(f"{ndd}.as_batch"), [a.with_changes(comma=sep) for a in all_args[:-1]] + all_args[-1:])
+
+
+def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpression:
+    """The batch (or the tuple of batches) the external source gave, from the source's ``data``
+    (a list of samples for a per-sample source, each a tuple with ``num_outputs``)."""
+    if use.num_outputs is None:
+        return as_batch(ndd, data, use.as_batch_args)
+    if use.kind.startswith("sample"):
+        data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
+    part = cst.Name("part")
+    return cst.GeneratorExp(
+        as_batch(ndd, part, use.as_batch_args), cst.CompFor(target=part, iter=data), lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+    )
+
+
+def fetch(use: SourceUse, iteration: cst.Name | None, batch_size: cst.BaseExpression | None = None) -> cst.BaseExpression:
+    """What one iteration of a callable (or per-sample) source gives."""
+    if not use.kind.startswith("sample"):
+        args = [cst.Arg(iteration)] if use.kind == "call1" and iteration is not None else []
+        return cst.Call(use.source, args)
+    if batch_size is None or (use.kind == "sample1" and iteration is None):
+        raise Refused("a per-sample external_source needs the batch size and the iteration number here")
+    if use.kind == "sample1":
+        i = cst.Name("i")
+        info = cst.parse_expression(use.sample_info or "types.SampleInfo")
+        index = cst.BinaryOperation(cst.BinaryOperation(iteration, cst.Multiply(), batch_size), cst.Add(), i)
+        args = [cst.Arg(a) for a in (index, i, iteration, cst.Integer("0"))]
+        sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        element: cst.BaseExpression = cst.Call(use.source, [cst.Arg(cst.Call(info, [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]))])
+    else:
+        i = cst.Name("_")
+        element = cst.Call(cst.Name("next"), [cst.Arg(use.source)]) if use.kind == "sample_iter" else cst.Call(use.source)
+    return cst.ListComp(element, cst.CompFor(target=i, iter=cst.Call(cst.Name("range"), [cst.Arg(batch_size)])))

@@ -1,0 +1,366 @@
+"""Where a pipeline object goes: from the call that creates it to every use, through the places
+real code keeps it.
+
+Followed: local names (also assigned more than once, by several calls of the same definition),
+instance attributes (``self.pipe = make(...)`` in one method, ``self.pipe.run()`` in another),
+factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers), lists of
+per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
+``pipes[0]``) and parameters of functions of the same file. Each use found there is recorded on
+the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.model.FollowUp`
+(a TODO next to it), never a silent leftover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from .._cst import in_source_order, within
+from .model import FollowUp
+
+#: how deep factories and parameters are followed (a factory calling a factory...)
+MAX_DEPTH = 4
+
+
+@dataclass
+class Found:
+    """What following one pipeline object found: ``uses`` are expressions holding the object
+    (``pipe`` in ``pipe.run()``), in source order; ``followups`` the uses that cannot be followed."""
+
+    uses: list[cst.CSTNode] = field(default_factory=list)
+    followups: list[FollowUp] = field(default_factory=list)
+    #: True when the object is only ever held by local names of one scope (the simple case that
+    #: reader handles and framework iterators need)
+    local: bool = True
+    #: how many objects the origin may create when the program runs (factories called from
+    #: several places, lists: more than one); capture mode needs exactly one
+    copies: int = 1
+
+
+class Flow:
+    """Follows the objects created by ``origins`` (calls of one pipeline definition, or the name
+    a ``Pipeline(...)`` is bound to). ``known``: ids of expressions that hold such an object, so
+    that a name bound by two of them (``pipe = f(a)`` ... ``pipe = f(b)``) is followed."""
+
+    def __init__(self, ctx: FileContext, known: set[int], ignore: tuple[cst.CSTNode, ...] = ()) -> None:
+        self.ctx = ctx
+        self.known = set(known)
+        self.ignore = {id(n) for n in ignore}
+        self.seen: set[int] = set()
+        #: ids of the binding nodes (names, parameters) followed so far
+        self.bindings: set[int] = set()
+
+    def follow(self, origin: cst.CSTNode, label: str) -> Found:
+        """Everything done with the object ``origin`` evaluates to; ``label`` names it in TODOs."""
+        found = Found()
+        self._value(origin, label, found, depth=0)
+        found.uses.sort(key=lambda n: (self.ctx.positions[n].start.line, self.ctx.positions[n].start.column))
+        return found
+
+    # -- an expression that evaluates to the object -------------------------------------------------
+
+    def _value(self, expr: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        if id(expr) in self.seen or id(expr) in self.ignore:
+            return
+        self.seen.add(id(expr))
+        ctx = self.ctx
+        parent = ctx.parents.get(expr)
+        if isinstance(parent, cst.Attribute) and parent.value is expr:
+            found.uses.append(expr)  # pipe.build(), pipe.run(), pipe.epoch_size(), ...
+        elif isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+            self._bound(parent.targets[0].target, expr, label, found, depth)
+        elif isinstance(parent, cst.Return) and depth < MAX_DEPTH:
+            found.local = False
+            self._returned(parent, expr, label, found, depth)
+        elif isinstance(parent, cst.Element) and self._in_list(parent, label, found, depth):
+            found.local = False
+        elif isinstance(parent, (cst.ListComp, cst.GeneratorExp)) and parent.elt is expr and self._comprehension(
+            parent, label, found, depth
+        ):
+            found.local = False
+        elif isinstance(parent, cst.Arg) and self._appended(parent, label, found, depth):
+            found.local = False
+        elif isinstance(parent, cst.Arg) and self._argument(parent, expr, label, found, depth):
+            pass
+        else:
+            found.uses.append(expr)  # handed to code the caller judges (iterators) or a TODO
+
+    def _bound(
+        self, target: cst.BaseAssignTargetExpression, expr: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> None:
+        if isinstance(target, cst.Name):
+            for ref in self._name_refs(target, found):
+                self._value(ref, target.value, found, depth)
+        elif _self_attribute(self.ctx, target) is not None:
+            found.local = False
+            for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
+                self._value(ref, self.ctx.text(target), found, depth)
+        else:
+            found.followups.append(FollowUp(expr, f"the pipeline is stored in `{self.ctx.text(target)}`"))
+
+    # -- names -----------------------------------------------------------------------------------------
+
+    def _name_refs(self, target: cst.Name | cst.Param, found: Found) -> Iterator[cst.CSTNode]:
+        """Reads of the name ``target`` binds (an assignment target, a ``for`` target or a
+        parameter) that can only hold a pipeline object (or None)."""
+        ctx = self.ctx
+        name = target.name if isinstance(target, cst.Param) else target
+        self.bindings.add(id(target))
+        scope = ctx.scopes.get(name)
+        if scope is None:
+            return
+        for assignment in scope.assignments[name.value]:
+            if assignment.node is not target:
+                continue
+            for ref in in_source_order(ctx, assignment.references):
+                if all(self._holds_pipe(r) for r in ref.referents):
+                    yield ref.node
+                elif id(ref.node) not in self.seen:
+                    self.seen.add(id(ref.node))
+                    found.followups.append(FollowUp(ref.node, f"`{name.value}` may hold the pipeline or something else here"))
+
+    def _holds_pipe(self, assignment: object) -> bool:
+        """The binding ``assignment`` (a libcst scope assignment) holds a pipeline or None."""
+        node = getattr(assignment, "node", None)
+        if id(node) in self.bindings:
+            return True
+        parent = self.ctx.parents.get(node) if node is not None else None
+        if isinstance(parent, cst.AssignTarget):
+            value = self.ctx.parents.get(parent)
+            if isinstance(value, cst.Assign):
+                return id(value.value) in self.known or _is_none(value.value)
+        if isinstance(parent, (cst.For, cst.CompFor)):  # for p in pipes
+            return id(parent.iter) in self.known
+        return False
+
+    # -- instance attributes -------------------------------------------------------------------------
+
+    def _attribute_refs(self, target: cst.Attribute, found: Found) -> Iterator[cst.CSTNode]:
+        """Reads of ``self.<attr>`` in the methods of the class whose method binds ``target``;
+        uses of ``.<attr>`` elsewhere in the module may be this pipeline too: TODOs."""
+        ctx = self.ctx
+        cls = _enclosing_class(ctx, target)
+        attr = target.attr.value
+        stores = [a for a in ctx.nodes_of(cst.AssignTarget) if _attr_name(a.target) == attr]
+        clean = cls is not None and all(
+            within(ctx, s, cls) and (id(ctx.parents[s].value) in self.known or _is_none(ctx.parents[s].value))
+            for s in stores
+        )
+        for node in ctx.nodes_of(cst.Attribute):
+            if node.attr.value != attr or any(s.target is node for s in stores) or id(node) in self.seen:
+                continue
+            if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(ctx, node):
+                continue  # import nvidia.dali.pipeline
+            if clean and within(ctx, node, cls) and _self_attribute(ctx, node) is not None:
+                yield node
+            else:
+                self.seen.add(id(node))
+                found.followups.append(FollowUp(node, f"`{ctx.text(node)}` may hold the pipeline here"))
+
+    # -- factories ---------------------------------------------------------------------------------------
+
+    def _returned(self, ret: cst.Return, expr: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        """``return pipe`` in a factory: each call of the factory holds the pipeline."""
+        ctx = self.ctx
+        fn = _enclosing_function(ctx, ret)
+        if fn is None:
+            found.followups.append(FollowUp(expr, "the pipeline is returned here"))
+            return
+        calls = list(self._calls_of(fn, found))
+        found.copies *= max(sum(2 if in_loop(ctx, c) else 1 for c in calls), 1)
+        for call in calls:
+            self.known.add(id(call))
+        for call in calls:
+            self._value(call, f"{fn.name.value}(...)", found, depth + 1)
+
+    def _calls_of(self, fn: cst.FunctionDef, found: Found) -> Iterator[cst.Call]:
+        """The calls of a function (``make(...)``) or method (``self.make(...)``) in this file;
+        any other reference is a TODO, since what it is handed to cannot be seen."""
+        ctx = self.ctx
+        for ref in _references(ctx, fn):
+            call = ctx.parents.get(ref)
+            if isinstance(call, cst.Call) and call.func is ref and not within(ctx, ref, fn):
+                yield call
+            elif id(ref) not in self.seen:
+                self.seen.add(id(ref))
+                found.followups.append(FollowUp(ref, f"`{fn.name.value}` (which returns the pipeline) is used here"))
+
+    # -- lists of pipelines ----------------------------------------------------------------------------
+
+    def _in_list(self, element: cst.Element, label: str, found: Found, depth: int) -> bool:
+        """``[make(i) for i in ...]`` is followed by the caller (a comprehension); ``[a, b]``
+        assigned to a name: each element read from it holds a pipeline."""
+        lst = self.ctx.parents.get(element)
+        holder = self.ctx.parents.get(lst)
+        if not (isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst):
+            return False
+        if not all(id(e.value) in self.known for e in lst.elements):
+            return False  # other things in the list too: its uses are not followed
+        self.known.add(id(lst))
+        found.copies = 2
+        self._list(lst, label, found, depth)
+        return True
+
+    def _comprehension(self, comp: cst.ListComp | cst.GeneratorExp, label: str, found: Found, depth: int) -> bool:
+        """``pipes = [make(i) for i in range(n)]``."""
+        holder = self.ctx.parents.get(comp)
+        if not (isinstance(comp, cst.ListComp) and isinstance(holder, cst.Assign) and holder.value is comp):
+            return False
+        self.known.add(id(comp))
+        found.copies = 2
+        self._list(comp, label, found, depth)
+        return True
+
+    def _appended(self, arg: cst.Arg, label: str, found: Found, depth: int) -> bool:
+        """``pipes.append(make(i))`` where ``pipes = []`` is a local list."""
+        ctx = self.ctx
+        call = ctx.parents.get(arg)
+        func = call.func if isinstance(call, cst.Call) else None
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name)):
+            return False
+        scope = ctx.scopes.get(func.value)
+        bindings = [a for a in scope.assignments[func.value.value]] if scope is not None else []
+        inits = [ctx.parents.get(ctx.parents.get(a.node)) for a in bindings]
+        if not bindings or not all(isinstance(i, cst.Assign) and isinstance(i.value, cst.List) for i in inits):
+            return False
+        found.copies = 2
+        for init in inits:
+            if id(init.value) not in self.known:  # type: ignore[union-attr]
+                self.known.add(id(init.value))  # type: ignore[union-attr]
+                self._list(init.value, label, found, depth)  # type: ignore[union-attr]
+        return True
+
+    def _list(self, lst: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        """A list of pipelines, bound by an assignment: its elements are followed."""
+        holder = self.ctx.parents.get(lst)
+        assert isinstance(holder, cst.Assign)
+        target = holder.targets[0].target
+        refs = self._name_refs(target, found) if isinstance(target, cst.Name) else iter(())
+        for ref in refs:
+            if not _is_append(self.ctx, ref):
+                self._element_uses(ref, label, found, depth)
+
+    def _element_uses(self, ref: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        ctx = self.ctx
+        parent = ctx.parents.get(ref)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is ref and isinstance(parent.target, cst.Name):
+            self.known.add(id(ref))
+            for r in self._name_refs(parent.target, found):
+                self._value(r, parent.target.value, found, depth)
+        elif isinstance(parent, cst.Subscript) and parent.value is ref:
+            self.known.add(id(parent))
+            self._value(parent, ctx.text(parent), found, depth)
+        elif isinstance(parent, cst.Arg) and _call_name(ctx, parent) == "len":
+            return
+        else:
+            found.uses.append(ref)  # e.g. DALIGenericIterator(pipes, ...): the caller judges
+
+    # -- arguments -----------------------------------------------------------------------------------
+
+    def _argument(self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int) -> bool:
+        """``helper(pipe)`` where ``helper`` is a function of this module: its parameter is
+        followed, when every call of it passes a pipeline there."""
+        ctx = self.ctx
+        call = ctx.parents.get(arg)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)) or depth >= MAX_DEPTH:
+            return False
+        fn = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value), None)
+        param = _parameter(fn, call, arg) if fn is not None else None
+        if fn is None or param is None or len(_references(ctx, fn)) != 1:
+            return False  # a helper called from several places may get something else there
+        for ref in self._name_refs(param, found):
+            self._value(ref, param.name.value, found, depth + 1)
+        return True
+
+
+# -- small helpers -------------------------------------------------------------------------------------
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _attr_name(node: cst.CSTNode) -> str | None:
+    return node.attr.value if isinstance(node, cst.Attribute) else None
+
+
+def _enclosing_function(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | None:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.FunctionDef):
+        if isinstance(cur, (cst.ClassDef, cst.Lambda)):
+            return None
+        cur = ctx.parents.get(cur)
+    return cur
+
+
+def _enclosing_class(ctx: FileContext, node: cst.CSTNode) -> cst.ClassDef | None:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.ClassDef):
+        cur = ctx.parents.get(cur)
+    return cur
+
+
+def _self_attribute(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """``self.x`` where ``self`` is the first parameter of the enclosing method: ``x``."""
+    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
+        return None
+    fn = _enclosing_function(ctx, node)
+    while fn is not None and not isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
+        fn = _enclosing_function(ctx, fn)
+    if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
+        return None
+    return node.attr.value
+
+
+def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only)."""
+    params = list(fn.params.params)
+    if arg.keyword is not None:
+        return next((p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value), None)
+    if arg.star:
+        return None
+    index = [a for a in call.args if a.keyword is None].index(arg)
+    return params[index] if index < len(params) else None
+
+
+def in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` runs in a loop of its function (or comprehension)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def _references(ctx: FileContext, fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """References to a function of the module (its name) or a method (``self.name`` in its
+    class, and ``.name`` anywhere else)."""
+    cls = _enclosing_class(ctx, fn)
+    if cls is not None and ctx.parents.get(ctx.parents.get(fn)) is cls:
+        refs = [n for n in ctx.nodes_of(cst.Attribute) if n.attr.value == fn.name.value]
+        return [n for n in refs if not within(ctx, n, cls) or _self_attribute(ctx, n) is not None]
+    scope = ctx.scopes.get(fn)
+    if scope is None:
+        return []
+    return [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    stmt = ctx.enclosing_statement(node)
+    return any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in getattr(stmt, "body", ()))
+
+
+def _is_append(ctx: FileContext, ref: cst.CSTNode) -> bool:
+    """``ref.append(...)``: filling the list, not using it."""
+    attr = ctx.parents.get(ref)
+    return isinstance(attr, cst.Attribute) and attr.value is ref and attr.attr.value == "append"
+
+
+def _call_name(ctx: FileContext, arg: cst.Arg) -> str | None:
+    call = ctx.parents.get(arg)
+    return call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None

@@ -1,0 +1,133 @@
+"""The plain data the back end's stages pass on: what was recognised (a graph, its readers, the
+pipeline objects and their uses) and what is planned for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from dali_migrate.catalog import OpInfo
+from dali_migrate.fixes import Edit
+
+
+class Refused(Exception):
+    """The pipeline cannot be migrated safely; the message says why."""
+
+
+@dataclass
+class ReaderUse:
+    """``jpegs, labels = fn.readers.file(...)``: a reader in the graph code."""
+
+    stmt: cst.SimpleStatementLine
+    target: cst.BaseAssignTargetExpression
+    call: cst.Call
+    op: OpInfo
+    #: the call is part of a larger statement (``return fn.readers.numpy(...) * 4``): ``target``
+    #: is a new name, which replaces the call there
+    inline: bool = False
+
+
+@dataclass
+class Graph:
+    """The code that builds one pipeline's graph: the body of ``container`` (a function, or a
+    ``with pipe:`` block), whose ``outputs_stmt`` (``return ...`` / ``pipe.set_outputs(...)``)
+    names the ``outputs``."""
+
+    container: cst.CSTNode
+    docstring: cst.BaseStatement | None
+    body: list[cst.BaseStatement]
+    outputs_stmt: cst.SimpleStatementLine
+    outputs: list[cst.BaseExpression]
+    readers: list[ReaderUse]
+    #: external sources (``external_source.SourceUse``)
+    sources: list[Any] = field(default_factory=list)
+    #: filled by the emitter: edits outside the graph code that belong to the same fix
+    #: (helpers that now take the RNG), and the nodes they cover (claimed by the rule)
+    extra_edits: list[Edit] = field(default_factory=list)
+    claimed: list[cst.CSTNode] = field(default_factory=list)
+    #: filled by the emitter: "readers" (the reader variables) and "rng" (the RNG's), for the
+    #: code that needs a handle on them (``handles``)
+    handles: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FollowUp:
+    """A use of a migrated pipeline the tool cannot rewrite: the code stays as it is, with a TODO
+    above it that says what to write there now. ``what`` says what the code does there;
+    ``advice`` what to do, when the use itself tells (else the definition's general advice)."""
+
+    node: cst.CSTNode
+    what: str
+    advice: str = ""
+
+
+@dataclass
+class Instance:
+    """``pipe = train_pipe(...)``: one pipeline object and what is done with it."""
+
+    stmt: cst.SimpleStatementLine
+    #: the statement when it is ``<target> = <call>``
+    assign: cst.Assign | None
+    call: cst.Call
+    kwargs: dict[str, cst.Arg]
+    #: how TODOs name the object when no variable does (``train_pipe(...)``)
+    label: str = "the pipeline"
+    #: only held by local names of one scope (reader handles and iterators need that)
+    local: bool = True
+    #: how many objects this creation may make when the program runs (capture needs one)
+    copies: int = 1
+    builds: list[cst.SimpleStatementLine] = field(default_factory=list)
+    runs: list[cst.Call] = field(default_factory=list)
+    device_todo: str | None = None
+    #: framework iterators over the pipeline (``iterators.IteratorUse``)
+    iterators: list[Any] = field(default_factory=list)
+    #: ``pipe.epoch_size()``/``reader_meta()`` and ``pipe.checkpoint()`` calls, ``pipe.reset()``
+    #: statements (recorded with ``handles``)
+    meta_calls: list[cst.Call] = field(default_factory=list)
+    checkpoints: list[cst.Call] = field(default_factory=list)
+    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: the names the call site binds to the handles the migrated function returns, in order
+    handle_names: dict[str, str] = field(default_factory=dict)
+    #: the name= of the pipeline's reader (the key of ``pipe.epoch_size()`` without a name)
+    reader_name: str | None = None
+    #: pipeline arguments the call keeps (a TODO says why they are not migrated)
+    keep_args: set[str] = field(default_factory=set)
+    #: ``pipe.feed_input(...)`` calls, and the statements of those a ``run()`` consumes
+    feeds: list[cst.Call] = field(default_factory=list)
+    feed_stmts: list[cst.BaseStatement] = field(default_factory=list)
+    #: what a ``run()`` becomes when not ``next(pipe)`` (id of the run call -> the new call)
+    run_calls: dict[int, cst.BaseExpression] = field(default_factory=dict)
+    #: follow-up TODOs about the creation statement itself, written with its new code
+    todo_lines: list[cst.EmptyLine] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The variable the pipeline object is bound to (for local instances)."""
+        assert self.assign is not None
+        target = self.assign.targets[0].target
+        assert isinstance(target, cst.Name)
+        return target.value
+
+
+@dataclass
+class PipelinePlan:
+    """What the generator that replaces one graph is to be: the front end decides it, the
+    emitter carries it out.
+
+    ``batch_size`` and ``seed`` are the expressions to use inside the generator. ``single_use``:
+    this is the module's only pipeline and it is instantiated once (a condition of capture mode).
+    ``reader_meta``: the readers' metadata is read (they get ``max_batch_size``);
+    ``checkpointing``: their state is (``enable_checkpointing=True``, no capture mode).
+    ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
+    local rules (instances) that rewrite the graph code, in registry order."""
+
+    rule_id: str
+    batch_size: cst.BaseExpression
+    seed: cst.BaseExpression | None
+    dropped: list[cst.EmptyLine]
+    single_use: bool = False
+    reader_meta: bool = False
+    checkpointing: bool = False
+    lowering: list[Any] = field(default_factory=list)

@@ -1,0 +1,124 @@
+"""Helper functions with random operators, called from a migrated pipeline (a component of
+DM200/DM201).
+
+Before::
+
+    def augment(images):
+        flip = fn.random.coin_flip()
+        return fn.flip(fn.random_resized_crop(images, size=64), horizontal=flip)
+
+    @pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=3)
+    def pipe(root):
+        jpegs, labels = fn.readers.file(file_root=root)
+        return augment(fn.decoders.image(jpegs)), labels
+
+After::
+
+    def augment(images, *, rng, batch_size):
+        flip = ndd.random.coin_flip(batch_size=batch_size, rng=rng)
+        return ndd.flip(ndd.random_resized_crop(images, size=64, rng=rng), horizontal=flip)
+
+    def pipe(root, *, batch_size=8, seed=3):
+        ...
+            for jpegs, labels in reader.next_epoch(batch_size=batch_size):
+                yield augment(ndd.decoders.image(jpegs), rng=rng, batch_size=jpegs.batch_size), labels
+
+Random operators need the pipeline's RNG and the current batch size, which only the pipeline
+has: the helper takes them as keyword-only parameters (``batch_size`` only when one of its
+random operators has no data input) and draws in the same order as when its code was inlined.
+A helper with random operators that is also used outside this one pipeline, calls another such
+helper, or already has a parameter named ``rng``/``batch_size`` keeps the pipeline's TODO.
+Helpers without random operators need nothing: the local rules rewrite them on their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic, Edit
+
+from .._cst import append_arg, kwarg, walk, within
+from .._local import LocalEnv, LocalRule, collect_nodes, lower
+from .model import Refused
+
+
+@dataclass
+class RandomHelper:
+    fn: cst.FunctionDef
+    needs_batch_size: bool
+
+
+def random_helpers(ctx: FileContext, container: cst.CSTNode) -> dict[str, RandomHelper]:
+    """The module-level functions with random operators that ``container`` calls; Refused with
+    the reason when one cannot be migrated."""
+    defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    called = {n.func.value for n in walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+    helpers: dict[str, RandomHelper] = {}
+    for name in sorted(called & set(defs)):
+        fn = defs[name]
+        randoms = [n for n in walk(fn.body) if isinstance(n, cst.Call) and _is_random(ctx, n)]
+        if not randoms:
+            continue
+        if fn.decorators or fn.asynchronous is not None:
+            raise Refused(f"helper {name} with random operators is decorated or async")
+        taken = {p.name.value for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]}
+        if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
+            raise Refused(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
+        outside = [
+            n for n in ctx.nodes_of(cst.Name) if n.value == name and n is not fn.name and not within(ctx, n, container)
+        ]
+        if outside:
+            raise Refused(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
+        needs_bs = any(not any(a.keyword is None and not a.star for a in call.args) for call in randoms)
+        helpers[name] = RandomHelper(fn, needs_bs)
+    for h in helpers.values():
+        inner = {n.func.value for n in walk(h.fn.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        if inner & set(helpers) - {h.fn.name.value}:
+            raise Refused(f"helper {h.fn.name.value} calls another helper with random operators")
+    return helpers
+
+
+def helper_edits(
+    ctx: FileContext, helpers: dict[str, RandomHelper], rules: list[LocalRule], fired: set[str]
+) -> list[Edit]:
+    """Each helper lowered with the RNG and batch size it now receives as parameters."""
+    edits = []
+    for h in helpers.values():
+        env = LocalEnv(batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn))
+        new, diags = lower(ctx, h.fn, env, rules, fired)
+        if diags:
+            raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
+        extra = [cst.Param(cst.Name("rng"))] + ([cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else [])
+        params = new.params
+        star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
+        new = new.with_changes(params=params.with_changes(kwonly_params=[*params.kwonly_params, *extra], star_arg=star))
+        edits.append(ctx.stmt_edit(h.fn, [new]))
+    return edits
+
+
+class HelperCalls(LocalRule):
+    """Inside the pipeline body: ``augment(x)`` -> ``augment(x, rng=rng, batch_size=...)``."""
+
+    id = "DM200"
+    name = "helper-calls"
+    summary = "calls of helpers with random operators pass the RNG and the batch size"
+    node_types = (cst.Call,)
+
+    def __init__(self, helpers: dict[str, RandomHelper]) -> None:
+        self.helpers = helpers
+
+    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv) -> cst.CSTNode | Diagnostic | None:
+        if not (isinstance(original.func, cst.Name) and original.func.value in self.helpers):
+            return None
+        args = append_arg(list(updated.args), kwarg("rng", env.rng))
+        if self.helpers[original.func.value].needs_batch_size:
+            args = append_arg(args, kwarg("batch_size", env.batch_size))
+        return updated.with_changes(args=args)
+
+
+def _is_random(ctx: FileContext, call: cst.Call) -> bool:
+    op = ctx.fn_op(call.func)
+    return op is not None and op.target.is_random

@@ -1,0 +1,355 @@
+"""Recognise: the graph code of a pipeline definition, and every use of the pipeline object.
+
+A front end (``@pipeline_def`` function, ``with pipe:`` block, ``Pipeline`` subclass) hands the
+statements that build a graph to :func:`analyse_graph`, and the references to the object or its
+factory to :func:`instances_of`; what cannot be carried over is appended to ``reasons``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
+
+from ..fn_to_ndd import HANDED_OFF
+from .._cst import fresh_name, in_source_order, is_docstring, kwargs_of, param_names, walk, within
+from . import feeds, handles, iterators
+from .arguments import check_pipeline_args
+from .external_source import SourceUse, analyse_source
+from .flow import Flow, in_loop
+from .model import FollowUp, Graph, Instance, ReaderUse
+
+#: what to do by hand for the Pipeline methods the tool does not migrate (written in the TODO)
+PIPELINE_METHOD_HINTS = {
+    "schedule_run": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "share_outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "release_outputs": "dynamic mode frees a batch when it is no longer referenced",
+    "outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "checkpoint": "register the reader and the RNG with ndd.checkpoint.Checkpoint; the formats differ",
+    "serialize": "dynamic mode has no serialized form: keep this pipeline for serving (Triton)",
+    "epoch_size": "use the reader's get_metadata()['epoch_size_padded'], built with max_batch_size",
+    "reader_meta": "use the reader's get_metadata(), built with max_batch_size",
+    "reset": "each reader.next_epoch() is a new epoch",
+    "feed_input": "give the data to the code with ndd.as_batch(...)",
+}
+
+
+# -- the graph ------------------------------------------------------------------------------------
+
+
+def analyse_graph(
+    ctx: FileContext,
+    container: cst.FunctionDef | cst.With,
+    outputs_stmt: cst.BaseStatement | None,
+    outputs: list[cst.BaseExpression],
+    reasons: list[str],
+) -> Graph | None:
+    """Check that the graph code of ``container`` can be carried over; reasons it cannot are
+    appended to ``reasons`` (all of them, so the TODO lists every one)."""
+    readers: list[ReaderUse] = []
+    sources: list[SourceUse] = []
+    for node in walk(container.body):
+        if isinstance(node, cst.Call):
+            _inputs_and_ops(ctx, container, node, readers, sources, reasons)
+        elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
+            if not _ends_data(ctx, node):
+                reasons.append("the pipeline returns before its last statement")
+        elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
+            reasons.append("the pipeline code yields or awaits")
+        elif isinstance(node, cst.ClassDef):
+            reasons.append("class definitions in the pipeline body")
+        elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+            reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
+    body = list(container.body.body)
+    docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
+    if docstring is not None:
+        body = body[1:]
+    if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
+        reasons.append("its outputs are not given by one statement at the end")
+        return None
+    if not outputs:
+        reasons.append("its outputs are not a node or a tuple/list of nodes")
+        return None
+    if reasons:
+        return None
+    assert isinstance(outputs_stmt, cst.SimpleStatementLine)
+    return Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
+
+
+def _inputs_and_ops(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    node: cst.Call,
+    readers: list[ReaderUse],
+    sources: list[SourceUse],
+    reasons: list[str],
+) -> None:
+    """One call of the graph code: a reader or external source (which must be a plain
+    assignment in the body), or an operator dynamic mode must have."""
+    op = ctx.fn_op(node.func)
+    if op is None:
+        if ctx.is_fn_ref(node.func):
+            reasons.append(f"{ctx.text(node.func)} is not a known DALI operator")
+        return
+    if not (op.target.is_reader or op.target.fn_path == "external_source"):
+        if op.target.ndd_path is None and op.target.fn_path not in HANDED_OFF:
+            reasons.append(f"{ctx.text(node.func)} has no dynamic-mode counterpart")
+        return
+    assign = ctx.parents.get(node)
+    stmt = ctx.parents.get(assign)
+    if not (
+        isinstance(assign, cst.Assign)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and ctx.parents.get(ctx.parents.get(stmt)) is container
+        and len(assign.targets) == 1
+    ):
+        top = ctx.enclosing_statement(node)
+        if op.target.is_reader and isinstance(top, cst.SimpleStatementLine) and ctx.parents.get(ctx.parents.get(top)) is container:
+            readers.append(ReaderUse(top, cst.Name(_fresh_output(ctx, container, op.target.ndd_path)), node, op, inline=True))
+        else:
+            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
+    elif op.target.is_reader:
+        readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
+    else:
+        use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
+        if use is not None:
+            sources.append(use)
+
+
+def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None) -> str:
+    """A name for the outputs of a reader called inside an expression."""
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
+    base = (ndd_path or "reader").split(".")[-1].lower()
+    return fresh_name(f"{base}_batch", taken)
+
+
+def _pipeline_api(ctx: FileContext, node: cst.Attribute) -> bool:
+    """``Pipeline.current()`` and the like: the Pipeline class used inside graph code."""
+    q = ctx.qualname(node.value)
+    return bool(q) and (q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline"))
+
+
+def _ends_data(ctx: FileContext, ret: cst.Return) -> bool:
+    """A bare ``return`` under ``except StopIteration:``: the data ended (``iter_setup``)."""
+    cur = ctx.parents.get(ret)
+    while cur is not None and not isinstance(cur, cst.ExceptHandler):
+        cur = ctx.parents.get(cur)
+    return ret.value is None and isinstance(cur, cst.ExceptHandler) and ctx.text(cur.type or cst.Name("")) == "StopIteration"
+
+
+def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    """``node`` belongs to a function defined inside the graph code (a helper, a lambda)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and cur is not container:
+        if isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
+    return isinstance(outputs_stmt, cst.SimpleStatementLine) and any(s is ret for s in outputs_stmt.body)
+
+
+def output_values(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """The nodes a ``return``/``set_outputs`` names, or [] when they are not plain nodes."""
+    if value is None:
+        return []
+    if isinstance(value, (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return []
+        return [e.value for e in value.elements]
+    if isinstance(value, (cst.Dict, cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SimpleString)):
+        return []
+    return [value]
+
+
+def has_random(ctx: FileContext, container: cst.CSTNode) -> bool:
+    """Whether the graph code calls a random operator."""
+    for n in walk(container.body if isinstance(container, (cst.FunctionDef, cst.With)) else container):
+        if isinstance(n, cst.Call):
+            op = ctx.fn_op(n.func)
+            if op is not None and op.target.is_random:
+                return True
+    return False
+
+
+def pipeline_count(ctx: FileContext) -> int:
+    """Pipeline definitions in the module: @pipeline_def functions, Pipeline(...) constructions
+    and Pipeline subclasses."""
+    decorators = [
+        d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator for d in ctx.nodes_of(cst.Decorator)
+    ]
+    return (
+        sum((ctx.qualname(target) or "").endswith("pipeline_def") for target in decorators)
+        + sum(ctx.qualname(call.func) in PIPELINE_CLASSES for call in ctx.nodes_of(cst.Call))
+        + sum(any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in c.bases) for c in ctx.nodes_of(cst.ClassDef))
+    )
+
+
+def pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator | None:
+    """The ``@pipeline_def`` / ``@pipeline_def(...)`` decorator of ``fn``, if it has one."""
+    for d in fn.decorators:
+        expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        if ctx.qualname(expr) in PIPELINE_DEFS:
+            return d
+    return None
+
+
+# -- where a pipeline object is used -----------------------------------------------------------
+
+
+def follow_pipeline(
+    ctx: FileContext,
+    inst: Instance,
+    origin: cst.CSTNode,
+    flow: Flow,
+    followups: list[FollowUp],
+    *,
+    with_handles: bool = False,
+) -> None:
+    """Every use of the pipeline object ``origin`` evaluates to: ``build()`` and ``run()`` (and
+    with ``with_handles``, ``epoch_size()``, ``reader_meta()``, ``checkpoint()``, ``reset()``,
+    see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
+    follow-up (a TODO at the use)."""
+    found = flow.follow(origin, inst.label)
+    inst.local = found.local and inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
+    followups += found.followups
+    for use in found.uses:
+        claimed = (n for u in inst.iterators for n in u.claimed)  # pipe.epoch_size() as an iterator's size=
+        if any(use is n for n in claimed):
+            continue
+        attr = ctx.parents.get(use)
+        call = ctx.parents.get(attr)
+        label = _label(ctx, use, inst)
+        if isinstance(attr, cst.Attribute) and attr.value is use:
+            if isinstance(call, cst.Call) and call.func is attr:
+                if not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
+                    hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
+                    followups.append(FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint))
+            else:
+                followups.append(FollowUp(attr, f"`{label}.{attr.attr.value}` reads an attribute of the Pipeline"))
+            continue
+        why = iterators.iterator_use(ctx, inst, use) if inst.local else iterators.iterator_hint(ctx, use)
+        if why is None:
+            followups.append(FollowUp(use, _describe(ctx, use, label)))
+        elif why:
+            followups.append(why)
+
+
+def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
+    """How a TODO names the pipeline object at ``use``."""
+    if isinstance(use, (cst.Name, cst.Attribute, cst.Subscript)):
+        return ctx.text(use)
+    if isinstance(use, cst.Call):
+        return f"{ctx.text(use.func)}(...)"
+    return inst.label
+
+
+def _describe(ctx: FileContext, use: cst.CSTNode, label: str) -> str:
+    """What the code does with the pipeline object at ``use``, for its TODO."""
+    parent = ctx.parents.get(use)
+    if isinstance(parent, cst.Element):  # [pipe] handed on as a list
+        parent = ctx.parents.get(ctx.parents.get(parent))
+        if not isinstance(parent, cst.Arg):
+            return f"`{label}` is put in a container"
+    holder = ctx.parents.get(parent)
+    if isinstance(parent, cst.Arg) and isinstance(holder, cst.Call):
+        return f"`{label}` is passed to `{ctx.text(holder.func)}`"
+    if isinstance(parent, cst.Return):
+        return f"`{label}` is returned"
+    if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
+        return f"`{label}` is stored in `{', '.join(ctx.text(t.target) for t in targets)}`"
+    if isinstance(parent, (cst.Element, cst.DictElement, cst.ListComp, cst.GeneratorExp)):
+        return f"`{label}` is put in a container"
+    return f"`{label}` is used here"
+
+
+def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool) -> bool:
+    """Records ``pipe.<method>(...)`` on ``inst`` when it is migrated; False if it is not."""
+    if method == "build" and not call.args:
+        expr = ctx.parents.get(call)
+        stmt = ctx.parents.get(expr)
+        if isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            inst.builds.append(stmt)
+            return True
+    if method == "run" and not call.args:
+        inst.runs.append(call)
+        return True
+    if method == "feed_input" and feeds.is_feed(call):
+        expr = ctx.parents.get(call)
+        if isinstance(expr, cst.Expr) and isinstance(ctx.parents.get(expr), cst.SimpleStatementLine):
+            inst.feeds.append(call)
+            return True
+    return with_handles and handles.record_use(ctx, inst, method, call)
+
+
+def find_instances(
+    ctx: FileContext,
+    fn: cst.FunctionDef | cst.ClassDef,
+    followups: list[FollowUp],
+    *,
+    pipeline_args: bool,
+    with_handles: bool = False,
+) -> list[Instance]:
+    """The objects ``fn(...)`` creates in this file, each followed to its uses. With
+    ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of ``fn``
+    are pipeline arguments."""
+    scope = ctx.scopes.get(fn)
+    refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    refs = in_source_order(ctx, refs)
+    nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
+    params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
+    return instances_of(ctx, nodes, fn.name.value, params, followups, pipeline_args=pipeline_args, with_handles=with_handles)
+
+
+def instances_of(
+    ctx: FileContext,
+    refs: list[cst.CSTNode],
+    name: str,
+    params: set[str],
+    followups: list[FollowUp],
+    *,
+    pipeline_args: bool,
+    with_handles: bool = False,
+) -> list[Instance]:
+    """Each call of the pipeline factory ``name`` (``refs`` are references to it) creates an
+    object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
+    checkpoint arguments are then the front end's."""
+    calls = []
+    for ref in refs:
+        call = ctx.parents.get(ref)
+        if isinstance(call, cst.Call) and call.func is ref:
+            calls.append(call)
+        else:
+            followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it"))
+    flow = Flow(ctx, {id(c) for c in calls})
+    instances: list[Instance] = []
+    for call in calls:
+        stmt = ctx.enclosing_statement(call)
+        if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
+            why = "*args/**kwargs" if any(a.star for a in call.args) else "the call is part of a compound statement"
+            followups.append(FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)"))
+            continue
+        # keyword arguments naming the function's own parameters go to the function
+        kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
+        unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=with_handles)
+        if unsupported:
+            followups.append(FollowUp(call, "; ".join(unsupported)))
+            continue
+        inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
+        follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
+        instances.append(inst)
+    return instances
+
+
+def _plain_assign(stmt: cst.SimpleStatementLine, call: cst.Call) -> cst.Assign | None:
+    """``stmt`` is ``<target> = <call>``: its assignment."""
+    small = stmt.body[0] if len(stmt.body) == 1 else None
+    if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+        return small
+    return None

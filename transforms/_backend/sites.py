@@ -1,0 +1,265 @@
+"""Emit, for the use sites: what ``pipe = f(...)``, ``pipe.build()``, ``pipe.run()`` and the
+code around them become once the definition is a dynamic-mode generator; and how a structural
+rule reports a migrated or refused pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.rules import FileState
+
+from .._cst import comment_line, remove_args, walk
+from . import handles, iterators
+from .arguments import PIPELINE_ARGS, set_threads_stmt
+from .edits import removed_stmt
+from .model import FollowUp, Instance
+from .outputs import output_edits
+
+
+def pipeline_def_instance_edits(
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    params: set[str],
+    notes: list[Diagnostic],
+    comments: list[cst.EmptyLine] | tuple[()] = (),
+    peers: tuple[cst.Call, ...] = (),
+    threads_set: set[tuple[int, str]] | None = None,
+) -> list[Edit]:
+    """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
+    dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
+    before it (the call's, else the decorator's), then the build and run sites. When the function
+    now returns handles before the batches (``inst.handle_names``), the call site unpacks them.
+    ``threads_set``: (scope, value) of the ``set_num_threads`` calls already written by this fix
+    (one per scope is enough)."""
+    threads = inst.kwargs.get("num_threads", threads_default)
+    if threads is not None and threads_set is not None:
+        key = (id(ctx.scopes.get(inst.stmt)), cst.Module([]).code_for_node(threads.value))
+        threads = None if key in threads_set else threads
+        threads_set.add(key)
+    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
+    keep = [
+        a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
+        for a in keep
+    ]
+    new_call = inst.call.with_changes(args=keep)
+    if inst.handle_names and inst.assign is not None:
+        names = [*inst.handle_names.values(), inst.name]
+        target = cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
+        assign = inst.assign.with_changes(targets=[inst.assign.targets[0].with_changes(target=target)], value=new_call)
+        new_stmt = inst.stmt.with_changes(body=[assign])
+    else:
+        new_stmt = inst.stmt.deep_replace(inst.call, new_call)
+    stmts: list[cst.BaseStatement] = []
+    todo_lines = list(comments) + inst.todo_lines
+    if inst.device_todo:
+        todo_lines.append(device_todo_line(ctx, inst, rule_id, notes))
+    if threads is not None:
+        stmts.append(set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines))
+        new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
+    else:
+        new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
+    stmts.append(new_stmt)
+    return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes, peers=peers)
+
+
+def device_todo_line(
+    ctx: FileContext, inst: Instance, rule_id: str, notes: list[Diagnostic], at: cst.CSTNode | None = None
+) -> cst.EmptyLine:
+    """The TODO about a dropped ``device_id`` above the pipeline's creation, and its diagnostic
+    (reported at ``at``, by default the creation)."""
+    assert inst.device_todo is not None
+    notes.append(Diagnostic(rule_id, inst.device_todo, ctx.line_of(at if at is not None else inst.stmt), 0, "todo"))
+    return comment_line(f"{TODO_PREFIX} {rule_id}: {inst.device_todo}")
+
+
+def run_site_edits(
+    ctx: FileContext,
+    inst: Instance,
+    notes: list[Diagnostic],
+    moved: cst.CSTNode | None = None,
+    peers: tuple[cst.Call, ...] = (),
+) -> list[Edit]:
+    """``pipe.build()`` removed, ``pipe.run()`` -> ``next(pipe)`` and its outputs' API.
+    ``moved`` is graph code of the same scope that moves into the generator: names it assigns
+    are no longer the run site's. ``peers``: the ``run()`` calls of the other instances migrated
+    in the same fix (``data = pipe.run()`` then ``data = restored.run()`` in one scope: a use
+    after both may hold either; the caller drops the edits found twice)."""
+    edits = [removed_stmt(ctx, b) for b in [*inst.builds, *inst.feed_stmts]]
+    edits += iterators.site_edits(ctx, inst, notes)
+    edits += handles.site_edits(ctx, inst)
+    for run in inst.runs:
+        assert isinstance(run.func, cst.Attribute)
+        new = inst.run_calls.get(id(run))
+        if new is None:
+            new = cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])
+        call = ctx.expr_edit(run, new)
+        outputs = output_edits(ctx, run, notes, moved, peers)
+        # `pipe.run()[0].as_array()` is rewritten whole, its next(pipe) included
+        if not any(e.start <= call.start and call.end <= e.end for e in outputs):
+            edits.append(call)
+        edits += outputs
+    return edits
+
+
+# -- what a structural rule reports ---------------------------------------------------------------
+
+
+def refuse_pipeline(
+    state: FileState,
+    rule_id: str,
+    node: cst.CSTNode,
+    why: object,
+    which: str = "",
+    keep: cst.CSTNode | None = None,
+) -> None:
+    """The pipeline stays as it was, with one TODO listing every reason. The code that builds
+    its graph (``keep``, by default ``node``) and the functions of the module it calls keep
+    their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
+    code is not one definition (module-level graph code), no local rewrite of the file applies."""
+    text = " ".join(f"pipeline not migrated{which}: {why}".split())  # one line, whatever the code quoted
+    state.diagnostics.append(state.ctx.todo(rule_id, node, text))
+    keep = node if keep is None else keep
+    if isinstance(keep, cst.Module):
+        state.refused_pipeline = True
+        return
+    state.claimed.append(keep)
+    state.claimed += _called_helpers(state.ctx, keep)
+
+
+def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
+    """The module-level functions ``root`` calls, directly or through each other."""
+    defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    found: dict[str, cst.FunctionDef] = {}
+    todo = [root]
+    while todo:
+        for n in walk(todo.pop()):
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in defs:
+                name = n.func.value
+                if name not in found and defs[name] is not root:
+                    found[name] = defs[name]
+                    todo.append(defs[name])
+    return list(found.values())
+
+
+def propose_pipeline_fix(
+    state: FileState,
+    rule_id: str,
+    node: cst.CSTNode,
+    edits: list[Edit],
+    message: str,
+    includes: list[str],
+    notes: list[Diagnostic],
+    followups: list[FollowUp] = (),  # type: ignore[assignment]
+    advice: str = "",
+    key: str | None = None,
+    written: list[Diagnostic] = (),  # type: ignore[assignment]
+) -> None:
+    """The one fix that migrates a pipeline (definition and use sites) and its notes. Each
+    follow-up becomes a TODO the fix writes above the code it is about (``advice`` says what the
+    pipeline object is now, for follow-ups that give no advice of their own); ``written``: the
+    follow-ups the edits already write (:func:`creation_todos`)."""
+    edits = list({(e.start, e.end, e.text): e for e in edits}.values())  # a use reached twice
+    todos = follow_up_todos(state.ctx, rule_id, followups, advice)
+    inside = [d for d in todos if d.marker is not None and _within_edits(d.marker, edits)]
+    edits = with_markers(edits, [d.marker for d in inside if d.marker is not None])
+    follow_ups = [d.message for d in [*written, *todos]]
+    fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes, key=key, follow_ups=follow_ups)
+    state.fixes.append(fix)
+    state.structural.append(fix.id)
+    state.diagnostics.extend(notes)
+    # a TODO outside the code the fix rewrites is written with the fix only (other fixes may
+    # put theirs on the same statement)
+    state.diagnostics.extend(
+        dataclasses.replace(d, marker=None if d in inside else d.marker, requires=fix.id) for d in todos
+    )
+    state.diagnostics.extend(written)
+
+
+def _within_edits(marker: Edit, edits: list[Edit]) -> bool:
+    return any(e.start <= marker.start < e.end for e in edits)
+
+
+def creation_todos(
+    ctx: FileContext, rule_id: str, instances: list[Instance], followups: list[FollowUp], advice: str
+) -> list[Diagnostic]:
+    """The follow-ups about the statements that create the pipelines (which the fix rewrites):
+    taken out of ``followups`` and put on the instances (``todo_lines``), to be written with the
+    new statement; returned as their diagnostics."""
+    written: list[Diagnostic] = []
+    for inst in instances:
+        mine = [f for f in followups if ctx.enclosing_statement(f.node) is inst.stmt]
+        if not mine:
+            continue
+        followups[:] = [f for f in followups if f not in mine]
+        for d in follow_up_todos(ctx, rule_id, mine, advice):
+            inst.todo_lines.append(comment_line(f"{TODO_PREFIX} {rule_id}: {d.message}"))
+            written.append(dataclasses.replace(d, marker=None))
+    return written
+
+
+def follow_up_todos(ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str) -> list[Diagnostic]:
+    """One TODO per statement that holds follow-ups, saying what to write there now."""
+    by_stmt: dict[int, list[FollowUp]] = {}
+    for f in followups:
+        by_stmt.setdefault(id(ctx.enclosing_statement(f.node)), []).append(f)
+    todos = []
+    for group in by_stmt.values():
+        texts = [f"{f.what}: {f.advice or advice}" if (f.advice or advice) else f.what for f in group]
+        text = " ".join("; ".join(dict.fromkeys(texts)).split())  # one line, whatever the code quoted
+        todos.append(_at_line(ctx, ctx.todo(rule_id, group[0].node, text), group[0].node))
+    return sorted(todos, key=lambda d: (d.line, d.col))
+
+
+def _at_line(ctx: FileContext, todo: Diagnostic, node: cst.CSTNode) -> Diagnostic:
+    """The TODO right above the line of ``node`` when that line continues a statement inside
+    brackets (a comment line is valid there), so that it stands next to the code it is about."""
+    line = ctx.positions[node].start.line
+    stmt = ctx.enclosing_statement(node)
+    if todo.marker is None or line == ctx.positions[stmt].start.line or not _bracketed_line(ctx, stmt, line):
+        return todo
+    start = ctx.lines.offset(line, 0)
+    indent = ctx.source[start : start + ctx.positions[node].start.column]
+    indent = indent[: len(indent) - len(indent.lstrip())] if indent.strip() else indent
+    marker = Edit(start, start, f"{indent}{TODO_PREFIX} {todo.rule}: {todo.message}{ctx.module.default_newline}")
+    return dataclasses.replace(todo, marker=marker, line=line)
+
+
+def _bracketed_line(ctx: FileContext, stmt: cst.CSTNode, line: int) -> bool:
+    """``line`` of the simple statement ``stmt`` starts inside its brackets, not in a string or
+    after a backslash."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for n in walk(stmt):
+        if isinstance(n, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            pos = ctx.positions[n]
+            if pos.start.line < line <= pos.end.line:
+                return False
+    start = ctx.lines.offset(line, 0)
+    previous = ctx.source[:start].rstrip("\r\n")
+    return not previous.endswith("\\")
+
+
+def with_markers(edits: list[Edit], markers: list[Edit]) -> list[Edit]:
+    """``edits`` with the TODO lines ``markers`` inserts inside statements they rewrite: each
+    goes on top of the rewritten statement."""
+    edits = list(edits)
+    for m in markers:
+        inside = next(i for i, e in enumerate(edits) if e.start <= m.start < e.end)
+        e = edits[inside]
+        edits[inside] = Edit(e.start, e.end, m.text + e.text)
+    return edits
+
+
+def generator_advice(name: str, outputs: list[str]) -> str:
+    """What a migrated pipeline function returns now, for the TODOs at uses the tool cannot
+    rewrite."""
+    return (
+        f"{name}(...) returns a generator of ({', '.join(outputs)}) batches now, not a Pipeline: "
+        "take each batch with next(...), and drop build()"
+    )

@@ -1,0 +1,151 @@
+"""DM205 leftovers: pipeline-mode API that no other rule migrated or marked gets a TODO where it
+stands, so no file is left silently half-migrated.
+
+Before (``loader.py``: ``TrainPipe`` comes from a module not given to the run)::
+
+    from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+    from pipes import TrainPipe
+
+    pipe = TrainPipe(batch_size=64, num_threads=4, device_id=0)
+    pipe.build()
+    loader = DALIClassificationIterator(pipe, reader_name="Reader")
+
+After::
+
+    from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+    from pipes import TrainPipe
+
+    pipe = TrainPipe(batch_size=64, num_threads=4, device_id=0)
+    pipe.build()
+    # TODO(dali-migrate): DM205: pipeline-mode API left here: DALIClassificationIterator, a framework
+    # iterator: migrate the module that defines its pipeline in the same run, then loop over the
+    # pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)
+    loader = DALIClassificationIterator(pipe, reader_name="Reader")
+
+It runs after every other rule and looks at what they left: references to ``fn``, ``ops``,
+``Pipeline``, ``pipeline_def``, the framework plugins and ``types.Constant`` outside the code a
+fix rewrites and outside a pipeline another rule already marked. Types, ``tfrecord`` features
+and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines.
+
+Safety: safe (it only writes comments).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.rules import FileState, Rule
+
+from ._cst import within
+
+#: qualified-name prefixes of pipeline-mode API -> what to write instead
+_KINDS = (
+    ("nvidia.dali.plugin.", "a framework iterator: migrate the module that defines its pipeline in the same run, "
+     "then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)"),
+    ("nvidia.dali.ops.", "a legacy operator object: call the ndd operator on Batches where it is called"),
+    ("nvidia.dali.fn.", "a pipeline-mode operator: call the ndd operator on Batches where this runs"),
+    ("nvidia.dali.math.", "a pipeline-mode operator: use ndd.math on Batches"),
+    ("nvidia.dali.types.Constant", "a pipeline-mode constant: use ndd.as_tensor(...) or a numpy array"),
+    ("nvidia.dali.pipeline_def", "a pipeline definition the tool could not see: migrate its module in the same run"),
+    ("nvidia.dali.pipeline.", "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
+     "(a serialized pipeline stays in pipeline mode for serving)"),
+    ("nvidia.dali.Pipeline", "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
+     "(a serialized pipeline stays in pipeline mode for serving)"),
+)
+
+
+class Leftovers(Rule):
+    id = "DM205"
+    name = "leftovers"
+    summary = "pipeline-mode API no other rule migrated gets a TODO where it stands"
+    last = True
+
+    def run(self, state: FileState) -> None:
+        ctx = state.ctx
+        covered = [e for f in state.fixes for e in f.edits]
+        marked = {d.line for d in state.diagnostics if d.severity == "todo"}
+        claimed = list(state.claimed)
+        found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}
+        for node in _references(ctx):
+            q = ctx.qualname(node)
+            kind = _kind(q)
+            if kind is None or _inside(ctx, node, claimed, covered):
+                continue
+            stmt = ctx.enclosing_statement(node)
+            if _annotation(ctx, node) or ctx.first_line(stmt) in marked or ctx.line_of(node) in marked:
+                continue
+            if _marker_above(ctx, ctx.first_line(stmt)) or _marker_above(ctx, ctx.line_of(node)):
+                continue
+            entry = found.setdefault(id(stmt), (node, {}))
+            entry[1].setdefault(kind, []).append(ctx.text(node))
+        for node, texts in found.values():
+            state.diagnostics.append(_todo(ctx, self.id, node, texts))
+
+
+def _todo(ctx: FileContext, rule: str, node: cst.CSTNode, kinds: dict[str, list[str]]) -> Diagnostic:
+    parts = [f"{', '.join(dict.fromkeys(names))}, {kind}" for kind, names in kinds.items()]
+    return ctx.todo(rule, node, " ".join(f"pipeline-mode API left here: {'; '.join(parts)}".split()))
+
+
+def _annotation(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is (in) a type annotation: nothing runs it."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.BaseStatement):
+        if isinstance(cur, cst.Annotation):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def _marker_above(ctx: FileContext, line: int) -> bool:
+    """A ``# TODO(dali-migrate)`` of any rule already stands right above ``line``."""
+    line -= 1
+    starts = ctx.lines.starts
+    if line < 1 or line > len(starts):
+        return False
+    end = starts[line] if line < len(starts) else len(ctx.source)
+    return ctx.source[starts[line - 1] : end].strip().startswith(TODO_PREFIX)
+
+
+def _references(ctx: FileContext) -> list[cst.CSTNode]:
+    """The outermost names and attribute chains that may refer to DALI (not in imports)."""
+    out = []
+    for node in ctx.nodes_of(cst.Name, cst.Attribute):
+        parent = ctx.parents.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            continue  # part of a longer chain
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue  # the attribute name of a chain
+        if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(ctx, node):
+            continue
+        out.append(node)
+    return out
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.SimpleStatementLine):
+        if isinstance(cur, (cst.Import, cst.ImportFrom)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def _kind(q: str | None) -> str | None:
+    if not q:
+        return None
+    for prefix, what in _KINDS:
+        if q == prefix.rstrip(".") or q.startswith(prefix):
+            return what
+    return None
+
+
+def _inside(ctx: FileContext, node: cst.CSTNode, claimed: list[cst.CSTNode], covered: list[Edit]) -> bool:
+    """``node`` is code a structural rule owns, or code a fix rewrites."""
+    if any(within(ctx, node, c) for c in claimed):
+        return True
+    pos = ctx.positions[node].start
+    start = ctx.lines.offset(pos.line, pos.column)
+    return any(e.start <= start < e.end for e in covered)
