@@ -27,12 +27,7 @@ PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
 CASES = sorted(p.name for p in PROJECTS.iterdir() if (p / "old").is_dir()) if PROJECTS.is_dir() else []
 
 #: Known migration bugs: case -> {test: reason}; those tests are strict xfails, so a fix shows up.
-KNOWN_BUGS: dict[str, dict[str, str]] = {
-    "train_val_modules": {
-        "expected_tree": "the codemod gives neither the first-created pipeline capture=True nor the other .evaluate() "
-        "before its yield, and calls ndd.set_num_threads once per pipeline",
-    },
-}
+KNOWN_BUGS: dict[str, dict[str, str]] = {}
 
 
 def _case_params(test: str) -> list:

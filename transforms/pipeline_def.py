@@ -69,6 +69,8 @@ prove that everything else is equal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -105,6 +107,25 @@ from ._cst import no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
 
+@dataclass
+class _Unit:
+    """One ``@pipeline_def`` function on its way through the rule."""
+
+    fn: cst.FunctionDef
+    graph: Graph = None  # type: ignore[assignment]
+    dec_kwargs: dict[str, cst.Arg] = field(default_factory=dict)
+    instances: list[Instance] = field(default_factory=list)
+    seed_source: str | None = None
+    followups: list[FollowUp] = field(default_factory=list)
+    notes: list[Diagnostic] = field(default_factory=list)
+    written: list[Diagnostic] = field(default_factory=list)
+    advice: str = ""
+    edits: list[Edit] = field(default_factory=list)
+    included: list[str] = field(default_factory=list)
+    capture_elsewhere: bool = False
+    captured: bool = False
+
+
 class PipelineDef(Rule):
     id = "DM200"
     name = "pipeline-def"
@@ -113,29 +134,64 @@ class PipelineDef(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
+        units: list[_Unit] = []
         for fn in ctx.nodes_of(cst.FunctionDef):
             dec = pipeline_decorator(ctx, fn)
             if dec is None:
                 continue
             state.claimed.append(fn)
-            notes: list[Diagnostic] = []
-            followups: list[FollowUp] = []
+            unit = _Unit(fn)
             try:
-                graph, dec_kwargs, instances, seed_source = self._analyse(ctx, fn, dec, followups)
-                alone = not followups and all(i.local for i in instances)
-                advice = generator_advice(fn.name.value, output_names(ctx, graph.outputs))
-                written = creation_todos(ctx, self.id, instances, followups, advice)
-                edits, included = self._rewrite(state, fn, graph, dec_kwargs, instances, seed_source, notes, alone)
+                unit.graph, unit.dec_kwargs, unit.instances, unit.seed_source = self._analyse(
+                    ctx, fn, dec, unit.followups
+                )
             except Refused as why:
                 refuse_pipeline(state, self.id, fn, why)
                 continue
-            state.claimed += [inst.stmt for inst in instances] + graph.claimed
-            message = f"migrate pipeline {fn.name.value} and its use sites to dynamic mode"
-            if needs_of(instances).checkpointing:
-                message += f"; {FORMAT_NOTE}"
-            propose_pipeline_fix(state, self.id, fn, edits, message, included, notes, followups, advice, written=written)
+            unit.advice = generator_advice(fn.name.value, output_names(ctx, unit.graph.outputs))
+            unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
+            units.append(unit)
+        runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
+        threads_set: set[int] = set()
+        may_capture = _may_capture(ctx)
+        taken = False  # DALI 2.4 lets one capture loop be active at a time: the first made gets it
+        for unit in sorted(units, key=lambda u: _first_made(ctx, u)):
+            alone = may_capture and _capturable_alone(ctx, unit)
+            unit.capture_elsewhere = alone and taken
+            try:
+                unit.edits, unit.included = self._rewrite(state, unit, alone and not taken, runs, threads_set)
+            except Refused as why:
+                refuse_pipeline(state, self.id, unit.fn, why)
+                units.remove(unit)
+                unit.captured = False
+            taken = taken or unit.captured
+        for group in _groups(units):
+            self._propose(state, group)
+
+    def _propose(self, state: FileState, group: list[_Unit]) -> None:
+        """One fix for pipelines whose use sites are shared (``x = a.run()`` then ``x = b.run()``)."""
+        ctx = state.ctx
+        names = ", ".join(u.fn.name.value for u in group)
+        message = f"migrate pipeline{'s' if len(group) > 1 else ''} {names} and {'their' if len(group) > 1 else 'its'} use sites to dynamic mode"
+        if any(needs_of(u.instances).checkpointing for u in group):
+            message += f"; {FORMAT_NOTE}"
+        for u in group:
+            state.claimed += [inst.stmt for inst in u.instances] + u.graph.claimed
             if ctx.project is not None:
-                ctx.project.migrated.add(fn.name.value)
+                ctx.project.migrated.add(u.fn.name.value)
+        first = group[0]
+        propose_pipeline_fix(
+            state,
+            self.id,
+            first.fn,
+            [e for u in group for e in u.edits],
+            message,
+            sorted({r for u in group for r in u.included}),
+            [d for u in group for d in u.notes],
+            [f for u in group for f in u.followups],
+            first.advice,
+            written=[d for u in group for d in u.written],
+        )
 
     # -- analysis ----------------------------------------------------------------------------
     def _analyse(
@@ -180,16 +236,17 @@ class PipelineDef(Rule):
     def _rewrite(
         self,
         state: FileState,
-        fn: cst.FunctionDef,
-        graph: Graph,
-        dec_kwargs: dict[str, cst.Arg],
-        instances: list[Instance],
-        seed_source: str | None,
-        notes: list[Diagnostic],
-        alone: bool,
+        unit: _Unit,
+        capture: bool,
+        runs: tuple[cst.Call, ...],
+        threads_set: set[int],
     ) -> tuple[list[Edit], list[str]]:
-        """The function and its followed use sites; ``alone``: every use of it is followed."""
+        """The function and its followed use sites; ``capture``: its loop runs in capture mode
+        (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
+        of the module (outputs bound by several of them are followed from each)."""
         ctx = state.ctx
+        fn, graph, dec_kwargs, instances = unit.fn, unit.graph, unit.dec_kwargs, unit.instances
+        seed_source, notes = unit.seed_source, unit.notes
         branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
         # batch_size and seed become keyword-only parameters, defaulting to the decorator's
         params = fn.params
@@ -216,10 +273,8 @@ class PipelineDef(Rule):
             rule_id=self.id,
             batch_size=cst.Name("batch_size"),
             seed=cst.Name("seed") if seed_source else None,
-            single_use=alone
-            and sum(i.copies for i in instances) == 1
-            and not _used_elsewhere(ctx, fn)
-            and pipeline_count(ctx) == 1,
+            single_use=capture,
+            capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
             + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
             reader_meta=needs.reader,
@@ -227,6 +282,7 @@ class PipelineDef(Rule):
             lowering=state.lowering,
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
+        unit.captured = plan.captured
         body, helpers = epoch_body(ctx, graph, body, instances)  # framework iterators
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
@@ -240,8 +296,6 @@ class PipelineDef(Rule):
             new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
         edits = [ctx.stmt_edit(fn, [*helpers, new_fn]), *graph.extra_edits]
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
-        runs = tuple(r for inst in instances for r in inst.runs)
-        threads_set: set[tuple[int, str]] = set()
         for inst in instances:
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
             edits += pipeline_def_instance_edits(
@@ -357,6 +411,49 @@ def _method_instances(
 
 def _is_self(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value == "self"
+
+
+def _may_capture(ctx: FileContext) -> bool:
+    """A ``@pipeline_def`` loop of this module may run in capture mode: the module defines no
+    ``Pipeline`` objects or subclasses besides (their loops would be active alongside)."""
+    decorated = sum(pipeline_decorator(ctx, fn) is not None for fn in ctx.nodes_of(cst.FunctionDef))
+    return pipeline_count(ctx) == decorated
+
+
+def _first_made(ctx: FileContext, unit: _Unit) -> int:
+    """The line where the pipeline is first made (units never made go last)."""
+    return min((ctx.positions[i.stmt].start.line for i in unit.instances), default=1 << 30)
+
+
+def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
+    """The pipeline is made once, here, and every use of it is followed; one used in other
+    modules too only when the cross-module plan gives it the capture loop of the program."""
+    if ctx.project is not None and _used_elsewhere(ctx, unit.fn):
+        name = unit.fn.name.value
+        return not (unit.instances or unit.followups or ctx.project.external_uses[name]) and name in ctx.project.capture
+    if unit.followups or not unit.instances or not all(i.local for i in unit.instances):
+        return False
+    return sum(i.copies for i in unit.instances) == 1
+
+
+def _groups(units: list[_Unit]) -> list[list[_Unit]]:
+    """The units that share an edit (use sites reached from several pipelines) go together."""
+    owner: dict[tuple[int, int, str], int] = {}
+    parent = list(range(len(units)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i, unit in enumerate(units):
+        for e in unit.edits:
+            j = owner.setdefault((e.start, e.end, e.text), i)
+            parent[root(i)] = root(j)
+    groups: dict[int, list[_Unit]] = {}
+    for i, unit in enumerate(units):
+        groups.setdefault(root(i), []).append(unit)
+    return list(groups.values())
 
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.project import ForeignPipeline
 from dali_migrate.rules import FileState, Rule
@@ -44,7 +45,7 @@ from ._backend.arguments import dropped_comments
 from ._backend.handles import abandon_handles
 from ._backend.iterators import abandon_iterators
 from ._backend.model import FollowUp
-from ._backend.recognise import instances_of
+from ._backend.recognise import instances_of, pipeline_count
 from ._backend.sites import creation_todos, follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
 from ._cst import in_source_order
 
@@ -60,6 +61,8 @@ class PipelineUses(Rule):
         info = ctx.project
         if info is None or not info.foreign:
             return
+        self.threads_set: set[int] = set()  # the thread pool is one: set once per scope
+        self.made: list[tuple[int, str, bool]] = []
         for stmt in ctx.module.body:
             if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)):
                 continue
@@ -74,6 +77,15 @@ class PipelineUses(Rule):
                     continue
                 refs = in_source_order(ctx, [r for a in scope.assignments[local] if a.node is imp for r in a.references])
                 self._uses(state, alias, local, fp, [r.node for r in refs])
+        info.first_made = self._first_made(ctx)
+
+    def _first_made(self, ctx: FileContext) -> str | None:
+        """The imported pipeline made first here, when it is made once with every use followed
+        and this module has no pipelines of its own (its loop may then run in capture mode)."""
+        if not self.made or pipeline_count(ctx):
+            return None
+        line, local, followed = min(self.made)
+        return local if followed and [m for m in self.made if m[1] == local] == [(line, local, followed)] else None
 
     def _uses(self, state: FileState, alias: cst.ImportAlias, local: str, fp: ForeignPipeline, refs: list[cst.CSTNode]) -> None:
         """The uses of the pipeline ``local`` imported from another module of the run."""
@@ -92,16 +104,20 @@ class PipelineUses(Rule):
             abandon_handles(inst, {0: "not across modules"}, followups)
             abandon_iterators(inst, "not across modules", followups)
         ctx.project.use_reasons[local] = [f.what for f in followups]
+        for inst in instances:
+            followed = not followups and inst.local and inst.copies == 1
+            self.made.append((ctx.positions[inst.stmt].start.line, local, followed))
         if not fp.migrated:
             return  # the definition's TODO (in its own module) tells why
         threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
         advice = generator_advice(fp.name, ["its outputs"])
         written = creation_todos(ctx, self.id, instances, followups, advice)
         edits: list[Edit] = []
-        threads_set: set[tuple[int, str]] = set()
         for inst in instances:
             dropped = dropped_comments(ctx, [inst.kwargs])
-            edits += pipeline_def_instance_edits(ctx, inst, self.id, threads, params, notes, dropped, threads_set=threads_set)
+            edits += pipeline_def_instance_edits(
+                ctx, inst, self.id, threads, params, notes, dropped, threads_set=self.threads_set
+            )
         state.claimed += [inst.stmt for inst in instances]
         if not edits:
             state.diagnostics.extend(follow_up_todos(ctx, self.id, followups, advice))

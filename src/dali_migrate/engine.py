@@ -314,8 +314,8 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
         inputs = [_project_inputs(info) for _, _, info in items]
         work = [(text, path, options, info) for text, path, info in items]
         outcomes = pool.map(_plan_migration, work) if pool is not None and len(work) > 1 else map(_plan_migration, work)
-        for (text, path, info), before, (use_reasons, migrated, result) in zip(items, inputs, outcomes):
-            info.use_reasons, info.migrated = use_reasons, migrated
+        for (text, path, info), before, (reports, result) in zip(items, inputs, outcomes):
+            info.use_reasons, info.migrated, info.first_made = reports
             if result is not None:
                 memo[path] = (before, text, result)
 
@@ -351,16 +351,18 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
             yield fr
 
 
-def _plan_migration(work: tuple[str, str, Options, ModuleInfo]) -> tuple[dict, set, Result | None]:
+def _plan_migration(work: tuple[str, str, Options, ModuleInfo]) -> tuple[tuple, Result | None]:
     """One in-memory migration of the cross-module plan (in a worker process or not): what it
     reports through its ModuleInfo, and its result (None when it failed: the file's own run
     reports the error; here it takes no part)."""
     text, path, options, info = work
     try:
-        return info.use_reasons, info.migrated, _migrate(text, path, options, info)
+        result = _migrate(text, path, options, info)
     except Exception:
         info.migrated.clear()
-        return info.use_reasons, info.migrated, None
+        info.first_made = None
+        result = None
+    return (info.use_reasons, info.migrated, info.first_made), result
 
 
 def _project_inputs(info: ModuleInfo) -> tuple:
@@ -370,6 +372,7 @@ def _project_inputs(info: ModuleInfo) -> tuple:
         tuple(sorted(info.foreign.items())),
         tuple(sorted((k, tuple(v)) for k, v in info.use_reasons.items())),
         tuple(sorted(info.migrated)),
+        tuple(sorted(info.capture)),
     )
 
 

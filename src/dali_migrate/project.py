@@ -55,6 +55,11 @@ class ModuleInfo:
     use_reasons: dict[str, list[str]] = field(default_factory=dict)
     #: filled in by the analysis: pipelines of this module that migrate
     migrated: set[str] = field(default_factory=set)
+    #: filled in by the analysis: the imported pipeline (local name) this module makes first,
+    #: once, with every use followed, when it defines none of its own (its loop may capture)
+    first_made: str | None = None
+    #: pipelines defined here whose loop runs in capture mode (the plan's choice, see settle)
+    capture: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -229,7 +234,11 @@ def settle(
     in memory, each with its ``info`` (filling ``use_reasons`` / ``migrated``), in any order.
     First every importing module reports what it cannot follow (assuming the definitions
     migrate); then each defining module learns those reasons and reports what migrates; then
-    importing modules learn which of their imports are migrated."""
+    importing modules learn which of their imports are migrated.
+
+    Capture mode across modules (DALI 2.4 lets one capture loop be active at a time): the
+    pipeline an importing module makes first runs captured when that module makes no pipeline
+    of its own and no other module imports it."""
     reasons: dict[tuple[str, str], list[str]] = {}
     importers = [(path, info) for path, info in infos.items() if info.foreign]
     analyse(importers)
@@ -241,6 +250,8 @@ def settle(
     definers = [(path, info) for path, info in infos.items() if info.external_uses]
     for path, info in definers:
         info.external_uses = {name: tuple(reasons.get((path, name), ())) for name in info.external_uses}
+    for fp in _captured(importers):
+        infos[fp.defined_in].capture.add(fp.name)
     analyse(definers)
     for path, info in definers:
         migrated |= {(path, name) for name in info.migrated}
@@ -248,7 +259,19 @@ def settle(
         info.foreign = {a: replace(fp, migrated=(fp.defined_in, fp.name) in migrated) for a, fp in info.foreign.items()}
         info.use_reasons.clear()
         info.migrated.clear()
+        info.first_made = None
     return infos
+
+
+def _captured(importers: list[tuple[str, ModuleInfo]]) -> list[ForeignPipeline]:
+    """The imported pipelines whose loops may run in capture mode: each importing module's
+    ``first_made``, when no other module imports the same pipeline."""
+    importing: dict[tuple[str, str], int] = {}
+    for _, info in importers:
+        for key in {(fp.defined_in, fp.name) for fp in info.foreign.values()}:
+            importing[key] = importing.get(key, 0) + 1
+    chosen = [info.foreign[info.first_made] for _, info in importers if info.first_made in info.foreign]
+    return [fp for fp in chosen if importing[(fp.defined_in, fp.name)] == 1]
 
 
 def plan(

@@ -36,12 +36,15 @@ def generator_doc(
 
 def output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[str]:
     """Names for the docstring: ``labels.gpu()``, ``labels[0]`` and ``fn.flip(labels)`` are
-    still "labels"; anything else is "output"."""
+    still "labels"; anything else is "output" (``fn.resize(fn.decoders.image(jpegs))`` is no
+    longer jpegs)."""
     names = []
     for v in outputs:
         while True:
             if isinstance(v, cst.Call) and ctx.is_fn_ref(v.func) and v.args and v.args[0].keyword is None:
                 v = v.args[0].value  # fn.resize(images, ...) yields resized images
+                if not isinstance(v, cst.Name):
+                    break
             elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not ctx.is_fn_ref(v.func):
                 v = v.func.value
             elif isinstance(v, (cst.Attribute, cst.Subscript)):

@@ -40,6 +40,16 @@ from .recognise import has_random
 
 #: what capture mode means for the code around the generator, written above the loop
 CAPTURE_COMMENT = "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
+#: why the outputs of an eager loop are evaluated (docs/dali-facts/capture-and-exit.md)
+EVALUATE_COMMENT = (
+    "# .evaluate(): each batch is computed before it is handed on, as pipe.run() did (DALI 2.4\n"
+    "# aborts at exit while an operator is still running)"
+)
+#: the same, where another pipeline of the module took the one capture loop
+ELSEWHERE_COMMENT = (
+    "# no capture: another pipeline's capture loop is active; evaluated before the yield, as\n"
+    "# pipe.run() did (DALI 2.4 aborts at exit while an operator is still running)"
+)
 RNG_NOTE = (
     "random operators now draw from an ndd.random.RNG: their values differ from the "
     "old pipeline's (dali-migrate verify aligns the streams to compare the rest)"
@@ -119,6 +129,7 @@ class _Emitter:
         counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
         self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
         self.capture = False
+        self.evaluated = False
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
@@ -276,6 +287,13 @@ class _Emitter:
         graph, plan = self.graph, self.plan
         # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
         lowered, moved = move_cpu_operands(lowered, self.nodes)
+        if self.single:
+            self.capture = plan.single_use and not moved and not plan.checkpointing and _capturable(graph, lowered)
+            plan.captured = self.capture
+        if not self.capture:
+            evaluated = _Evaluated(self._computed_already())
+            lowered = [s.visit(evaluated) for s in lowered]
+            self.evaluated = evaluated.wrapped > 0
         if self.fed:  # one batch per call, of the data feed_input() gave
             params = cst.Parameters([cst.Param(cst.Name(u.source.value)) for u in self.fed])
             name = fresh_name("run", self.taken)
@@ -287,10 +305,9 @@ class _Emitter:
             )
             if iterable[0].cycle:  # cycle=True/"quiet": DALI starts the source over when it ends
                 loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=[loop]))
-            return loop
+            return self._comment(loop)
         body: list[cst.BaseStatement] = lowered
         if self.single:
-            self.capture = plan.single_use and not moved and not plan.checkpointing and _capturable(graph, lowered)
             epoch_args = [kwarg("batch_size", plan.batch_size)]
             if self.capture:
                 epoch_args.append(kwarg("capture", cst.Name("True")))
@@ -298,10 +315,26 @@ class _Emitter:
             next_epoch = cst.Call(func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args)
             assert self.target is not None
             body = [cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
-        loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body))
+        return self._comment(cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body)))
+
+    def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
+        """What the loop's form means: capture mode, or outputs evaluated before the yield."""
+        text = ""
         if self.capture:
-            loop = loop.with_changes(leading_lines=[*loop.leading_lines, cst.EmptyLine(comment=cst.Comment(CAPTURE_COMMENT))])
-        return loop
+            text = CAPTURE_COMMENT
+        elif self.evaluated:
+            text = ELSEWHERE_COMMENT if self.plan.capture_elsewhere else EVALUATE_COMMENT
+        lines = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n") if t]
+        return loop.with_changes(leading_lines=[*loop.leading_lines, *lines])
+
+    def _computed_already(self) -> set[str]:
+        """Names whose batches are computed when they are bound (reader and source outputs)."""
+        names = set()
+        for use in [*self.graph.readers, *self.graph.sources]:
+            names |= names_in(use.target)
+        if self.target is not None:
+            names |= names_in(self.target)
+        return names
 
     # -- phase: the RNG ------------------------------------------------------------------------------
 
@@ -312,6 +345,41 @@ class _Emitter:
         rng = cst.Call(func=attr_chain(f"{self.ctx.ndd}.random.RNG"), args=rng_args)
         self.notes.append(self.ctx.info(self.plan.rule_id, self.graph.container, RNG_NOTE))
         return statement(cst.Assign([cst.AssignTarget(cst.Name(self.rng_var))], rng))
+
+
+class _Evaluated(cst.CSTTransformer):
+    """``yield a, b`` -> ``yield a.evaluate(), b`` for each output an operator computes (the
+    yields and returns of the loop body, not of functions defined in it)."""
+
+    def __init__(self, computed: set[str]) -> None:
+        super().__init__()
+        self.computed = computed
+        self.wrapped = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def leave_Yield(self, original: cst.Yield, updated: cst.Yield) -> cst.Yield:
+        return updated.with_changes(value=self._values(updated.value)) if updated.value is not None else updated
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
+        return updated.with_changes(value=self._values(updated.value)) if updated.value is not None else updated
+
+    def _values(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(value, cst.Tuple):
+            return value.with_changes(elements=[e.with_changes(value=self._one(e.value)) for e in value.elements])
+        return self._one(value)
+
+    def _one(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(value, cst.Name) and value.value in self.computed:
+            return value
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)):
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.wrapped += 1
+        return cst.Call(cst.Attribute(value, cst.Name("evaluate")))
 
 
 class _InlineReaders:

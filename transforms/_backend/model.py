@@ -117,7 +117,9 @@ class PipelinePlan:
     emitter carries it out.
 
     ``batch_size`` and ``seed`` are the expressions to use inside the generator. ``single_use``:
-    this is the module's only pipeline and it is instantiated once (a condition of capture mode).
+    this is the module's only pipeline and it is instantiated once (a condition of capture mode);
+``capture_elsewhere``: it could have been, but another pipeline of the module runs captured.
+``captured``: set by the emitter, the loop it wrote runs in capture mode.
     ``reader_meta``: the readers' metadata is read (they get ``max_batch_size``);
     ``checkpointing``: their state is (``enable_checkpointing=True``, no capture mode).
     ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
@@ -128,6 +130,8 @@ class PipelinePlan:
     seed: cst.BaseExpression | None
     dropped: list[cst.EmptyLine]
     single_use: bool = False
+    capture_elsewhere: bool = False
+    captured: bool = False
     reader_meta: bool = False
     checkpointing: bool = False
     lowering: list[Any] = field(default_factory=list)

@@ -29,17 +29,17 @@ def pipeline_def_instance_edits(
     notes: list[Diagnostic],
     comments: list[cst.EmptyLine] | tuple[()] = (),
     peers: tuple[cst.Call, ...] = (),
-    threads_set: set[tuple[int, str]] | None = None,
+    threads_set: set[int] | None = None,
 ) -> list[Edit]:
     """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
     before it (the call's, else the decorator's), then the build and run sites. When the function
     now returns handles before the batches (``inst.handle_names``), the call site unpacks them.
-    ``threads_set``: (scope, value) of the ``set_num_threads`` calls already written by this fix
-    (one per scope is enough)."""
+    ``threads_set``: the scopes where this fix already writes ``set_num_threads`` (the thread
+    pool is one for the whole program: the first pipeline made in a scope sets it)."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None and threads_set is not None:
-        key = (id(ctx.scopes.get(inst.stmt)), cst.Module([]).code_for_node(threads.value))
+        key = id(ctx.scopes.get(inst.stmt))
         threads = None if key in threads_set else threads
         threads_set.add(key)
     keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
