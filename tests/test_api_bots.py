@@ -80,7 +80,7 @@ def test_migrate_paths_reports_every_file_and_writes_nothing(tmp_path):
     assert by_name["pkg/plain.py"].status == "skipped"
     broken = by_name["pkg/broken.py"]
     assert broken.status == "error" and broken.result is None
-    assert broken.error.startswith(f"{broken.path}: not valid Python")
+    assert broken.error.startswith(f"{broken.path}:") and ": not valid Python: " in broken.error
     for name in ("train.py", "pkg/helper.py"):
         r = by_name[name]
         assert r.status == "changed"
@@ -258,16 +258,44 @@ def test_public_api_names():
         assert getattr(dali_migrate, name).__doc__
 
 
-def test_readme_bot_example_runs(tmp_path, monkeypatch):
-    """The README's bot example, run as written against a small tree."""
+def test_readme_bot_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's bot example, run as written against a small tree: it changes the pipeline
+    file too, and says what it selected."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     start = readme.index("<!-- bot example -->")
     code = readme[readme.index("```python\n", start) + len("```python\n") : readme.index("```", readme.index("```python\n", start) + 10)]
-    assert len(code.strip().splitlines()) <= 10
+    assert len(code.strip().splitlines()) <= 12
     write(tmp_path / "src" / "helper.py", HELPER)
     write(tmp_path / "src" / "train.py", PIPELINE)
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
-    # the bot's policy in the example: local rewrites only; pipelines are left to a person
+    # the bot's policy in the example: every safe fix, i.e. what migrate_source applies
     assert (tmp_path / "src" / "helper.py").read_text() == migrate_source(HELPER).code
-    assert (tmp_path / "src" / "train.py").read_text() == PIPELINE
+    assert (tmp_path / "src" / "train.py").read_text() == migrate_source(PIPELINE).code != PIPELINE
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(" <- ")[0] for line in printed] == ["src/helper.py", "src/train.py"]
+    assert "DM200 " in printed[1] and "DM100 " in printed[1]
+
+
+def test_the_import_fix_alone_is_refused_not_a_silent_no_op():
+    """Chosen without the fixes it updates the imports for, the DM100 fix changed nothing and
+    said nothing (a bot selecting DM1* on a pipeline file)."""
+    found = migrate_source(PIPELINE).fixes
+    imports = next(f for f in found if f.rule == "DM100")
+    assert imports.depends_on
+    for chosen in ([imports.id], [imports]):
+        with pytest.raises(MissingDependencyError) as info:
+            apply_fixes(PIPELINE, chosen)
+        assert imports.depends_on[0] in str(info.value) and "\n" not in str(info.value)
+    assert apply_fixes(PIPELINE, [f.id for f in found]) == migrate_source(PIPELINE).code
+    with pytest.raises(UnknownFixError):
+        apply_fixes(PIPELINE, ["DM100:<module>:0000000000"])
+
+
+def test_the_import_fix_with_some_of_its_fixes_is_recomputed_for_them():
+    code = HELPER
+    found = migrate_source(code).fixes
+    imports = next(f for f in found if f.rule == "DM100")
+    flip = next(f for f in found if f.rule == "DM101" and "flip" in f.message)
+    assert flip.id in imports.depends_on
+    assert apply_fixes(code, [flip.id, imports.id]) == apply_fixes(code, [flip.id])

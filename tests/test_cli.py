@@ -20,6 +20,7 @@ from click.testing import Result as CliResult
 
 import dali_migrate.engine as engine
 from dali_migrate import __version__
+from dali_migrate.cli import cli as group
 from dali_migrate.cli import main
 from samples import PIPELINE
 
@@ -188,7 +189,7 @@ def test_later_mode_flag_wins():
     assert path.read_bytes() == before
 
 
-# -- --format json ----------------------------------------------------------------------------------
+# -- --format json ---------------------------------------------------------------------------------
 
 
 def test_json_output_schema():
@@ -511,7 +512,7 @@ def test_bad_input_is_reported_and_the_rest_is_written(kind, monkeypatch):
     assert err["status"] == "error"
     assert err["written"] is False
     msg = err["error"]
-    assert msg.startswith(f"{bad}: "), msg
+    assert re.match(rf"{re.escape(str(bad))}:(\d+:\d+:)? ", msg), msg
     assert REASONS[kind] in msg
     assert "\n" not in msg and "\r" not in msg
     assert doc["summary"]["errors"] == 1
@@ -535,7 +536,7 @@ def test_bad_input_text_report_is_one_line(kind, monkeypatch):
     mentioning = [ln for ln in lines if str(bad) in ln]
     assert len(mentioning) == 1, result.stderr
     (line,) = mentioning
-    assert line.startswith(f"error: {bad}: ")
+    assert re.match(rf"error: {re.escape(str(bad))}:(\d+:\d+:)? ", line), line
     assert REASONS[kind] in line
     # every stderr line is a whole record: nothing was wrapped onto a continuation line
     for ln in lines:
@@ -562,7 +563,7 @@ def test_path_with_brackets_is_printed_verbatim():
     bad = write(Path("[x]") / "bad.py", "import nvidia.dali\ndef broken(:\n")
     result = cli(bad)
     assert result.exit_code == EXIT_ERROR
-    assert f"error: {bad}: " in result.stderr
+    assert f"error: {bad}:2:11: not valid Python: invalid syntax" in result.stderr
 
 
 def test_path_with_closing_markup_tag_does_not_abort_the_run():
@@ -600,6 +601,35 @@ def test_latin1_file_next_to_bad_files():
     assert b"ndd.readers.File" in lat.read_bytes()
 
 
+def test_read_only_file_is_one_error_line_and_the_others_are_written():
+    ro = write(Path("ro.py"), PIPELINE)
+    ro.chmod(0o444)
+    good = write(Path("good.py"), PIPELINE)
+    result = cli("--write", "-j", "1", "good.py", "ro.py")
+    assert result.exit_code == EXIT_ERROR
+    assert "error: ro.py: read-only file (not written)" in stderr_lines(result)
+    assert ro.read_text() == PIPELINE and stat.S_IMODE(ro.stat().st_mode) == 0o444
+    assert "ndd" in good.read_text()
+
+
+def test_odd_cookies_are_one_line_each_and_a_cp1252_file_is_still_migrated():
+    cp_text = "# -*- coding: cp1252 -*-\n# caf\u00e9 \u20ac\n" + PIPELINE
+    cp = write(Path("d") / "z_cp.py", cp_text.encode("cp1252"))
+    odd = {}
+    for cookie in ("undefined", "punycode", "idna", "unicode_escape", "utf-16", "no-such-codec"):
+        name = "a_" + cookie.replace("-", "_") + ".py"
+        odd[name] = write(Path("d") / name, f"# -*- coding: {cookie} -*-\n{PIPELINE}".encode())
+    before = {name: p.read_bytes() for name, p in odd.items()}
+    result = cli("--write", "d")
+    assert result.exit_code == EXIT_ERROR, result.stderr
+    errors = [ln for ln in stderr_lines(result) if ln.startswith("error: ")]
+    assert sorted(ln.split(":")[1].strip().split("/")[-1] for ln in errors) == sorted(odd)
+    assert all(len(ln) < 200 for ln in errors), errors
+    assert "internal error" not in result.stderr
+    assert b"ndd.readers.File" in cp.read_bytes() and b"caf\xe9 \x80" in cp.read_bytes()
+    assert {name: p.read_bytes() for name, p in odd.items()} == before
+
+
 @pytest.mark.parametrize("args", [["nope.py"], ["--write", "nope_dir"], ["--check", "ok.py", "nope.py"]])
 def test_nonexistent_path_argument_is_a_usage_error(args):
     ok = write(Path("ok.py"), PIPELINE)
@@ -624,7 +654,7 @@ def test_explicit_dangling_symlink_argument_is_reported_not_usage_error():
     assert "link.py: dangling symlink" in result.stderr
 
 
-# -- byte fidelity of --write -----------------------------------------------------------------------
+# -- byte fidelity of --write ----------------------------------------------------------------------
 
 
 def test_bom_and_crlf_survive_write():
@@ -685,7 +715,7 @@ def test_write_leaves_no_temp_files():
     assert not [p for p in d.iterdir() if p.name.startswith(".")]
 
 
-# -- suppression comments ----------------------------------------------------------------------------
+# -- suppression comments --------------------------------------------------------------------------
 
 
 def test_ignore_comment_above_pipeline_def_prevents_dm200():
@@ -734,7 +764,7 @@ def test_ignore_comment_for_another_rule_does_not_suppress():
     assert 'device="gpu"' in path.read_text()
 
 
-# -- pyproject.toml ---------------------------------------------------------------------------------
+# -- pyproject.toml --------------------------------------------------------------------------------
 
 
 def test_pyproject_select_is_honoured():
@@ -809,7 +839,7 @@ def test_pyproject_exclude_and_unknown_rule():
     assert "DM42" in result.stderr
 
 
-# -- parallelism ----------------------------------------------------------------------------------------
+# -- parallelism -----------------------------------------------------------------------------------
 
 
 def _many(d: Path, n: int = 12) -> None:
@@ -847,7 +877,7 @@ def test_jobs_2_write_matches_jobs_1(tmp_path):
     assert temp_leftovers(b) == []
 
 
-# -- informational options --------------------------------------------------------------------------
+# -- informational options -------------------------------------------------------------------------
 
 
 def test_explain():
@@ -910,3 +940,137 @@ def test_python_dash_m_runs_a_migration():
     assert proc.returncode == EXIT_PENDING, proc.stderr
     assert "ndd.readers.File" in proc.stdout
     assert "1 files scanned" in proc.stderr
+
+
+# -- dali-migrate as a group: the migration by default, verify as a subcommand ---------------------
+
+
+def run_group(*args) -> CliResult:
+    argv = [os.fspath(a) for a in args]
+    return CliRunner().invoke(group, argv, catch_exceptions=False, prog_name="dali-migrate")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--diff", "simple.py"],
+        ["simple.py"],
+        ["--check", "simple.py"],
+        ["--explain", "DM200"],
+        ["--list-rules"],
+        ["--version"],
+        ["--format", "json", "simple.py"],
+        ["-j", "1", "--select", "DM1", "simple.py"],
+    ],
+)
+def test_the_group_runs_the_migration_by_default(args):
+    write(Path("simple.py"), PIPELINE)
+    direct, grouped = cli(*args), run_group(*args)
+    assert grouped.exit_code == direct.exit_code
+    assert (grouped.stdout, grouped.stderr) == (direct.stdout, direct.stderr)
+
+
+def test_usage_errors_of_the_default_command_read_as_before():
+    result = run_group("--write", "--verify", "--check", "nope.py")
+    assert result.exit_code == EXIT_ERROR
+    assert "Usage: dali-migrate [OPTIONS] [PATHS]..." in result.stderr
+    assert "dali-migrate dali-migrate" not in result.stderr
+    assert run_group().exit_code == EXIT_ERROR
+
+
+def test_help_lists_verify_and_verify_has_its_own_help():
+    top = run_group("--help")
+    assert top.exit_code == EXIT_OK
+    assert top.stdout.startswith("Usage: dali-migrate [OPTIONS] [PATHS]...")
+    commands = top.stdout[top.stdout.index("Commands:") :]
+    assert re.search(r"^\s+verify\s+Prove that NEW computes", commands, re.M)
+    sub = run_group("verify", "--help")
+    assert sub.exit_code == EXIT_OK
+    assert sub.stdout.startswith("Usage: dali-migrate verify [OPTIONS] OLD NEW")
+    assert "--kwargs" in sub.stdout
+
+
+def test_verify_subcommand_runs_the_harness_command(monkeypatch):
+    from dali_migrate.harness import cli as harness_cli
+
+    seen = {}
+
+    def fake(old, new, **kwargs):
+        seen["args"] = (old, new)
+
+    monkeypatch.setattr(harness_cli.verify_command, "callback", fake)
+    write(Path("a.py"), PIPELINE)
+    write(Path("b.py"), PIPELINE)
+    result = run_group("verify", "a.py", "b.py")
+    assert result.exit_code == EXIT_OK, result.stderr
+    assert seen == {"args": ("a.py", "b.py")}
+
+
+def test_console_script_is_the_group():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dali_migrate", "verify", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: dali-migrate verify ")
+
+
+# -- --device cpu, --verify without the extra ------------------------------------------------------
+
+GPU_PIPELINE = PIPELINE.replace(
+    "fn.decoders.image(jpegs)", 'fn.decoders.image(jpegs, device="mixed")'
+).replace("device_id=None", "device_id=0")
+
+
+def test_device_cpu_makes_the_migrated_program_run_on_the_cpu():
+    path = write(Path("train.py"), GPU_PIPELINE)
+    plain = cli("--diff", path)
+    assert 'device="gpu"' in plain.stdout  # mixed becomes gpu in dynamic mode
+    result = cli("--write", "--device", "cpu", path)
+    assert result.exit_code == EXIT_OK, result.stderr
+    text = path.read_text()
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in text
+    assert '"gpu"' not in text and '"mixed"' not in text
+    assert "train.py:1:0: device info: lowered to CPU (--device cpu): " in result.stderr
+    assert cli("--check", "--device", "cpu", path).exit_code == EXIT_OK
+    assert cli("--check", path).exit_code == EXIT_OK  # and it stays as it is without the option
+
+
+def test_device_cpu_lowers_an_already_migrated_file_too():
+    done = "import nvidia.dali.experimental.dynamic as ndd\n\nx = ndd.flip(y).gpu()\n"
+    path = write(Path("done.py"), done)
+    result = cli("--diff", "--device", "cpu", path)
+    assert result.exit_code == EXIT_OK
+    assert "+x = ndd.flip(y)\n" in result.stdout
+
+
+def test_device_cpu_needs_neither_dali_nor_numpy():
+    path = write(Path("train.py"), GPU_PIPELINE)
+    code = (
+        "import sys; sys.modules['numpy'] = None; sys.modules['nvidia'] = None\n"
+        "from dali_migrate.cli import entry\n"
+        "sys.argv = ['dali-migrate', '--diff', '--device', 'cpu', 'train.py']\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_write_verify_without_the_extra_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    def no_numpy(name, *args):
+        return None if name == "numpy" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", no_numpy)
+    path = write(Path("train.py"), PIPELINE)
+    result = cli("--write", "--verify", path)
+    assert result.exit_code == EXIT_ERROR
+    assert "pip install 'dali-migrate[verify]'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert path.read_text() == PIPELINE

@@ -348,19 +348,6 @@ def test_cli_match_mismatch_and_json(tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "mismatch" in bad.output and "values differ" in bad.output
 
 
-def test_entry_sends_verify_to_the_harness(monkeypatch) -> None:
-    from dali_migrate import cli
-
-    seen = {}
-    monkeypatch.setattr("dali_migrate.harness.cli.main", lambda argv: seen.setdefault("verify", argv))
-    monkeypatch.setattr(cli, "main", lambda **kwargs: seen.setdefault("main", kwargs.get("prog_name")))
-    monkeypatch.setattr(sys, "argv", ["dali-migrate", "verify", "a.py", "b.py"])
-    cli.entry()
-    monkeypatch.setattr(sys, "argv", ["dali-migrate", "--diff", "x"])
-    cli.entry()
-    assert seen == {"verify": ["a.py", "b.py"], "main": "dali-migrate"}
-
-
 @pytest.mark.dali
 def test_write_verify_keeps_only_fixes_that_verify(tmp_path: Path) -> None:
     pytest.importorskip("nvidia.dali")

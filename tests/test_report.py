@@ -183,6 +183,20 @@ def test_uris_are_relative_to_srcroot_and_escaped():
     assert run["columnKind"] == "unicodeCodePoints"
 
 
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="names must be valid Unicode there")
+def test_a_file_name_that_is_not_utf8_is_percent_encoded_byte_by_byte(validator):
+    """Its str holds a surrogate, which made the whole SARIF log fail to encode."""
+    bad = os.fsdecode(b"bad\xff.py")
+    write(Path(bad), PIPELINE)
+    write(Path("good.py"), PIPELINE)
+    code, log = sarif(".")
+    assert code == 0
+    validator.validate(log)
+    results = log["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert uris == {"bad%FF.py", "good.py"}
+
+
 def test_absolute_paths_are_file_uris(tmp_path):
     path = write(tmp_path / "abs.py", PIPELINE)
     _, log = sarif(path.resolve())
@@ -198,7 +212,8 @@ def test_files_that_cannot_be_processed_are_notifications():
     assert invocation["executionSuccessful"] is False
     (note,) = invocation["toolExecutionNotifications"]
     assert note["level"] == "error"
-    assert note["message"]["text"].startswith("bad.py: not valid Python")
+    text = note["message"]["text"]
+    assert text.startswith("bad.py:") and ": not valid Python" in text
     assert log["runs"][0]["results"] == []
 
 

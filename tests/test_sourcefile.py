@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import os
 import pickle
+import re
 import stat
 from pathlib import Path
 
@@ -120,6 +121,70 @@ def test_unknown_encoding_cookie(tmp_path: Path) -> None:
         read_source(p)
     _assert_one_line(ei.value, p)
     assert "unknown encoding" in ei.value.reason
+
+
+@pytest.mark.parametrize(
+    "cookie, reason",
+    [
+        ("undefined", "cannot decode as undefined"),
+        ("punycode", "cannot decode as punycode"),
+        ("unicode_escape", "does not give back the bytes it decoded"),
+        ("utf-16", "cannot decode as utf-16|does not give back the bytes it decoded"),
+        ("utf-32", "cannot decode as utf-32"),
+    ],
+)
+def test_cookie_of_a_codec_that_cannot_round_trip_is_one_short_line(
+    tmp_path: Path, cookie, reason
+) -> None:
+    """CPython accepts these cookies; reading such a file either fails inside the codec or
+    gives text that is not written back as the same bytes (unicode_escape wrote the whole
+    file as one physical line with literal backslash-n)."""
+    p = tmp_path / "odd.py"
+    body = "from nvidia.dali import fn\nX = fn.flip(1)\n\n"
+    p.write_bytes(f"# -*- coding: {cookie} -*-\n{body}".encode())
+    with pytest.raises(SourceError) as ei:
+        read_source(p)
+    _assert_one_line(ei.value, p)
+    assert re.search(reason, ei.value.reason), ei.value.reason
+    assert len(str(ei.value)) < len(str(p)) + 160
+
+
+def test_write_in_a_codec_that_fails_its_own_way_is_one_line(tmp_path: Path) -> None:
+    """idna reads plain ASCII back, but cannot write a line longer than 63 characters."""
+    p = tmp_path / "idna.py"
+    p.write_bytes(b"# -*- coding: idna -*-\nx = 1\n")
+    sf = read_source(p)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, sf.text + "y = " + "1" * 80 + "\n")
+    _assert_one_line(ei.value, p)
+    assert ei.value.reason.startswith("cannot encode as idna (")
+    assert p.read_bytes() == b"# -*- coding: idna -*-\nx = 1\n"
+
+
+def _lossy_codec(name: str):
+    """A codec that writes text upper-cased and reads it as it is."""
+    if name != "dmtest_lossy":
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(
+        lambda text, errors="strict": utf8.encode(text.upper(), errors),
+        utf8.decode,
+        name="dmtest-lossy",
+    )
+
+
+def test_write_refuses_text_its_codec_would_not_read_back(tmp_path: Path) -> None:
+    codecs.register(_lossy_codec)
+    try:
+        p = tmp_path / "ok.py"
+        p.write_bytes(b"X = 1\n")
+        sf = SourceFile(path=p, text="X = 1\n", encoding="dmtest_lossy", raw=b"X = 1\n")
+        with pytest.raises(SourceError) as ei:
+            write_source(sf, "x = 2\n")
+        assert "would not read back" in ei.value.reason
+        assert p.read_bytes() == b"X = 1\n"
+    finally:
+        codecs.unregister(_lossy_codec)
 
 
 def test_binary_file(tmp_path: Path) -> None:
@@ -528,3 +593,96 @@ def test_write_keeps_owner_when_root_rewrites(tmp_path: Path) -> None:
     write_source(sf, "x = 2\n")
     assert (p.stat().st_uid, p.stat().st_gid) == (65534, 65534)
     assert p.read_text() == "x = 2\n"
+
+
+def test_read_only_file_is_not_written(tmp_path: Path) -> None:
+    """Mode 0444: refused as editors and formatters refuse it (root included), though the
+    directory would allow the rename."""
+    p = tmp_path / "ro.py"
+    p.write_text("x = 1\n")
+    p.chmod(0o444)
+    sf = read_source(p)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    assert str(ei.value) == f"{p}: read-only file (not written)"
+    assert p.read_text() == "x = 1\n" and stat.S_IMODE(p.stat().st_mode) == 0o444
+    assert _leftover_temps(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "chown"), reason="no file owners on this platform")
+def test_file_whose_owner_cannot_be_kept_is_not_written(tmp_path: Path, monkeypatch) -> None:
+    """Another user's file in a directory we may write: the rename would hand it to us."""
+    p = tmp_path / "theirs.py"
+    p.write_text("x = 1\n")
+    p.chmod(0o666)
+    owner = (p.stat().st_uid + 1, p.stat().st_gid + 1)
+    real_stat = os.stat
+
+    def their_file(name, *args, **kwargs):  # the file is someone else's; our temp file is ours
+        st = real_stat(name, *args, **kwargs)
+        if Path(name) == p:
+            fields = (st.st_mode, st.st_ino, st.st_dev, st.st_nlink, *owner, *st[6:10])
+            return os.stat_result(fields)
+        return st
+
+    def no_privilege(name, uid, gid):
+        raise PermissionError(1, "Operation not permitted")
+
+    sf = read_source(p)
+    monkeypatch.setattr(sourcefile.os, "stat", their_file)
+    monkeypatch.setattr(sourcefile.os, "chown", no_privilege)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    assert ei.value.reason == (
+        "owned by another user: replacing it would change its owner (not written)"
+    )
+    monkeypatch.undo()
+    assert p.read_text() == "x = 1\n"
+    assert _leftover_temps(tmp_path) == []
+
+
+def test_edit_saved_while_the_temp_file_is_written_is_not_lost(tmp_path: Path, monkeypatch) -> None:
+    """An editor saving between the first "changed on disk" check and the rename: the file is
+    looked at again right before ``os.replace``. The save happens at a fixed point (when the
+    temporary file is synced), not at a random moment."""
+    p = tmp_path / "m.py"
+    p.write_text("x = 1\n")
+    sf = read_source(p)
+    real_fsync = os.fsync
+    saved = []
+
+    def editor_saves(fd: int) -> None:
+        real_fsync(fd)
+        if not saved:
+            saved.append(True)
+            p.write_text("x = 1  # saved by the user\n")
+
+    monkeypatch.setattr(sourcefile.os, "fsync", editor_saves)
+    with pytest.raises(SourceError) as ei:
+        write_source(sf, "x = 2\n")
+    monkeypatch.undo()
+    assert saved and ei.value.reason == "file changed on disk since it was read; not overwritten"
+    assert p.read_text() == "x = 1  # saved by the user\n"
+    assert _leftover_temps(tmp_path) == []
+
+
+def test_edit_keeping_size_and_content_but_not_the_inode_is_seen(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An editor that saves by rename (a new inode) the very same bytes: still a save."""
+    p = tmp_path / "m.py"
+    p.write_text("x = 1\n")
+    sf = read_source(p)
+    real_fsync = os.fsync
+
+    def editor_saves(fd: int) -> None:
+        real_fsync(fd)
+        if not (tmp_path / "swap").exists():
+            (tmp_path / "swap").write_text("x = 1\n")
+            os.replace(tmp_path / "swap", p)
+
+    monkeypatch.setattr(sourcefile.os, "fsync", editor_saves)
+    with pytest.raises(SourceError):
+        write_source(sf, "x = 2\n")
+    monkeypatch.undo()
+    assert p.read_text() == "x = 1\n"

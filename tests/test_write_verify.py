@@ -55,6 +55,39 @@ def test_verify_needs_write(tmp_path: Path) -> None:
     assert "--verify goes with --write" in result.output
 
 
+def _mixed(tmp_path: Path) -> Path:
+    target = _copy(tmp_path)
+    text = target.read_text().replace('device="cpu"', 'device="mixed"')
+    target.write_text(text)
+    return target
+
+
+def test_device_cpu_writes_a_verified_migration_lowered(tmp_path: Path) -> None:
+    target = _mixed(tmp_path)
+    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    assert result.exit_code == 0, result.output
+    text = target.read_text()
+    assert 'ndd.decoders.image(jpegs, device="cpu")' in text and '"gpu"' not in text
+    assert "lowered to CPU (--device cpu)" in result.output
+
+
+def test_device_cpu_leaves_a_held_back_pipeline_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    """--verify keeps a file whose pipeline does not match exactly as it was: not lowered either."""
+    target = _mixed(tmp_path)
+    before = target.read_text()
+    real = engine._migrate
+
+    def broken(text, path, options, project):
+        result = real(text, path, options, project)
+        code = result.code.replace("resize_x=32", "resize_x=31")
+        return type(result)(result.source, code, result.fixes, result.diagnostics, result.applied)
+
+    monkeypatch.setattr(engine, "_migrate", broken)
+    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    assert result.exit_code == 1, result.output
+    assert target.read_text() == before
+
+
 def test_whole_program_check_holds_back_a_file_that_runs_differently(tmp_path: Path,
                                                                      synthetic_data) -> None:
     """Every pipeline of the file verifies, but the program around them prints something else:

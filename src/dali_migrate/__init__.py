@@ -9,8 +9,8 @@ The library API (it never prints and never exits; errors derive from :class:`Mig
         print(file.path, file.status, [f.id for f in file.result.fixes] if file.result else file.error)
 """
 
-from .api import apply_fixes, migrate_paths, migrate_source
-from .engine import FileResult
+from typing import TYPE_CHECKING
+
 from .fixes import (
     Diagnostic,
     Edit,
@@ -23,17 +23,36 @@ from .fixes import (
     UnknownFixError,
 )
 
+if TYPE_CHECKING:
+    from .api import apply_fixes, migrate_paths, migrate_source
+    from .engine import FileResult
+    from .harness import verify
+
 __version__ = "0.1.0"
+
+#: names imported when first used (libcst and the rest of the migration load in about a third
+#: of a second: the command line must be able to take a Ctrl-C quietly while they do)
+_LAZY = {
+    "apply_fixes": "api",
+    "migrate_paths": "api",
+    "migrate_source": "api",
+    "FileResult": "engine",
+    "verify": "harness",  # (libcst.matchers under it) neither the migration nor the CLI needs it
+}
 
 
 def __getattr__(name: str):
-    # the harness (and libcst.matchers under it) is imported when first used: the migration
-    # alone, and the CLI's start-up, do not need it
-    if name == "verify":
-        from .harness import verify
+    if name in _LAZY:
+        import importlib
 
-        return verify
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 __all__ = [
     "Diagnostic",

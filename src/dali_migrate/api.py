@@ -3,13 +3,18 @@ unless asked to (``migrate_paths`` reads files; writing is the caller's choice).
 
 from __future__ import annotations
 
+import ast
+import bisect
+import itertools
 import os
+import sys
+import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
 
 import libcst as cst
 
-from .context import FileContext
+from .context import FileContext, nesting, python_tree
 from .project import ModuleInfo
 from .fixes import (
     Diagnostic,
@@ -42,11 +47,19 @@ class _Analysis:
     structural: list[str] = field(default_factory=list)
 
 
-def _analyse(code: str, path: str | None, select, ignore, project=None) -> _Analysis:
+def _analyse(
+    code: str, path: str | None, select, ignore, project=None, tree: ast.Module | None = None
+) -> _Analysis:
     try:
-        ctx = FileContext(code, path, project=project)
+        ctx = FileContext(code, path, project=project, tree=tree)
     except cst.ParserSyntaxError as e:
-        raise SourceParseError(f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: cannot parse: {e.message}") from None
+        reason = f"not valid Python: {e.message}"
+        raise SourceParseError(
+            f"{path or '<string>'}:{e.raw_line}:{e.raw_column}: {reason}",
+            line=e.raw_line,
+            column=e.raw_column,
+            reason=reason,
+        ) from None
     state = FileState(ctx, lowering=[r() for r in all_rules() if r.composable])
     active = rules_for(select, ignore)
     for rule in all_rules():
@@ -104,15 +117,9 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
         )
     taken_edits = [e for f in applied for e in f.edits]
     applied_ids = {f.id for f in applied}
-    markers = [
-        d.marker
-        for d in diagnostics
-        if todo_markers
-        and d.marker is not None
-        and (d.requires is None or d.requires in applied_ids)
-        and not any(e.start <= d.marker.start < e.end for e in taken_edits)
-    ]
-    marker_fixes = list(dict.fromkeys(markers))
+    marker_fixes = []
+    if todo_markers:
+        marker_fixes = _markers(ctx.source, taken_edits, diagnostics, applied_ids)
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
     if a.imports_enabled and applied:
@@ -126,7 +133,8 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
                 depends_on=[f.id for f in applied],
                 key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
             )
-            trial = splice(ctx.source, taken_edits + marker_fixes + list(imp.edits))
+            # a marker last at its place: right above its statement, below an import inserted there
+            trial = splice(ctx.source, taken_edits + list(imp.edits) + marker_fixes)
             if parses(trial) and not _overlap(imp.edits, taken_edits + marker_fixes):
                 code = trial
                 fixes.append(imp)
@@ -134,6 +142,96 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
             else:
                 diagnostics.append(Diagnostic(imp.rule, "internal error: the import fix was not applied", 1, 0, "error"))
     return Result(source=ctx.source, code=code, fixes=fixes, diagnostics=diagnostics, applied=[f.id for f in applied])
+
+
+@dataclass(frozen=True)
+class _Marker:
+    edits: tuple[Edit, ...]
+    rule: str
+    line: int
+
+
+def _markers(
+    source: str, taken: list[Edit], diagnostics: list[Diagnostic], applied: set[str]
+) -> list[Edit]:
+    """The TODO markers to write: one per place, none inside code a fix replaced, none whose
+    fix (``requires``) is not applied, and none that would break the parse (each such one is
+    reported as an internal error of its rule)."""
+    order = sorted(taken, key=lambda e: e.start)
+    starts = [e.start for e in order]
+    reach = list(itertools.accumulate((e.end for e in order), max))  # furthest end so far
+    wanted: dict[Edit, _Marker] = {}
+    for d in diagnostics:
+        m = d.marker
+        if m is None or m in wanted or (d.requires is not None and d.requires not in applied):
+            continue
+        k = bisect.bisect_right(starts, m.start) - 1  # edits starting at or before the marker
+        if k >= 0 and m.start < reach[k]:
+            continue
+        wanted[m] = _Marker((m,), d.rule, d.line)
+    _, kept, broken = apply_edits_checked(source, list(wanted.values()), base=taken)
+    for b in broken:
+        message = "internal error: a TODO marker would not parse and was not written"
+        diagnostics.append(Diagnostic(b.rule, message, b.line, 0, "error"))
+    return [m.edits[0] for m in kept]
+
+
+T = TypeVar("T")
+#: how deep (:func:`~dali_migrate.context.nesting`) a module may nest and still be analysed on the
+#: caller's thread, under its recursion limit; deeper ones get a thread of their own
+INLINE_NESTING = 40
+#: deeper than this a module is refused (libcst's parser, native code, can overflow its stack)
+MAX_NESTING = 1000
+_DEEP_STACK = 512 * 1024 * 1024
+_deep = threading.Lock()  # one deep analysis at a time: the recursion limit is per process
+
+
+def _guarded(code: str, path: str | None, run: Callable[[ast.Module], T]) -> T:
+    """``run(tree)`` over ``code`` parsed by CPython, with the stack and recursion limit its
+    nesting needs. Invalid Python, and nesting past what can be analysed, raise
+    :class:`SourceParseError` (a ``RecursionError`` never escapes)."""
+    tree = python_tree(code, path)
+    depth, deepest = nesting(tree)
+    name = path or "<string>"
+    if depth > MAX_NESTING:
+        line, col = getattr(deepest, "lineno", 1), getattr(deepest, "col_offset", 0)
+        reason = f"too deeply nested to analyse ({depth} levels; at most {MAX_NESTING} are)"
+        message = f"{name}:{line}:{col}: {reason}"
+        raise SourceParseError(message, line=line, column=col, reason=reason)
+    try:
+        return run(tree) if depth <= INLINE_NESTING else _on_deep_stack(lambda: run(tree), depth)
+    except RecursionError:
+        reason = f"too deeply nested to analyse ({depth} levels)"
+        raise SourceParseError(f"{name}:1:0: {reason}", line=1, column=0, reason=reason) from None
+
+
+def _on_deep_stack(work: Callable[[], T], depth: int) -> T:
+    """``work()`` on a thread with a large stack, under a recursion limit raised for ``depth``."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as e:  # handed to the caller's thread
+            outcome.append((False, e))
+
+    with _deep:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 60 * depth + 10_000))
+        try:
+            size = threading.stack_size(_DEEP_STACK)
+            try:
+                thread = threading.Thread(target=target, name="dali-migrate-deep", daemon=True)
+                thread.start()
+            finally:
+                threading.stack_size(size)
+            thread.join()
+        finally:
+            sys.setrecursionlimit(limit)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _import_edits(ctx: FileContext, analysed_code: str) -> list[Edit]:
@@ -166,9 +264,12 @@ def migrate_source(
     :mod:`dali_migrate.project`; :func:`migrate_paths` and the CLI find it themselves).
     Raises :class:`SourceParseError` when ``code`` is not valid Python.
     """
-    a = _analyse(code, path, select, ignore, project)
-    chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]
-    return _assemble(a, chosen)
+    def run(tree: ast.Module) -> Result:
+        a = _analyse(code, path, select, ignore, project, tree)
+        chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]
+        return _assemble(a, chosen)
+
+    return _guarded(code, path, run)
 
 
 def apply_fixes(
@@ -186,27 +287,72 @@ def apply_fixes(
     The ``# TODO(dali-migrate)`` markers of what could not be migrated are added too, as in
     ``migrate_source(code).code``, unless ``todo_markers=False``.
     Dependencies must be chosen too (:class:`MissingDependencyError`); an id that names no fix
-    of this source raises :class:`UnknownFixError`. The import fix is recomputed for the subset.
+    of this source raises :class:`UnknownFixError`. The import fix (DM100) is recomputed for the
+    subset; chosen without any of the fixes it depends on, it raises MissingDependencyError.
     Pass the ``select``, ``ignore`` and ``project`` the fixes were found with, if any: they
     decide which fixes (and so which ids) the source has (``FileResult.project`` for a file of
     :func:`migrate_paths`). Raises :class:`SourceParseError` for invalid Python.
     """
-    a = _analyse(code, path, select, ignore, project)
+    wanted = list(fixes)
+
+    def run(tree: ast.Module) -> str:
+        a = _analyse(code, path, select, ignore, project, tree)
+        chosen = _chosen(a, wanted)
+        _check_import_fixes(a, wanted, {f.id for f in chosen})
+        return _assemble(a, chosen, todo_markers).code
+
+    return _guarded(code, path, run)
+
+
+def _is_import_fix(fid: str) -> bool:
+    return fid.startswith(import_rule_id() + ":")
+
+
+def _chosen(a: _Analysis, fixes: Sequence[Fix | str]) -> list[Fix]:
+    """The fixes of ``a`` that ``fixes`` names (the import fix is derived, not chosen)."""
     by_id = {f.id: f for f in a.fixes}
     chosen: list[Fix] = []
     for f in fixes:
         fid = f if isinstance(f, str) else f.id
-        if fid.startswith(import_rule_id() + ":"):
-            continue  # derived: recomputed below
+        if _is_import_fix(fid):
+            continue  # derived: recomputed for what is chosen (_check_import_fixes)
         if fid not in by_id:
             raise UnknownFixError(fid)
         chosen.append(by_id[fid])
     ids = {f.id for f in chosen}
     for f in chosen:
-        missing = [d for d in f.depends_on if d not in ids and not d.startswith(import_rule_id() + ":")]
+        missing = [d for d in f.depends_on if d not in ids and not _is_import_fix(d)]
         if missing:
             raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
-    return _assemble(a, chosen, todo_markers).code
+    return chosen
+
+
+def _check_import_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[str]) -> None:
+    """An import fix updates the imports for the fixes it depends on: chosen without any of
+    them it would change nothing, so it is refused (:class:`MissingDependencyError`), as any
+    fix chosen without what it needs; an id that is no import fix of this source is unknown."""
+    known: dict[str, tuple[str, ...]] | None = None
+    for f in fixes:
+        fid = f if isinstance(f, str) else f.id
+        if not _is_import_fix(fid):
+            continue
+        if isinstance(f, str):
+            if known is None:  # the import fixes of this source: of its safe fixes, of all of them
+                known = {}
+                for subset in ([g for g in a.fixes if g.safety == "safe"], a.fixes):
+                    made = _assemble(a, subset).fixes
+                    known.update((g.id, g.depends_on) for g in made if _is_import_fix(g.id))
+            if fid not in known:
+                raise UnknownFixError(fid)
+            needs = known[fid]
+        else:
+            needs = f.depends_on
+        if needs and not chosen.intersection(needs):
+            more = f" (and {len(needs) - 3} more)" if len(needs) > 3 else ""
+            raise MissingDependencyError(
+                f"fix {fid} updates the imports for the fixes it depends on, and none of them "
+                f"is chosen: choose {', '.join(needs[:3])}{more}"
+            )
 
 
 def migrate_paths(

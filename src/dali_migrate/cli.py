@@ -1,22 +1,57 @@
-"""The ``dali-migrate`` command line."""
+"""The ``dali-migrate`` command line: the migration command (:func:`main`), and ``verify``.
+
+``dali-migrate`` is a :class:`click.Group` whose default command is the migration: anything but
+the name of a subcommand goes to :func:`main` (``dali-migrate --diff src/``,
+``dali-migrate --explain DM200``); ``dali-migrate verify OLD NEW`` runs the differential harness.
+"""
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 import sys
-import traceback
-from pathlib import Path
 
-import click
-from rich.markup import escape
+from ._interrupt import guard_loading, loaded
 
-from . import __version__
-from .engine import ConfigError, FileResult, Options, Summary, load_config, run
-from .registry import all_rules, get_rule, unknown_rules
-from .report import diagnostic_markup, json_report, rule_explanation, sarif_report
+if os.path.basename(sys.argv[0] if sys.argv else "") in ("dali-migrate", "dali-migrate.exe"):
+    guard_loading()  # started as the console script: the heavy imports follow
+
+import importlib.util  # noqa: E402 - after the Ctrl-C guard
+import json  # noqa: E402
+import traceback  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+from rich.markup import escape  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .engine import (  # noqa: E402
+    ConfigError,
+    FileResult,
+    Options,
+    Summary,
+    describe,
+    load_config,
+    run,
+)
+from .registry import all_rules, get_rule, unknown_rules  # noqa: E402
+from .report import diagnostic_markup, json_report, rule_explanation, sarif_report  # noqa: E402
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
+#: the reader of the output went away (``dali-migrate --diff src | head``): the status of a
+#: program ended by SIGPIPE, as other command-line tools end
+EXIT_BROKEN_PIPE = 128 + 13
+EXIT_INTERRUPTED = 130
 PROGRESS_MIN_FILES = 50
+
+#: the subcommands, with the one-line help the migration's --help lists (the harness, which
+#: holds ``verify``, is imported only when it runs)
+SUBCOMMANDS = {
+    "verify": "Prove that NEW computes what OLD computes "
+    "(dali-migrate verify OLD.py NEW.py; verify --help).",
+}
 
 
 def _split(values) -> tuple[str, ...]:
@@ -69,7 +104,108 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
         )
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog="See also: dali-migrate verify OLD.py NEW.py (proves a migration computes the same outputs; verify --help).")
+@dataclass(frozen=True)
+class Args:
+    """What the migration command was given, as click parsed it."""
+
+    paths: tuple[Path, ...]
+    mode: str | None
+    select: tuple[str, ...]
+    ignore: tuple[str, ...]
+    unsafe: bool | None
+    exclude: tuple[str, ...]
+    jobs: int | None
+    interactive: bool
+    verify_first: bool
+    device: str
+    decisions_file: Path | None
+    fmt: str
+    no_progress: bool
+    explain: str | None
+    list_rules: bool
+    debug: bool
+
+    @property
+    def reviewing(self) -> bool:
+        return self.interactive or self.decisions_file is not None
+
+
+def _config() -> tuple[dict, int]:
+    """``[tool.dali-migrate]`` of pyproject.toml, and its ``jobs``; usage errors when unusable."""
+    try:
+        config = load_config()
+        return config, int(config.get("jobs", 0))
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    except (TypeError, ValueError):
+        message = "pyproject.toml: [tool.dali-migrate] jobs must be an integer"
+        raise click.UsageError(message) from None
+
+
+def _check_combinations(args: Args) -> None:
+    if args.verify_first and args.mode != "write":
+        raise click.UsageError("--verify goes with --write: it decides what is written")
+    if args.verify_first and not all(_importable(m) for m in ("numpy", "nvidia.dali")):
+        raise click.UsageError(
+            "--verify runs the pipelines and needs DALI and numpy: "
+            "pip install 'dali-migrate[verify]' "
+            "(or '.[verify]' from a checkout)"
+        )
+    if args.reviewing and args.mode in ("diff", "check"):
+        raise click.UsageError(
+            f"--{args.mode} cannot be combined with --interactive or --decisions, "
+            "which write what is accepted"
+        )
+    if args.reviewing and args.fmt != "text":
+        raise click.UsageError(
+            f"--format {args.fmt} cannot be combined with --interactive or --decisions"
+        )
+    if args.reviewing and args.device == "cpu":
+        raise click.UsageError("--device cpu cannot be combined with --interactive or --decisions")
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package is missing, or a broken one
+        return False
+
+
+def build_options(args: Args) -> Options:
+    """The engine's options from the command line and pyproject.toml (the command line wins)."""
+    missing = [str(p) for p in args.paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        raise click.UsageError(f"path does not exist: {', '.join(missing)}")
+    config, config_jobs = _config()
+    select = _split(args.select) or _split(config.get("select"))
+    ignore = _split(args.ignore) or _split(config.get("ignore"))
+    bad = unknown_rules(select + ignore)
+    if bad:
+        raise click.UsageError(f"unknown rule id(s): {', '.join(bad)}; see --list-rules")
+    _check_combinations(args)
+    return Options(
+        # a review writes what is accepted itself
+        mode="diff" if args.reviewing else args.mode or "diff",
+        select=select,
+        ignore=ignore,
+        unsafe=bool(args.unsafe if args.unsafe is not None else config.get("unsafe", False)),
+        exclude=tuple(args.exclude) + _split(config.get("exclude")),
+        jobs=args.jobs if args.jobs is not None else config_jobs,
+        verify=args.verify_first,
+        device=args.device,
+    )
+
+
+class _MigrationCommand(click.Command):
+    """The migration command; its --help also lists the subcommands of ``dali-migrate``."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl(list(SUBCOMMANDS.items()))
+        super().format_epilog(ctx, formatter)
+
+
+@click.command(cls=_MigrationCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default).")
 @click.option("--write", "mode", flag_value="write", help="Rewrite the files in place (atomically).")
@@ -79,7 +215,12 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 @click.option("--unsafe", is_flag=True, default=None, help="Also apply fixes marked unsafe.")
 @click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable), e.g. 'tests/*'.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per core).")
-@click.option("-i", "--interactive", is_flag=True, help="Review the fixes one by one and write what you accept.")
+@click.option(
+    "-i",
+    "--interactive",
+    is_flag=True,
+    help="Review the fixes one by one and write what you accept (--write is implied).",
+)
 @click.option(
     "--verify",
     "verify_first",
@@ -89,11 +230,12 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 )
 @click.option(
     "--device",
-    "verify_device",
     type=click.Choice(["auto", "gpu", "cpu"]),
     default="auto",
     show_default=True,
-    help="Where --verify runs the pipelines (cpu lowers both sides).",
+    help="cpu: the migrated program runs on the CPU (mixed/gpu devices to cpu, .gpu() dropped, "
+    "device_id to None), and --verify runs both sides there; auto and gpu keep the devices of "
+    "the code.",
 )
 @click.option(
     "--decisions",
@@ -110,24 +252,7 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="dali-migrate")
-def main(
-    paths,
-    mode,
-    select,
-    ignore,
-    unsafe,
-    exclude,
-    jobs,
-    interactive,
-    verify_first,
-    verify_device,
-    decisions_file,
-    fmt,
-    no_progress,
-    explain,
-    list_rules,
-    debug,
-):
+def main(**params: Any) -> None:
     """Migrate NVIDIA DALI pipeline-mode code (@pipeline_def, pipe.build()/run(), fn.*) to
     DALI dynamic mode (nvidia.dali.experimental.dynamic as ndd).
 
@@ -141,67 +266,59 @@ def main(
     \b
     Exit codes: 0 nothing to do or all done, 1 --check found pending changes (or
                 --write --verify held a pipeline back), 2 usage error or a file
-                that could not be processed.
+                that could not be processed, 141 the reader of the output went
+                away (| head), 130 interrupted.
     Settings can also live in pyproject.toml under [tool.dali-migrate]
     (select, ignore, unsafe, exclude, jobs).
     """
+    args = Args(**params)
     try:
-        if explain:
-            _explain(explain)
-            return
-        if list_rules:
-            _list_rules()
-            return
-        if not paths:
-            raise click.UsageError("no PATH given (try `dali-migrate --diff .`)")
-        missing = [str(p) for p in paths if not p.exists() and not p.is_symlink()]
-        if missing:
-            raise click.UsageError(f"path does not exist: {', '.join(missing)}")
-        try:
-            config = load_config()
-            config_jobs = int(config.get("jobs", 0))
-        except ConfigError as e:
-            raise click.UsageError(str(e)) from None
-        except (TypeError, ValueError):
-            raise click.UsageError("pyproject.toml: [tool.dali-migrate] jobs must be an integer") from None
-        select_t = _split(select) or _split(config.get("select"))
-        ignore_t = _split(ignore) or _split(config.get("ignore"))
-        bad = unknown_rules(select_t + ignore_t)
-        if bad:
-            raise click.UsageError(f"unknown rule id(s): {', '.join(bad)}; see --list-rules")
-        if verify_first and mode != "write":
-            raise click.UsageError("--verify goes with --write: it decides what is written")
-        reviewing = interactive or decisions_file is not None
-        if reviewing and mode:
-            raise click.UsageError(f"--{mode} cannot be combined with --interactive or --decisions")
-        if reviewing and fmt != "text":
-            raise click.UsageError(f"--format {fmt} cannot be combined with --interactive or --decisions")
-        options = Options(
-            mode=mode or "diff",
-            select=select_t,
-            ignore=ignore_t,
-            unsafe=bool(unsafe if unsafe is not None else config.get("unsafe", False)),
-            exclude=tuple(exclude) + _split(config.get("exclude")),
-            jobs=jobs if jobs is not None else config_jobs,
-            verify=verify_first,
-            verify_device=verify_device,
-        )
-        if reviewing:
-            from .review import review
-
-            sys.exit(review(paths, options, interactive=interactive, decisions_file=decisions_file))
-        sys.exit(_run(paths, options, fmt, no_progress))
+        sys.exit(_main(args))
     except click.UsageError as e:
         e.exit_code = EXIT_ERROR
         raise
     except KeyboardInterrupt:
+        # a second Ctrl-C during the clean-up: no traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo("interrupted: files already written are complete; the others are untouched", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
     except Exception as e:  # pragma: no cover - last resort
-        if debug:
+        if args.debug:
             traceback.print_exc()
-        click.echo(f"dali-migrate: internal error: {type(e).__name__}: {e} (rerun with --debug)", err=True)
+        click.echo(f"dali-migrate: internal error: {describe(e)} (rerun with --debug)", err=True)
         sys.exit(EXIT_ERROR)
+
+
+def _main(args: Args) -> int:
+    if args.explain:
+        _explain(args.explain)
+        return EXIT_OK
+    if args.list_rules:
+        _list_rules()
+        return EXIT_OK
+    if not args.paths:
+        raise click.UsageError("no PATH given (try `dali-migrate --diff .`)")
+    options = build_options(args)
+    if args.reviewing:
+        from .review import review
+
+        return review(
+            args.paths, options, interactive=args.interactive, decisions_file=args.decisions_file
+        )
+    return _run(args.paths, options, args.fmt, args.no_progress)
+
+
+def _quiet_stdout() -> None:
+    """Send what is left of standard output nowhere, so that the interpreter's last flush
+    does not report the broken pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests, embedding)
+        pass
 
 
 def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
@@ -229,14 +346,16 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
             task = progress.add_task("files", total=total)
         progress.update(task, completed=done)
 
+    files = run(paths, options, on_progress)
     try:
-        for fr in run(paths, options, on_progress):
+        for fr in files:
             summary.add(fr)
             if fmt != "text":
                 results.append(fr)
             elif fr.status in ("changed", "unchanged", "error"):
                 _print_text(fr, options.mode, err)
     finally:
+        files.close()  # the worker processes end here, not whenever the generator is collected
         if progress is not None and task is not None:
             progress.stop()
 
@@ -256,12 +375,43 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
     return EXIT_OK
 
 
-def entry() -> None:
-    """The ``dali-migrate`` console script: ``dali-migrate verify ...`` runs the differential
-    harness (``dali_migrate.harness.cli``), everything else is the migration command ``main``."""
-    if sys.argv[1:2] == ["verify"]:
-        from .harness.cli import main as verify_main
+class MigrateGroup(click.Group):
+    """``dali-migrate``: a group whose default command is the migration. Arguments that do not
+    start with a subcommand's name are the migration command's, exactly as if it were the
+    program (its usage line, help, errors and exit codes)."""
 
-        verify_main(sys.argv[2:])
-    else:
-        main(prog_name="dali-migrate")
+    def __init__(self, *args: Any, default: click.Command, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.default = default
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name == "verify":
+            from .harness.cli import verify_command
+
+            return verify_command
+        return None
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in SUBCOMMANDS:
+            return super().parse_args(ctx, args)
+        ctx.meta["dali_migrate.default_args"] = list(args)
+        return []
+
+    def invoke(self, ctx: click.Context) -> Any:
+        args = ctx.meta.pop("dali_migrate.default_args", None)
+        if args is None:
+            return super().invoke(ctx)
+        with self.default.make_context(ctx.info_name, args) as sub:
+            return self.default.invoke(sub)
+
+
+cli = MigrateGroup(name="dali-migrate", default=main, help=main.help)
+
+
+def entry() -> None:
+    """The ``dali-migrate`` console script (and ``python -m dali_migrate``)."""
+    loaded()  # from here on, main reports a Ctrl-C
+    cli(prog_name="dali-migrate")

@@ -22,7 +22,17 @@ from libcst.metadata import (
 )
 
 from .catalog import Catalog, OpInfo, get_catalog
-from .fixes import TODO_PREFIX, Diagnostic, Edit, Fix, LineIndex, Safety, fix_id
+from .fixes import (
+    TODO_PREFIX,
+    Diagnostic,
+    Edit,
+    Fix,
+    LineIndex,
+    Safety,
+    SourceParseError,
+    fix_id,
+    one_line,
+)
 
 NDD_MODULE = "nvidia.dali.experimental.dynamic"
 FN_PREFIX = "nvidia.dali.fn."
@@ -43,13 +53,15 @@ class FileContext:
     catalog: Catalog = field(default_factory=get_catalog)
     #: what the other modules of the project say about this one (dali_migrate.project.ModuleInfo)
     project: Any = None
+    #: ``source`` parsed by :func:`python_tree`, when the caller has it
+    tree: ast.Module | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Only the statements that can involve DALI are parsed by libcst (the others are
         # placeholders over the same lines: see dali_part).
         if REDUCE_TO_DALI_PART:
             foreign = self.project.foreign if self.project is not None else ()
-            part = dali_part(self.source, foreign)
+            part = dali_part(self.source, foreign, self.tree)
         else:
             part = DaliPart(self.source)
         self.analysed_source = part.aligned or part.source
@@ -58,6 +70,8 @@ class FileContext:
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._by_type: dict | None = None
+        self._indent_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
+        self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
         if self.project is not None:
@@ -233,15 +247,31 @@ class FileContext:
         return "ndd"
 
     # -- positions and rendering -----------------------------------------------------------
+    def _along_parents(self, node: cst.CSTNode, cache: dict, own: Any) -> tuple:
+        """``own(n)`` of ``node`` and each of its ancestors, outermost first, memoised in
+        ``cache`` (no recursion; each node's tuple is computed once)."""
+        chain = []
+        cur: cst.CSTNode | None = node
+        while cur is not None and cur not in cache:
+            chain.append(cur)
+            cur = self.parents.get(cur)
+        value = cache[cur] if cur is not None else ()
+        for n in reversed(chain):
+            value = value + own(n)
+            cache[n] = value
+        return value
+
+    def _block_indent(self, n: cst.CSTNode) -> tuple[str, ...]:
+        if isinstance(n, cst.IndentedBlock):
+            return (n.indent if n.indent is not None else self.module.default_indent,)
+        return ()
+
     def indents(self, node: cst.CSTNode) -> list[str]:
         """Indentation tokens of the blocks enclosing ``node``, outermost first."""
-        tokens = []
-        cur = self.parents.get(node)
-        while cur is not None:
-            if isinstance(cur, cst.IndentedBlock):
-                tokens.append(cur.indent if cur.indent is not None else self.module.default_indent)
-            cur = self.parents.get(cur)
-        return list(reversed(tokens))
+        parent = self.parents.get(node)
+        if parent is None:
+            return []
+        return list(self._along_parents(parent, self._indent_cache, self._block_indent))
 
     def render(self, node: cst.CSTNode, indents: Sequence[str]) -> str:
         state = CodegenState(
@@ -299,13 +329,8 @@ class FileContext:
 
     def anchor(self, node: cst.CSTNode) -> str:
         """Dotted name of the functions and classes enclosing ``node`` (part of stable fix ids)."""
-        names = []
-        cur = node
-        while cur is not None:
-            if isinstance(cur, (cst.FunctionDef, cst.ClassDef)):
-                names.append(cur.name.value)
-            cur = self.parents.get(cur)
-        return ".".join(reversed(names)) or "<module>"
+        names = self._along_parents(node, self._anchor_cache, _definition_name)
+        return ".".join(names) or "<module>"
 
     # -- making fixes and diagnostics ------------------------------------------------------
     def make_fix(
@@ -321,8 +346,9 @@ class FileContext:
         key: str | None = None,
         follow_ups: Sequence[str] = (),
     ) -> Fix:
-        """A fix of ``node``; its id hashes ``key`` (default: the node's source text)."""
-        edits = tuple(sorted(edits, key=lambda e: e.start))
+        """A fix of ``node``; its id hashes ``key`` (default: the node's source text). Every line
+        the edits write ends with the file's own newline."""
+        edits = tuple(sorted((self.own_newlines(e) for e in edits), key=lambda e: e.start))
         start, end = edits[0].start, edits[-1].end
         original = self.source[start:end]
         replacement = edits[0].text if len(edits) == 1 else ""
@@ -341,13 +367,21 @@ class FileContext:
             follow_ups=tuple(follow_ups),
         )
 
+    def own_newlines(self, edit: Edit) -> Edit:
+        """``edit`` with each line break it writes (``\\n``, ``\\r\\n`` or ``\\r``, as Python
+        reads them) made the file's own newline (a generated docstring's lines included)."""
+        nl = self.module.default_newline
+        if not any(c in edit.text for c in "\r\n") or nl == "\n" and "\r" not in edit.text:
+            return edit
+        return Edit(edit.start, edit.end, _NEWLINE.sub(nl, edit.text))
+
     def todo(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:
         """Leave ``node`` as it is and propose a TODO marker above its statement."""
         stmt = self.enclosing_statement(node)
         first = stmt.decorators[0] if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators else stmt
         line = self.positions[first].start.line
         indent = "".join(self.indents(stmt))
-        text = f"{indent}{TODO_PREFIX} {rule}: {message}"
+        text = f"{indent}{TODO_PREFIX} {rule}: {one_line(message)}"
         marker = None
         if not self._has_marker_above(line, rule):
             off = self.lines.offset(line, 0)
@@ -382,6 +416,10 @@ class FileContext:
             if m and (m.group(1) is None or rule in {r.strip() for r in m.group(1).split(",")}):
                 return True
         return False
+
+
+def _definition_name(n: cst.CSTNode) -> tuple[str, ...]:
+    return (n.name.value,) if isinstance(n, (cst.FunctionDef, cst.ClassDef)) else ()
 
 
 class _Computed:
@@ -435,8 +473,46 @@ def attr_chain(path: str) -> cst.BaseExpression:
     return expr
 
 
+# -- parsing guards -----------------------------------------------------------------------------
+def python_tree(source: str, path: str | None = None) -> ast.Module:
+    """``source`` parsed by CPython's own parser (many times faster than libcst, and the
+    judge of what is valid Python); :class:`~dali_migrate.fixes.SourceParseError` with
+    CPython's line and column when it is not, or when it nests past the parser's limits."""
+    name = path or "<string>"
+    try:
+        return ast.parse(source)
+    except SyntaxError as e:
+        line, col = e.lineno or 1, max((e.offset or 1) - 1, 0)
+        reason = f"not valid Python: {e.msg}"
+    except ValueError as e:  # e.g. "source code string cannot contain null bytes"
+        line, col, reason = 1, 0, f"not valid Python: {e}"
+    except (RecursionError, MemoryError):
+        line, col, reason = 1, 0, "too deeply nested to analyse"
+    raise SourceParseError(f"{name}:{line}:{col}: {reason}", line=line, column=col, reason=reason)
+
+
+def nesting(tree: ast.AST) -> tuple[int, ast.AST]:
+    """How deep ``tree`` nests, and where (its deepest node with a position): the depth of the
+    libcst tree it becomes and of the recursion every walk of it needs, roughly (an
+    ``and``/``or`` of n operands is n nested nodes for libcst, one for :mod:`ast`). No
+    recursion here."""
+    deepest, where = 0, tree
+    stack: list[tuple[ast.AST, int, ast.AST]] = [(tree, 0, tree)]  # node, depth, located node
+    while stack:
+        node, depth, located = stack.pop()
+        if hasattr(node, "lineno"):
+            located = node
+        if depth > deepest:
+            deepest, where = depth, located
+        if isinstance(node, ast.BoolOp):
+            depth += len(node.values) - 1
+        stack.extend((child, depth + 1, located) for child in ast.iter_child_nodes(node))
+    return deepest, where
+
+
 # -- the DALI part of a module -----------------------------------------------------------------
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 class DaliPart(NamedTuple):
@@ -449,7 +525,7 @@ class DaliPart(NamedTuple):
     aligned: str = ""
 
 
-def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
+def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = None) -> DaliPart:
     """``source`` with every top-level statement that cannot involve DALI replaced by a
     placeholder expression over the same lines (``0``, or one ``f\"\"\"`` string: a single node,
     never a docstring), and the statements replaced.
@@ -462,9 +538,10 @@ def dali_part(source: str, words: Iterable[str] = ()) -> DaliPart:
 
     The libcst parse and every walk of the rules then cost in proportion to the DALI part of a
     file, not to its length. Found with :mod:`ast` (the CPython parser), many times faster than
-    a libcst parse. A source that :mod:`ast` cannot parse is returned whole."""
+    a libcst parse (``tree``: ``source`` already parsed by it). A source that :mod:`ast` cannot
+    parse is returned whole."""
     try:
-        tree = ast.parse(source)
+        tree = tree or ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return DaliPart(source)
     units: list[list] = []  # [first line, last line, statements]

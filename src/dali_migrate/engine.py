@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import signal
 import sys
+import threading
+import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -13,9 +17,17 @@ from pathlib import Path
 from typing import Callable, Iterator, Literal, Sequence
 
 from .api import migrate_source
-from .fixes import Diagnostic, Result, SourceParseError
+from .fixes import Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
-from .sourcefile import SourceError, iter_python_files, mentions_dali, read_source, write_source
+from .sourcefile import (
+    WRITE_LOCK,
+    SourceError,
+    iter_python_files,
+    mentions_dali,
+    read_bytes,
+    read_source,
+    write_source,
+)
 
 Mode = Literal["diff", "write", "check"]
 #: below this many candidate files, worker processes cost more than they save
@@ -30,10 +42,12 @@ class Options:
     unsafe: bool = False
     exclude: tuple[str, ...] = ()
     jobs: int = 0  # 0: one per core
-    #: with mode "write": verify each migrated pipeline first (the harness, on this device);
+    #: with mode "write": verify each migrated pipeline first (the harness, on ``device``);
     #: a pipeline that does not match is not written
     verify: bool = False
-    verify_device: str = "auto"
+    #: "cpu": the migrated code is lowered to run on the CPU (and verified there); "auto" and
+    #: "gpu" keep the devices of the code
+    device: str = "auto"
 
 
 @dataclass
@@ -104,12 +118,17 @@ class Summary:
         }
 
 
+#: a line as Python (and patch) sees it: U+2028, U+2029, form feeds... do not end one
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 def unified_diff(path: str, old: str, new: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"
-        )
-    )
+    """A unified diff that ``patch`` and ``git apply`` take: lines end where Python's do, and a
+    last line without a newline is marked as git marks it."""
+    old_lines, new_lines = _SOURCE_LINE.findall(old), _SOURCE_LINE.findall(new)
+    lines = difflib.unified_diff(old_lines, new_lines, fromfile=f"a/{path}", tofile=f"b/{path}")
+    missing = "\n\\ No newline at end of file\n"
+    return "".join(line if line.endswith(("\n", "\r")) else line + missing for line in lines)
 
 
 def process_file(
@@ -127,18 +146,20 @@ def process_file(
         return FileResult(path, "skipped")
     try:
         result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
+        held_back = False
+        if options.mode == "write" and options.verify and result.changed:
+            result, held_back = _verified(path, sf.text, result, options)
+        if options.device == "cpu" and not held_back:
+            # (a pipeline --verify held back stays exactly as it was: not lowered either)
+            result = on_cpu(path, result)
     except SourceParseError as e:
-        return FileResult(path, "error", error=f"{path}: not valid Python: {str(e).split(': ', 1)[-1]}")
+        return FileResult(path, "error", error=str(e))
     except RecursionError:
         return FileResult(path, "error", error=f"{path}: too deeply nested to analyse")
     except Exception as e:  # a bug in a rule must not stop the run over the other files
-        return FileResult(path, "error", error=f"{path}: internal error: {type(e).__name__}: {e}")
+        return FileResult(path, "error", error=f"{path}: internal error: {describe(e)}")
     if not result.changed:
         return FileResult(path, "unchanged", result=result, project=project)
-    if options.mode == "write" and options.verify:
-        result = _verified(path, sf.text, result, options)
-        if not result.changed:
-            return FileResult(path, "unchanged", result=result, project=project)
     fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code), project=project)
     if options.mode == "write":
         try:
@@ -149,21 +170,53 @@ def process_file(
     return fr
 
 
-def _verified(path: str, text: str, result: Result, options: Options) -> Result:
+def describe(e: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of an exception, on one line and at most ``limit`` characters, even
+    when its message cannot be made (a KeyError's message is the repr of its key, which can
+    recurse past the limit or fail)."""
+    try:
+        message = str(e)
+    except Exception:  # noqa: BLE001 - RecursionError included: the type is still worth saying
+        message = "(its message could not be made)"
+    text = one_line(f"{type(e).__name__}: {message}" if message else type(e).__name__)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def on_cpu(path: str, result: Result) -> Result:
+    """``--device cpu``: ``result`` with its code lowered to run on the CPU (the harness's
+    lowering: ``mixed``/``gpu`` devices to ``cpu``, ``.gpu()`` dropped, ``device_id`` to None),
+    and a note that says what was lowered. Needs neither DALI nor numpy."""
+    from dataclasses import replace
+
+    from .api import _guarded  # the lowering parses the code with libcst: same stack guard
+    from .harness.lower import lower_to_cpu
+
+    lowering = _guarded(result.code, path, lambda _tree: lower_to_cpu(result.code))
+    if not lowering.changes:
+        return result
+    what = f"lowered to CPU (--device cpu): {lowering.summary()}"
+    note = Diagnostic("device", what, 1, 0, "info")
+    return replace(result, code=lowering.code, diagnostics=[*result.diagnostics, note])
+
+
+def _verified(path: str, text: str, result: Result, options: Options) -> tuple[Result, bool]:
     """``--write --verify``: the result with only the fixes whose pipelines verify (or cannot
-    be verified), and the verdicts as diagnostics. Needs DALI (the harness runs both sides)."""
+    be verified), and the verdicts as diagnostics; and whether a fix was held back. Needs DALI
+    (the harness runs both sides)."""
     from dataclasses import replace
 
     from .harness.migration import verify_migration
 
-    vm = verify_migration(path, text, result=result, device=options.verify_device)
+    vm = verify_migration(path, text, result=result, device=options.device)
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:
             if p.verdict in ("match", "skipped"):
                 what = "verified: outputs match" if p.verdict == "match" else f"not verified: {p.reason}"
                 notes.append(Diagnostic("verify", f"pipeline {p.name}: {what}", 1, 0, "info"))
-    return replace(result, code=vm.code, applied=list(vm.applied), diagnostics=[*result.diagnostics, *notes])
+    diagnostics = [*result.diagnostics, *notes]
+    verified = replace(result, code=vm.code, applied=list(vm.applied), diagnostics=diagnostics)
+    return verified, bool(vm.rejected)
 
 
 def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None) -> Result:
@@ -176,9 +229,8 @@ def _candidates(files: Sequence[Path]) -> Iterator[tuple[str, bool]]:
     """(path, worth parsing) for each file: a raw read and a substring test, nothing more."""
     for p in files:
         try:
-            with open(p, "rb") as fh:
-                raw = fh.read()
-        except OSError:
+            raw = read_bytes(p)  # never blocks on a FIFO
+        except SourceError:
             yield str(p), True  # process_file reports it properly
             continue
         yield str(p), mentions_dali(raw)
@@ -211,12 +263,43 @@ def _process(
     candidates = list(_candidates(files))
     dali = {path for path, wanted in candidates if wanted}
     jobs = options.jobs or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(max_workers=jobs) if jobs > 1 and len(dali) >= PARALLEL_THRESHOLD else None
+    pool = worker_pool(jobs) if jobs > 1 and len(dali) >= PARALLEL_THRESHOLD else None
     try:
         yield from _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+
+
+#: files handed to a worker at a time (the cost of a hand-over is small next to a DALI file's)
+MAX_CHUNK = 8
+#: how often a worker process looks whether the process that started it is still there
+WATCHDOG_INTERVAL_S = 0.2
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` worker processes that leave Ctrl-C to their parent and end when it ends."""
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
+
+
+def _worker_init() -> None:
+    # the terminal sends SIGINT to the whole process group: the parent reports it, once;
+    # a worker would print its own KeyboardInterrupt traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    watchdog = threading.Thread(
+        target=_watch_parent, args=(parent,), name="dali-migrate-watchdog", daemon=True
+    )
+    watchdog.start()
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker when its parent is gone (killed by SIGKILL too, which runs no clean-up):
+    orphaned workers went on writing files, then idled holding the terminal."""
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_INTERVAL_S)
+    with WRITE_LOCK:  # a write under way is completed first; none starts after
+        os._exit(1)
 
 
 def _process_with(candidates, dali, total, options, progress, roots, pool, jobs) -> Iterator[FileResult]:
@@ -252,7 +335,8 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     infos = [links.get(path) for path in todo]
     knowns = [known.get(path) for path in todo]
     if pool is not None and len(todo) > 1:
-        chunk = max(1, len(todo) // (jobs * 4))
+        # small chunks: a Ctrl-C waits for the chunks under way (workers finish what they started)
+        chunk = min(MAX_CHUNK, max(1, len(todo) // (jobs * 4)))
         for fr in pool.map(process_file, todo, [options] * len(todo), infos, knowns, chunksize=chunk):
             done += 1
             if progress:

@@ -10,10 +10,11 @@ marker line is proposed above it.
 from __future__ import annotations
 
 import ast
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Literal, Protocol, Sequence, TypeVar
 
 
 Safety = Literal["safe", "unsafe"]
@@ -33,7 +34,27 @@ class MissingDependencyError(MigrateError):
 
 
 class SourceParseError(MigrateError):
-    """The input is not valid Python: nothing was changed."""
+    """The input is not valid Python (or nested too deeply to analyse): nothing was changed.
+
+    ``str(e)`` is one line, ``path:line:column: reason`` (column 0-based, as in diagnostics);
+    ``line``, ``column`` and ``reason`` hold its parts."""
+
+    def __init__(self, message: str, *, line: int = 0, column: int = 0, reason: str = "") -> None:
+        super().__init__(one_line(message))
+        self.line, self.column, self.reason = line, column, one_line(reason or message)
+
+
+#: every character str.splitlines() breaks a line on (a Python comment ends at the first of
+#: \n and \r; the others would end it for an editor, a diff or a terminal)
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each run of white space that holds a line break becomes one space
+    (source quoted across lines, ``a\n    and b``, reads ``a and b``)."""
+    if not _LINE_BREAKS.search(text):
+        return text
+    return re.sub(r"\s*(?:" + _LINE_BREAKS.pattern + r")\s*", " ", text).strip()
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,7 @@ class Fix:
     follow_ups: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line(self.message))
         # ``replacement`` is the text that replaces the whole ``span`` (``original``); makers
         # set it for a single edit only, so it is derived here for a fix of several edits
         if not self.replacement and len(self.edits) > 1:
@@ -119,6 +141,11 @@ class Diagnostic:
     marker: Edit | None = None
     #: the id of the fix whose follow-up this is: its marker is written only with that fix
     requires: str | None = None
+
+    def __post_init__(self) -> None:
+        # a message may quote source that spans lines: it is printed, and its marker written,
+        # as one line
+        object.__setattr__(self, "message", one_line(self.message))
 
     def to_dict(self) -> dict:
         return {
@@ -237,46 +264,103 @@ def parses(code: str) -> bool:
 
 def drop_nested(fixes: list[Fix]) -> list[Fix]:
     """A fix whose edits all lie inside another fix's edit was absorbed by it (e.g. a local
-    rewrite inside a pipeline that a structural fix rewrites whole)."""
-    keep = []
-    for f in fixes:
-        absorbed = any(
-            g is not f and all(any(_contains(ge, fe) for ge in g.edits) for fe in f.edits)
-            for g in fixes
-        )
-        if not absorbed:
-            keep.append(f)
-    return keep
+    rewrite inside a pipeline that a structural fix rewrites whole).
+
+    One sweep over the edits in order of start: an edit can only lie inside the edits still open
+    where it starts (or of its own extent), so the cost follows the number of edits times their
+    nesting, not its square."""
+    groups: dict[tuple[int, int], list[tuple[Edit, int]]] = {}
+    for i, f in enumerate(fixes):
+        for e in f.edits:
+            groups.setdefault((e.start, e.end), []).append((e, i))
+    # per fix: the other fixes that hold all of its edits seen so far (None: none seen yet)
+    outer: list[set[int] | None] = [None] * len(fixes)
+    open_edits: list[tuple[Edit, int]] = []
+    for (start, _), group in sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
+        open_edits = [(o, j) for o, j in open_edits if o.end >= start]
+        for e, i in group:
+            held = {j for o, j in open_edits + group if j != i and _contains(o, e)}
+            outer[i] = held if outer[i] is None else outer[i] & held
+        open_edits += group
+    return [f for f, held in zip(fixes, outer) if not held]
 
 
 def select_consistent(fixes: Sequence[Fix]) -> tuple[list[Fix], list[Fix]]:
     """Take fixes in order, skipping any that overlaps one already taken; returns (taken, skipped)."""
     taken: list[Fix] = []
     skipped: list[Fix] = []
+    covered = _Coverage()
     for f in fixes:
-        if any(overlaps(a, b) for g in taken for a in g.edits for b in f.edits):
+        if any(covered.overlaps(e) for e in f.edits):
             skipped.append(f)
         else:
             taken.append(f)
+            for e in f.edits:
+                covered.add(e)
     return taken, skipped
 
 
-def apply_edits_checked(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix], list[Fix]]:
-    """Apply ``fixes`` to ``source``; a fix whose result would not parse is dropped.
+class _Coverage:
+    """The text ranges of the edits taken so far (merged, sorted) and their insertion points:
+    :func:`overlaps` against all of them in logarithmic time."""
 
-    Returns (code, applied, dropped). Fast path: all at once; on a parse failure, fixes are
-    added one at a time and each one that breaks the parse is dropped.
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.points: set[int] = set()
+
+    def overlaps(self, e: Edit) -> bool:
+        if e.start == e.end:
+            return e.start in self.points
+        k = bisect.bisect_left(self.starts, e.end) - 1  # the last range starting before e ends
+        return k >= 0 and self.ends[k] > e.start
+
+    def add(self, e: Edit) -> None:
+        if e.start == e.end:
+            self.points.add(e.start)
+            return
+        lo = bisect.bisect_left(self.ends, e.start)  # first range that may touch e
+        hi = bisect.bisect_right(self.starts, e.end)
+        start = min([e.start] + self.starts[lo:hi])
+        end = max([e.end] + self.ends[lo:hi])
+        self.starts[lo:hi] = [start]
+        self.ends[lo:hi] = [end]
+
+
+F = TypeVar("F", bound="HasEdits")
+
+
+class HasEdits(Protocol):
+    edits: tuple[Edit, ...]
+
+
+def apply_edits_checked(
+    source: str, fixes: Sequence[F], base: Sequence[Edit] = ()
+) -> tuple[str, list[F], list[F]]:
+    """Apply ``fixes`` (anything with ``edits``) to ``source`` on top of the ``base`` edits,
+    which parse; a fix whose result would not parse is dropped.
+
+    Returns (code, applied, dropped). Fast path: all at once; on a parse failure, the longest
+    run of the remaining fixes that still parses is found by bisection, the fix after it is
+    dropped, and so on: as adding the fixes one at a time would, in a few parses per dropped fix.
     """
     fixes = list(fixes)
-    code = splice(source, [e for f in fixes for e in f.edits])
-    if parses(code):
-        return code, fixes, []
-    applied: list[Fix] = []
-    dropped: list[Fix] = []
-    for f in fixes:
-        trial = applied + [f]
-        if parses(splice(source, [e for g in trial for e in g.edits])):
-            applied = trial
-        else:
-            dropped.append(f)
-    return splice(source, [e for f in applied for e in f.edits]), applied, dropped
+    applied: list[F] = []
+    dropped: list[F] = []
+
+    def ok(more: Sequence[F]) -> bool:
+        return parses(splice(source, [*base, *(e for g in [*applied, *more] for e in g.edits)]))
+
+    i = 0
+    while i < len(fixes):
+        if ok(fixes[i:]):
+            applied += fixes[i:]
+            break
+        lo, hi = i, len(fixes)  # fixes[i:lo] parse with what is applied, fixes[i:hi] do not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if ok(fixes[i:mid]) else (lo, mid)
+        applied += fixes[i:lo]
+        dropped.append(fixes[lo])
+        i = lo + 1
+    return splice(source, [*base, *(e for f in applied for e in f.edits)]), applied, dropped

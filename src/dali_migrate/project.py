@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .sourcefile import SourceError, read_bytes
+
 PIPELINE_DEF_NAMES = {"pipeline_def"}
 
 
@@ -177,7 +179,7 @@ def discover(
             text = read(p) if text is None else text
             try:
                 trees[key] = (ast.parse(text), text) if text is not None else None
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 trees[key] = None
         return trees[key]
 
@@ -207,8 +209,8 @@ def discover(
     infos: dict[str, ModuleInfo] = {}
     for p in files:
         try:
-            raw = p.read_bytes()
-        except OSError:
+            raw = read_bytes(p)  # never blocks on a FIFO
+        except SourceError:
             continue
         if not any(w in raw for w in wanted):  # (faster than one regex of them all)
             continue
@@ -282,7 +284,7 @@ def plan(
     ``migrate([(text, path, info), ...])`` runs the migrations in memory; the analysis reports
     through each ``info``, and a migration that fails must leave its ``info.migrated`` empty.
     Files that cannot be read or parsed take no part."""
-    from .sourcefile import SourceError, read_source
+    from .sourcefile import read_source
 
     def read(p: Path) -> str | None:
         try:

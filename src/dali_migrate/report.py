@@ -7,6 +7,7 @@ the CLI and the review print them, the library returns them.
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path, PurePath
 from typing import Any, Iterable, Sequence
 from urllib.parse import quote
@@ -121,7 +122,9 @@ def _artifact_location(path: str) -> dict[str, Any]:
     p = PurePath(path)
     if p.is_absolute():
         return {"uri": Path(path).as_uri()}
-    return {"uri": quote(p.as_posix()), "uriBaseId": SRCROOT}
+    # the bytes of the name, as the file system has them: a name that is not valid UTF-8 is
+    # percent-encoded byte by byte (its str holds surrogates, which no text encoding takes)
+    return {"uri": quote(os.fsencode(p.as_posix())), "uriBaseId": SRCROOT}
 
 
 def _region(lines: LineIndex, start: int, end: int) -> dict[str, int]:

@@ -517,8 +517,9 @@ class Review:
                 edited = edit_text(proposed, state.source)
             result = self._analyse(state, edited)
         except SourceParseError as e:
-            where = str(e).split(":", 1)[-1]  # line:column: what
-            self._error(f"{state.path}: the edited file is not valid Python:{where}; nothing was taken from the editor", count=False)
+            where = f"{e.line}:{e.column}: {e.reason}"
+            message = f"{state.path}: the edited file is not valid: {where}"
+            self._error(f"{message}; nothing was taken from the editor", count=False)
             return False
         except (ReviewError, MigrateError) as e:
             self._error(f"{state.path}: {e}; nothing was taken from the editor", count=False)

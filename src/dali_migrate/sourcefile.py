@@ -16,6 +16,7 @@ import io
 import os
 import stat
 import tempfile
+import threading
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ __all__ = [
     "SourceFile",
     "iter_python_files",
     "mentions_dali",
+    "read_bytes",
     "read_source",
     "write_source",
 ]
@@ -97,8 +99,9 @@ def _decode_reason(raw: bytes, encoding: str, exc: UnicodeDecodeError) -> str:
     return f"cannot decode as {encoding} (invalid byte 0x{bad.hex()} at {where})"
 
 
-def read_source(path: Path) -> SourceFile:
-    """Read and decode ``path``; raise :class:`SourceError` if it cannot be processed."""
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, a regular file; :class:`SourceError` for anything else (a FIFO,
+    a device or a directory is never opened for reading: that could block)."""
     path = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO named *.py must not hang; no effect on regular files.
@@ -121,7 +124,13 @@ def read_source(path: Path) -> SourceFile:
             raw = fh.read()
     except OSError as exc:
         raise SourceError(path, _os_reason(exc)) from None
+    return raw
 
+
+def read_source(path: Path) -> SourceFile:
+    """Read and decode ``path``; raise :class:`SourceError` if it cannot be processed."""
+    path = Path(path)
+    raw = read_bytes(path)
     if b"\0" in raw:
         raise SourceError(path, "binary file (contains NUL bytes)")
 
@@ -143,7 +152,34 @@ def read_source(path: Path) -> SourceFile:
         raise SourceError(path, _decode_reason(raw, encoding, exc)) from None
     except LookupError as exc:  # e.g. a cookie naming a non-text codec such as rot13
         raise SourceError(path, f"unknown encoding cookie ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way ('undefined')
+        raise SourceError(path, f"cannot decode as {encoding} ({_short(exc)})") from None
+    if not _round_trips(text, encoding, raw):
+        # unicode_escape, punycode, idna, utf-16 under an ASCII cookie...: what would be written
+        # back is not what was read
+        reason = f"the {encoding} codec does not give back the bytes it decoded (not processed)"
+        raise SourceError(path, reason)
     return SourceFile(path=path, text=text, encoding=encoding, raw=raw)
+
+
+def _round_trips_back(data: bytes, encoding: str, text: str) -> bool:
+    try:
+        return data.decode(encoding) == text
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _round_trips(text: str, encoding: str, raw: bytes) -> bool:
+    try:
+        return text.encode(encoding) == raw
+    except Exception:  # noqa: BLE001 - a codec that cannot encode what it decoded
+        return False
+
+
+def _short(exc: BaseException, limit: int = 120) -> str:
+    """An exception's message for a one-line reason (a codec can quote a whole garbled line)."""
+    text = _one_line(str(exc) or type(exc).__name__)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -158,6 +194,11 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+#: held from the creation of a temporary file to its rename: a process that must end at once
+#: (a worker whose parent died) takes it first, so that no write is left half done
+WRITE_LOCK = threading.Lock()
 
 
 def write_source(sf: SourceFile, new_text: str) -> None:
@@ -178,6 +219,11 @@ def write_source(sf: SourceFile, new_text: str) -> None:
         ) from None
     except LookupError as exc:
         raise SourceError(path, f"unknown encoding ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way
+        raise SourceError(path, f"cannot encode as {sf.encoding} ({_short(exc)})") from None
+    if not _round_trips_back(data, sf.encoding, new_text):
+        reason = f"the {sf.encoding} codec would not read back what it wrote (not written)"
+        raise SourceError(path, reason)
 
     # Write through a symlink to its target, so the link stays a link.
     target = path
@@ -200,10 +246,18 @@ def write_source(sf: SourceFile, new_text: str) -> None:
     except OSError as exc:
         raise SourceError(path, _os_reason(exc)) from None
     if current != sf.raw:
-        raise SourceError(path, "file changed on disk since it was read; not overwritten")
+        raise SourceError(path, _CHANGED)
     if data == current:
         return  # nothing to do; leave the file (and its mtime) alone
+    if _read_only(target, st):
+        raise SourceError(path, "read-only file (not written)")  # as editors and formatters do
 
+    with WRITE_LOCK:
+        _replace(path, target, st, sf.raw, data)
+
+
+def _replace(path: Path, target: Path, st: os.stat_result, raw: bytes, data: bytes) -> None:
+    """Write ``data`` to a temporary file next to ``target`` and rename it over ``target``."""
     directory = target.parent
     try:
         fd, tmp_name = tempfile.mkstemp(
@@ -223,7 +277,10 @@ def write_source(sf: SourceFile, new_text: str) -> None:
                 os.chown(tmp_name, st.st_uid, st.st_gid)
             except OSError:
                 pass
+            if (st.st_uid, st.st_gid) != _owner(tmp_name):
+                raise SourceError(path, _NOT_OURS)
         os.chmod(tmp_name, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
+        _check_unchanged(path, target, st, raw)  # an editor may have saved in the meantime
         os.replace(tmp_name, target)
     except BaseException as exc:
         try:
@@ -234,6 +291,33 @@ def write_source(sf: SourceFile, new_text: str) -> None:
             raise SourceError(path, f"write failed: {_os_reason(exc)}") from exc
         raise
     _fsync_dir(directory)
+
+
+_CHANGED = "file changed on disk since it was read; not overwritten"
+_NOT_OURS = "owned by another user: replacing it would change its owner (not written)"
+
+
+def _read_only(target: Path, st: os.stat_result) -> bool:
+    """No write permission for anyone (root included, who passes every access check), or
+    none for this user."""
+    return not st.st_mode & 0o222 or not os.access(target, os.W_OK)
+
+
+def _check_unchanged(path: Path, target: Path, st: os.stat_result, raw: bytes) -> None:
+    """The last look before the rename: the same file (inode, size, mtime) with the bytes
+    that were read, or :class:`SourceError`."""
+    try:
+        now = os.stat(target)
+        with open(target, "rb") as fh:
+            current = fh.read()
+    except OSError as exc:
+        raise SourceError(path, f"{_os_reason(exc)} (not written)") from None
+    def key(s: os.stat_result) -> tuple[int, int, int, int]:
+        return s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns
+
+    same = key(now) == key(st)
+    if not same or current != raw:
+        raise SourceError(path, _CHANGED)
 
 
 def _owner(name: str) -> tuple[int, int]:

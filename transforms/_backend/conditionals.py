@@ -80,7 +80,7 @@ did not exist before the ``if``. An ``if`` on plain Python values stays a Python
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import libcst as cst
 
@@ -520,7 +520,15 @@ def _assigned(branch: list[cst.BaseStatement]) -> list[str]:
             for sub in _branches(s):
                 names += _assigned(sub)
             continue
-        for small in getattr(s, "body", ()):
+        body = getattr(s, "body", ())
+        if isinstance(body, cst.IndentedBlock):  # a for/while/with/try: what its block assigns
+            names += _assigned(list(body.body))
+            continue
+        if isinstance(s, cst.BaseSmallStatement):  # the body of a one-line `if c: a = 1; b = 2`
+            smalls: Sequence = (s,)
+        else:
+            smalls = body.body if isinstance(body, cst.SimpleStatementSuite) else body
+        for small in smalls:
             if isinstance(small, cst.Assign):
                 names += [t.target.value for t in small.targets if isinstance(t.target, cst.Name)]
             elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
