@@ -71,6 +71,9 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
+    defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
+    if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
+        reasons += _outside_data(ctx, container)
     if reasons:
         return None
     assert isinstance(outputs_stmt, cst.SimpleStatementLine)
@@ -116,6 +119,25 @@ def _inputs_and_ops(
         use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
         if use is not None:
             sources.append(use)
+
+
+def _outside_data(ctx: FileContext, container: cst.CSTNode) -> list[str]:
+    """A graph without reader or external source that unpacks data nodes made elsewhere
+    (``images, labels = plugin_reader``: a plugin's reader, or a reader of the enclosing code):
+    the generator would yield pipeline-mode nodes."""
+    for small in walk(container.body):
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1) or _nested(ctx, small, container):
+            continue
+        if isinstance(small.targets[0].target, (cst.Tuple, cst.List)) and not _dali_call(ctx, small.value):
+            return [
+                f"its data comes from `{ctx.text(small.value)}`, which is neither a reader nor an "
+                "external source of the pipeline (a plugin's reader, or one made outside it)"
+            ]
+    return []
+
+
+def _dali_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and ctx.fn_op(value.func) is not None
 
 
 def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None) -> str:
