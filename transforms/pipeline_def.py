@@ -101,6 +101,7 @@ from ._backend.iterators import (
 )
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
+from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
     analyse_graph,
     find_instances,
@@ -174,6 +175,7 @@ class PipelineDef(Rule):
                 units.remove(unit)
                 unit.captured = False
             taken = taken or unit.captured
+        _drop_unshared(state, self.id, units)
         for group in _groups(units):
             self._propose(state, group)
 
@@ -300,6 +302,7 @@ class PipelineDef(Rule):
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
             lowering=state.lowering,
+            helper_hosts=[f for f in ctx.nodes_of(cst.FunctionDef) if f is not fn and pipeline_decorator(ctx, f)],
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
@@ -371,6 +374,21 @@ def _pipeline_params(
         seed = fresh_name("pipeline_seed", taken) if "seed" in existing else "seed"
         new.append((seed, dec_kwargs.get("seed")))
     return new, batch, seed
+
+
+def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
+    """A helper with random operators shared by several pipelines now takes the RNG: each
+    pipeline that calls it is migrated (by one fix, found by ``_groups``) only if all are."""
+    dropped = True
+    while dropped:
+        dropped = False
+        hosts: list[cst.CSTNode] = [u.fn for u in units]
+        for unit in list(units):
+            why = unshared_reason(state.ctx, unit.graph.claimed, hosts)
+            if why is not None:
+                refuse_pipeline(state, rule_id, unit.fn, Refused(why))
+                units.remove(unit)
+                dropped = True
 
 
 def _settle_forms(
