@@ -58,7 +58,9 @@ class MixedDevice(LocalRule):
             if value.evaluated_value != "mixed":
                 return None
             return updated.with_changes(value=_gpu(updated.value))
-        if isinstance(value, cst.IfExp) and _mixed_branches(value):
+        if isinstance(value, cst.IfExp) and _literal_branches(value) is not None:
+            if not _mixed_branches(value):
+                return None  # device="gpu" if cond else "cpu"
             # device="mixed" if cond else "cpu": each branch is a literal, rewritten in place
             return updated.with_changes(value=updated.value.visit(_MixedToGpu()))
         literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None

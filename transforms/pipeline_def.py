@@ -109,6 +109,7 @@ from ._backend.recognise import (
     output_values,
     pipeline_count,
     pipeline_decorator,
+    returned_values,
 )
 from ._backend.docstrings import output_names
 from ._backend.feeds import match_feeds
@@ -219,7 +220,8 @@ class PipelineDef(Rule):
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-        graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
+        outputs_stmt = last if isinstance(ret, cst.Return) else None
+        graph = analyse_graph(ctx, fn, outputs_stmt, outputs, reasons, returned_values)
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
