@@ -120,7 +120,8 @@ class _MixedToGpu(cst.CSTTransformer):
         return True
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.IfExp:
-        return updated.with_changes(test=original.test, body=self._leaf(updated.body), orelse=self._leaf(updated.orelse))
+        body, orelse = self._leaf(updated.body), self._leaf(updated.orelse)
+        return updated.with_changes(test=original.test, body=body, orelse=orelse)
 
     @staticmethod
     def _leaf(v: cst.BaseExpression) -> cst.BaseExpression:

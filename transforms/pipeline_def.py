@@ -43,7 +43,8 @@ that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads
 pipeline is created. A parameter of the function named ``batch_size`` or ``seed`` takes the
 argument of that name (DALI gives it to the function only): the decorator's value then becomes
 ``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size`` parameter without one (DALI
-could not build that pipeline) is the batch size. Outputs read through the TensorList API are rewritten to the Batch API.
+could not build that pipeline) is the batch size. Outputs read through the TensorList API are
+rewritten to the Batch API.
 
 With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
 split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
@@ -304,7 +305,10 @@ class PipelineDef(Rule):
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
             lowering=state.lowering,
-            helper_hosts=[f for f in ctx.nodes_of(cst.FunctionDef) if f is not fn and pipeline_decorator(ctx, f)],
+            helper_hosts=[
+                f for f in ctx.nodes_of(cst.FunctionDef)
+                if f is not fn and pipeline_decorator(ctx, f)
+            ],
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured

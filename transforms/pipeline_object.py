@@ -90,8 +90,9 @@ class PipelineObject(Rule):
                 continue
             state.claimed += claimed
             message = f"migrate pipeline {inst.label} and its use sites to dynamic mode"
+            names = ", ".join(output_names(ctx, graph_outputs(ctx, block, inst.label)))
             advice = (
-                f"`{inst.label}` is a generator of ({', '.join(output_names(ctx, graph_outputs(ctx, block, inst.label)))}) batches now, "
+                f"`{inst.label}` is a generator of ({names}) batches now, "
                 "not a Pipeline: take each batch with next(...), and drop build()"
             )
             propose_pipeline_fix(state, self.id, block, edits, message, included, notes, followups, advice)
@@ -135,7 +136,9 @@ class PipelineObject(Rule):
         assert graph is not None and batch_size is not None
         inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
         own_refs = [block.items[0].item] + [
-            c.func.value for c in walk(last) if _is_set_outputs(c, var)  # type: ignore[attr-defined]
+            c.func.value  # type: ignore[attr-defined]
+            for c in walk(last)
+            if _is_set_outputs(c, var)
         ]
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)

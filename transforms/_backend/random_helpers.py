@@ -131,7 +131,9 @@ def _is_random(ctx: FileContext, call: cst.Call) -> bool:
     return op is not None and op.target.is_random
 
 
-def unshared_reason(ctx: FileContext, helpers: list[cst.CSTNode], hosts: list[cst.CSTNode]) -> str | None:
+def unshared_reason(
+    ctx: FileContext, helpers: list[cst.CSTNode], hosts: list[cst.CSTNode]
+) -> str | None:
     """Why ``helpers`` (migrated to take the RNG) cannot be: one is used outside ``hosts``, the
     pipelines migrated with them (None: every use is inside)."""
     for fn in helpers:

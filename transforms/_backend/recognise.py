@@ -65,6 +65,7 @@ def analyse_graph(
     readers: list[ReaderUse] = []
     sources: list[SourceUse] = []
     chosen = None
+    body_end = container.body.body[-1] if container.body.body else None
     if outputs_stmt is None and outputs_of is not None and container.body.body:
         chosen = chosen_outputs(ctx, container, container.body.body[-1], outputs_of)
         if chosen is not None:
@@ -72,7 +73,7 @@ def analyse_graph(
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
-        elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, container.body.body[-1]):
+        elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, body_end):
             continue  # the outputs of one branch of the final `if`
         elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
             if not _ends_data(ctx, node):
@@ -200,9 +201,12 @@ def _outside_data(ctx: FileContext, container: cst.CSTNode) -> list[str]:
     (``images, labels = plugin_reader``: a plugin's reader, or a reader of the enclosing code):
     the generator would yield pipeline-mode nodes."""
     for small in walk(container.body):
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1) or _nested(ctx, small, container):
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             continue
-        if isinstance(small.targets[0].target, (cst.Tuple, cst.List)) and not _dali_call(ctx, small.value):
+        if _nested(ctx, small, container):
+            continue
+        unpacked = isinstance(small.targets[0].target, (cst.Tuple, cst.List))
+        if unpacked and not _dali_call(ctx, small.value):
             return [
                 f"its data comes from `{ctx.text(small.value)}`, which is neither a reader nor an "
                 "external source of the pipeline (a plugin's reader, or one made outside it)"
@@ -251,7 +255,8 @@ def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool
 
 def returned_values(stmt: cst.BaseStatement) -> list[cst.BaseExpression] | None:
     """The nodes ``return ...`` names (for :func:`analyse_graph`'s ``outputs_of``)."""
-    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    one = isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+    small = stmt.body[0] if one else None  # type: ignore[attr-defined]
     return output_values(small.value) if isinstance(small, cst.Return) else None
 
 
