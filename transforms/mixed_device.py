@@ -58,6 +58,11 @@ class MixedDevice(LocalRule):
             if value.evaluated_value != "mixed":
                 return None
             return updated.with_changes(value=_gpu(updated.value))
+        if isinstance(value, cst.IfExp) and _literal_branches(value) is not None:
+            if not _mixed_branches(value):
+                return None  # device="gpu" if cond else "cpu"
+            # device="mixed" if cond else "cpu": each branch is a literal, rewritten in place
+            return updated.with_changes(value=updated.value.visit(_MixedToGpu()))
         literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None
         if literals is not None:
             if all(lit.evaluated_value != "mixed" or _device_literal(ctx, lit, lit) is not None for lit in literals):
@@ -84,6 +89,45 @@ class MixedDevice(LocalRule):
 
 def _gpu(string: cst.SimpleString) -> cst.SimpleString:
     return string.with_changes(value=f"{string.prefix}{string.quote}gpu{string.quote}")
+
+
+def _literal_branches(value: cst.IfExp) -> list[cst.SimpleString] | None:
+    """The string literals ``a if c else b`` (nested in either branch too) evaluates to, or None
+    when a branch is something else."""
+    literals: list[cst.SimpleString] = []
+    stack: list[cst.BaseExpression] = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, cst.IfExp):
+            stack += [v.body, v.orelse]
+        elif isinstance(v, cst.SimpleString):
+            literals.append(v)
+        else:
+            return None
+    return literals
+
+
+def _mixed_branches(value: cst.IfExp) -> bool:
+    """Every branch of ``value`` is a string literal, and one is ``"mixed"``."""
+    literals = _literal_branches(value)
+    return literals is not None and any(lit.evaluated_value == "mixed" for lit in literals)
+
+
+class _MixedToGpu(cst.CSTTransformer):
+    """The ``"mixed"`` branches of a conditional expression become ``"gpu"`` (its test stays)."""
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        return True
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.IfExp:
+        body, orelse = self._leaf(updated.body), self._leaf(updated.orelse)
+        return updated.with_changes(test=original.test, body=body, orelse=orelse)
+
+    @staticmethod
+    def _leaf(v: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(v, cst.SimpleString) and v.evaluated_value == "mixed":
+            return _gpu(v)
+        return v
 
 
 def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] | None:
@@ -179,7 +223,11 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
         if not (isinstance(call, cst.Call) and call.func is node):
             continue
         devices = [a for a in call.args if a.keyword is not None and a.keyword.value == "device"]
-        mixed = [a for a in devices if isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"]
+        mixed = [
+            a for a in devices
+            if isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"
+            or isinstance(a.value, cst.IfExp) and _mixed_branches(a.value)
+        ]
         if devices and not mixed and _device_unknown(ctx, devices[0]):
             # a device variable that may hold "mixed" and cannot be rewritten: DM102 says so,
             # and the call stays pipeline mode with it

@@ -40,7 +40,11 @@ The reader is built once, outside the per-batch code, and epochs are chained wit
 is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
-pipeline is created. Outputs read through the TensorList API are rewritten to the Batch API.
+pipeline is created. A parameter of the function named ``batch_size`` or ``seed`` takes the
+argument of that name (DALI gives it to the function only): the decorator's value then becomes
+``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size`` parameter without one (DALI
+could not build that pipeline) is the batch size. Outputs read through the TensorList API are
+rewritten to the Batch API.
 
 With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
 split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
@@ -98,6 +102,7 @@ from ._backend.iterators import (
 )
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
+from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
     analyse_graph,
     find_instances,
@@ -105,11 +110,12 @@ from ._backend.recognise import (
     output_values,
     pipeline_count,
     pipeline_decorator,
+    returned_values,
 )
 from ._backend.docstrings import output_names
 from ._backend.feeds import match_feeds
 from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
-from ._cst import no_space_equal, param_names, truthy, within
+from ._cst import fresh_name, names_in, no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
 
@@ -171,6 +177,7 @@ class PipelineDef(Rule):
                 units.remove(unit)
                 unit.captured = False
             taken = taken or unit.captured
+        _drop_unshared(state, self.id, units)
         for group in _groups(units):
             self._propose(state, group)
 
@@ -214,7 +221,8 @@ class PipelineDef(Rule):
         last = fn.body.body[-1] if fn.body.body else None
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-        graph = analyse_graph(ctx, fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
+        outputs_stmt = last if isinstance(ret, cst.Return) else None
+        graph = analyse_graph(ctx, fn, outputs_stmt, outputs, reasons, returned_values)
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
@@ -242,7 +250,8 @@ class PipelineDef(Rule):
         for inst in instances:
             device = inst.kwargs.get("device_id", dec_kwargs.get("device_id"))
             inst.device_todo = device_todo(ctx, fn, device, inst.label)
-            if not ({"batch_size", "max_batch_size"} & (set(dec_kwargs) | set(inst.kwargs))):
+            given = set(dec_kwargs) | set(inst.kwargs) | (param_names(fn) & {"batch_size"})
+            if not ({"batch_size", "max_batch_size"} & given):
                 followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"))
         return graph, dec_kwargs, instances, seed_source
 
@@ -262,13 +271,13 @@ class PipelineDef(Rule):
         fn, graph, dec_kwargs, instances = unit.fn, unit.graph, unit.dec_kwargs, unit.instances
         seed_source, notes = unit.seed_source, unit.notes
         branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-        # batch_size and seed become keyword-only parameters, defaulting to the decorator's
         params = fn.params
         kwonly = list(params.kwonly_params)
         existing = param_names(fn)
-        bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
-        new_params = [("batch_size", bs_arg)] + ([("seed", dec_kwargs.get("seed"))] if seed_source else [])
         needs = needs_of(instances)
+        new_params, batch_name, seed_name = _pipeline_params(fn, dec_kwargs, seed_source)
+        if "batch_size" in existing and "batch_size" not in dec_kwargs:
+            notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
         if needs.restore:
             # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
@@ -282,11 +291,13 @@ class PipelineDef(Rule):
                     equal=no_space_equal() if default is not None else cst.MaybeSentinel.DEFAULT,
                 )
             )
-        star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
+        star = params.star_arg
+        if star is cst.MaybeSentinel.DEFAULT and kwonly:
+            star = cst.ParamStar()
         plan = PipelinePlan(
             rule_id=self.id,
-            batch_size=cst.Name("batch_size"),
-            seed=cst.Name("seed") if seed_source else None,
+            batch_size=cst.Name(batch_name),
+            seed=cst.Name(seed_name) if seed_name else None,
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
@@ -294,6 +305,10 @@ class PipelineDef(Rule):
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
             lowering=state.lowering,
+            helper_hosts=[
+                f for f in ctx.nodes_of(cst.FunctionDef)
+                if f is not fn and pipeline_decorator(ctx, f)
+            ],
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
@@ -332,6 +347,56 @@ class PipelineDef(Rule):
 
 
 
+#: a parameter named batch_size without the decorator's batch_size: DALI never sized the batches
+UNSET_BATCH_NOTE = (
+    "the parameter batch_size took the batch_size= argument (a parameter of the function shadows "
+    "the Pipeline's), so DALI built this pipeline without a batch size and build() raised "
+    "ValueError; the generator takes batches of the parameter's value"
+)
+
+
+def _pipeline_params(
+    fn: cst.FunctionDef, dec_kwargs: dict[str, cst.Arg], seed_source: str | None
+) -> tuple[list[tuple[str, cst.Arg | None]], str, str | None]:
+    """The keyword-only parameters the generator gains (name, default: the decorator's value)
+    and the names of its batch size and seed. DALI gives a keyword argument that names a
+    parameter of the function to the function only: there the pipeline's value is the
+    decorator's, under another name (``pipeline_batch_size``); a ``batch_size`` parameter
+    without one is the batch size (DALI had none: see ``UNSET_BATCH_NOTE``)."""
+    existing = param_names(fn)
+    taken = existing | names_in(fn)
+    new: list[tuple[str, cst.Arg | None]] = []
+    bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
+    if "batch_size" not in existing:
+        batch = "batch_size"
+        new.append((batch, bs_arg))
+    elif bs_arg is not None:
+        batch = fresh_name("pipeline_batch_size", taken)
+        new.append((batch, bs_arg))
+    else:
+        batch = "batch_size"
+    seed = None
+    if seed_source:
+        seed = fresh_name("pipeline_seed", taken) if "seed" in existing else "seed"
+        new.append((seed, dec_kwargs.get("seed")))
+    return new, batch, seed
+
+
+def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
+    """A helper with random operators shared by several pipelines now takes the RNG: each
+    pipeline that calls it is migrated (by one fix, found by ``_groups``) only if all are."""
+    dropped = True
+    while dropped:
+        dropped = False
+        hosts: list[cst.CSTNode] = [u.fn for u in units]
+        for unit in list(units):
+            why = unshared_reason(state.ctx, unit.graph.claimed, hosts)
+            if why is not None:
+                refuse_pipeline(state, rule_id, unit.fn, Refused(why))
+                units.remove(unit)
+                dropped = True
+
+
 def _settle_forms(
     ctx: FileContext,
     fn: cst.FunctionDef,
@@ -346,6 +411,11 @@ def _settle_forms(
     enabled = truthy(dec_kwargs.get("enable_checkpointing"))
     handles_why = handle_reasons(ctx, graph, instances, enabled, param_names(fn))
     iterators_why = iterator_reasons(ctx, graph, instances)
+    if "batch_size" in param_names(fn) and "batch_size" in dec_kwargs:
+        iterators_why.append(
+            "the pipeline's batch size is the decorator's, not the parameter batch_size: "
+            "a loader class would confuse them"
+        )
     elsewhere = fn.name.value in getattr(ctx.project, "external_uses", {})
     if elsewhere or followups or not all(i.local for i in instances):
         where = "other modules" if elsewhere else "places the tool cannot follow"

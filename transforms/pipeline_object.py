@@ -60,9 +60,9 @@ from ._backend.docstrings import output_names
 from ._backend.flow import Flow
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, follow_pipeline, pipeline_count
+from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import fresh_name, truthy
+from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
 
 
@@ -90,8 +90,9 @@ class PipelineObject(Rule):
                 continue
             state.claimed += claimed
             message = f"migrate pipeline {inst.label} and its use sites to dynamic mode"
+            names = ", ".join(output_names(ctx, graph_outputs(ctx, block, inst.label)))
             advice = (
-                f"`{inst.label}` is a generator of ({', '.join(output_names(ctx, graph_outputs(block)))}) batches now, "
+                f"`{inst.label}` is a generator of ({names}) batches now, "
                 "not a Pipeline: take each batch with next(...), and drop build()"
             )
             propose_pipeline_fix(state, self.id, block, edits, message, included, notes, followups, advice)
@@ -121,7 +122,10 @@ class PipelineObject(Rule):
         outputs = [a.value for a in outputs_call.args] if outputs_call is not None and all(
             a.keyword is None and not a.star for a in outputs_call.args
         ) else []
-        graph = analyse_graph(ctx, block, last if outputs_call is not None else None, outputs, reasons)
+        graph = analyse_graph(
+            ctx, block, last if outputs_call is not None else None, outputs, reasons,
+            lambda stmt: _set_outputs_values(stmt, var),
+        )
         if truthy(kwargs.get("enable_conditionals")):
             reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
@@ -131,7 +135,11 @@ class PipelineObject(Rule):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None and batch_size is not None
         inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
-        own_refs = [block.items[0].item] + ([outputs_call.func.value] if outputs_call is not None else [])
+        own_refs = [block.items[0].item] + [
+            c.func.value  # type: ignore[attr-defined]
+            for c in walk(last)
+            if _is_set_outputs(c, var)
+        ]
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)
         for use in inst.iterators:  # not migrated for this front end
@@ -232,25 +240,38 @@ def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str)
     return None
 
 
+def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpression] | None:
+    """The nodes ``var.set_outputs(...)`` names, when ``stmt`` is that call alone."""
+    call = _set_outputs_call(stmt, var)
+    if call is None or any(a.keyword is not None or a.star for a in call.args):
+        return None
+    return [a.value for a in call.args]
+
+
 def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
         call = stmt.body[0].value
-        if (
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "set_outputs"
-            and isinstance(call.func.value, cst.Name)
-            and call.func.value.value == var
-        ):
-            return call
+        if _is_set_outputs(call, var):
+            return call  # type: ignore[return-value]
     return None
 
 
-def graph_outputs(block: cst.With) -> list[cst.BaseExpression]:
-    """The nodes the block's final ``pipe.set_outputs(...)`` names."""
+def _is_set_outputs(call: cst.CSTNode, var: str) -> bool:
+    """``call`` is ``var.set_outputs(...)``."""
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "set_outputs"
+        and isinstance(call.func.value, cst.Name)
+        and call.func.value.value == var
+    )
+
+
+def graph_outputs(ctx: FileContext, block: cst.With, var: str) -> list[cst.BaseExpression]:
+    """The nodes the block's final ``pipe.set_outputs(...)`` names (or the ``if`` that ends it)."""
     last = block.body.body[-1]
-    if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Expr):
-        call = last.body[0].value
-        if isinstance(call, cst.Call):
-            return [a.value for a in call.args]
-    return []
+    values = _set_outputs_values(last, var)
+    if values is None:
+        chosen = chosen_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var))
+        values = chosen[1] if chosen is not None else []
+    return values

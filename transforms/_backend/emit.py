@@ -198,7 +198,7 @@ class _Emitter:
         self.data_var = cst.Name(fresh_name("data", self.taken))
         env = self._env()
         rules: list[LocalRule] = list(self.plan.lowering)
-        self.helpers = random_helpers(self.ctx, graph.container)
+        self.helpers = random_helpers(self.ctx, graph.container, self.plan.helper_hosts)
         if self.helpers:
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
@@ -527,10 +527,18 @@ def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             stack.extend(reversed(n.children))
 
 
-def _runs_dali(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> bool:
+def _runs_dali(
+    ctx: FileContext, stmt: cst.CSTNode, nodes: set[str], seen: frozenset[str] = frozenset()
+) -> bool:
     """Whether running a statement runs DALI or reads a name holding a data node (code in the
-    lambdas and functions it defines runs later: it does not count)."""
+    lambdas and functions it defines runs later: it does not count; a function of the module it
+    calls does)."""
+    helpers = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
     for n in _walk_outside_defs(stmt):
+        called = n.func.value if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) else None
+        if called in helpers and called not in seen:
+            if _runs_dali(ctx, helpers[called].body, set(), seen | {called}):
+                return True
         if isinstance(n, (cst.Name, cst.Attribute)) and (ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None

@@ -135,3 +135,6 @@ class PipelinePlan:
     reader_meta: bool = False
     checkpointing: bool = False
     lowering: list[Any] = field(default_factory=list)
+    #: other pipelines' graph code that may call this one's helpers with random operators
+    #: (the front end migrates them together, or none)
+    helper_hosts: list[cst.CSTNode] = field(default_factory=list)

@@ -26,8 +26,10 @@ After::
 Random operators need the pipeline's RNG and the current batch size, which only the pipeline
 has: the helper takes them as keyword-only parameters (``batch_size`` only when one of its
 random operators has no data input) and draws in the same order as when its code was inlined.
-A helper with random operators that is also used outside this one pipeline, calls another such
-helper, or already has a parameter named ``rng``/``batch_size`` keeps the pipeline's TODO.
+A helper with random operators that is also used outside the pipelines migrated with it, calls
+another such helper, or already has a parameter named ``rng``/``batch_size`` keeps the pipeline's
+TODO. Several ``@pipeline_def`` functions may share one: each passes its own RNG, and they are
+migrated by one fix (or all keep their TODO).
 Helpers without random operators need nothing: the local rules rewrite them on their own.
 """
 
@@ -51,9 +53,13 @@ class RandomHelper:
     needs_batch_size: bool
 
 
-def random_helpers(ctx: FileContext, container: cst.CSTNode) -> dict[str, RandomHelper]:
+def random_helpers(
+    ctx: FileContext, container: cst.CSTNode, hosts: list[cst.CSTNode] | None = None
+) -> dict[str, RandomHelper]:
     """The module-level functions with random operators that ``container`` calls; Refused with
-    the reason when one cannot be migrated."""
+    the reason when one cannot be migrated. Calls inside ``hosts`` (other pipelines, migrated
+    with this one or not at all) are no use outside."""
+    inside = [container, *(hosts or [])]
     defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
     called = {n.func.value for n in walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
     helpers: dict[str, RandomHelper] = {}
@@ -68,7 +74,8 @@ def random_helpers(ctx: FileContext, container: cst.CSTNode) -> dict[str, Random
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
             raise Refused(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
         outside = [
-            n for n in ctx.nodes_of(cst.Name) if n.value == name and n is not fn.name and not within(ctx, n, container)
+            n for n in ctx.nodes_of(cst.Name)
+            if n.value == name and n is not fn.name and not any(within(ctx, n, c) for c in inside)
         ]
         if outside:
             raise Refused(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
@@ -122,3 +129,22 @@ class HelperCalls(LocalRule):
 def _is_random(ctx: FileContext, call: cst.Call) -> bool:
     op = ctx.fn_op(call.func)
     return op is not None and op.target.is_random
+
+
+def unshared_reason(
+    ctx: FileContext, helpers: list[cst.CSTNode], hosts: list[cst.CSTNode]
+) -> str | None:
+    """Why ``helpers`` (migrated to take the RNG) cannot be: one is used outside ``hosts``, the
+    pipelines migrated with them (None: every use is inside)."""
+    for fn in helpers:
+        if not isinstance(fn, cst.FunctionDef):
+            continue
+        name = fn.name.value
+        for n in ctx.nodes_of(cst.Name):
+            if n.value == name and n is not fn.name and not any(within(ctx, n, h) for h in hosts):
+                line = ctx.line_of(n)
+                return (
+                    f"helper {name} with random operators is also used at line {line}, "
+                    "outside the pipelines migrated with it"
+                )
+    return None

@@ -7,13 +7,25 @@ factory to :func:`instances_of`; what cannot be carried over is appended to ``re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
 from ..fn_to_ndd import HANDED_OFF
-from .._cst import fresh_name, in_source_order, is_docstring, kwargs_of, param_names, walk, within
+from .._cst import (
+    fresh_name,
+    in_source_order,
+    is_docstring,
+    kwargs_of,
+    names_in,
+    param_names,
+    walk,
+    within,
+)
+from .._local import collect_nodes
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
 from .external_source import SourceUse, analyse_source
@@ -44,14 +56,25 @@ def analyse_graph(
     outputs_stmt: cst.BaseStatement | None,
     outputs: list[cst.BaseExpression],
     reasons: list[str],
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None] | None = None,
 ) -> Graph | None:
     """Check that the graph code of ``container`` can be carried over; reasons it cannot are
-    appended to ``reasons`` (all of them, so the TODO lists every one)."""
+    appended to ``reasons`` (all of them, so the TODO lists every one). ``outputs_of``: the
+    outputs one statement gives (None: it gives none), to follow outputs chosen by an ``if``
+    that ends the graph code (:func:`chosen_outputs`)."""
     readers: list[ReaderUse] = []
     sources: list[SourceUse] = []
+    chosen = None
+    body_end = container.body.body[-1] if container.body.body else None
+    if outputs_stmt is None and outputs_of is not None and container.body.body:
+        chosen = chosen_outputs(ctx, container, container.body.body[-1], outputs_of)
+        if chosen is not None:
+            outputs_stmt, outputs = chosen
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
+        elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, body_end):
+            continue  # the outputs of one branch of the final `if`
         elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
             if not _ends_data(ctx, node):
                 reasons.append("the pipeline returns before its last statement")
@@ -62,6 +85,8 @@ def analyse_graph(
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
             reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
     body = list(container.body.body)
+    if chosen is not None:
+        body[-1] = chosen[0]
     docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
     if docstring is not None:
         body = body[1:]
@@ -71,6 +96,9 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
+    defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
+    if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
+        reasons += _outside_data(ctx, container)
     if reasons:
         return None
     assert isinstance(outputs_stmt, cst.SimpleStatementLine)
@@ -118,6 +146,78 @@ def _inputs_and_ops(
             sources.append(use)
 
 
+def chosen_outputs(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    stmt: cst.BaseStatement,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+) -> tuple[cst.SimpleStatementLine, list[cst.BaseExpression]] | None:
+    """The graph code ends with ``if cuda: return a.gpu(), b`` / ``else: return a, b`` (each
+    branch, ``elif`` ones too, only the outputs statement, with as many outputs; a test on no
+    data node): one outputs statement, ``return (a.gpu() if cuda else a), b``, each output a
+    conditional expression where the branches differ. None for any other statement."""
+    branches = _output_branches(ctx, container, stmt, outputs_of)
+    if branches is None or len({len(values) for _, values in branches}) != 1:
+        return None
+    outputs = []
+    for i in range(len(branches[-1][1])):
+        value = branches[-1][1][i]
+        for test, values in reversed(branches[:-1]):
+            if not values[i].deep_equals(value):
+                paren = {"lpar": [cst.LeftParen()], "rpar": [cst.RightParen()]}
+                value = cst.IfExp(test=test, body=values[i], orelse=value, **paren)
+        outputs.append(value)
+    elements = [cst.Element(v) for v in outputs]
+    ret = cst.Return(cst.Tuple(elements) if len(outputs) != 1 else outputs[0])
+    return cst.SimpleStatementLine([ret], leading_lines=stmt.leading_lines), outputs
+
+
+def _output_branches(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    stmt: cst.BaseStatement | cst.Else,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+) -> list[tuple[cst.BaseExpression | None, list[cst.BaseExpression]]] | None:
+    """(test, outputs) of each branch of ``if``/``elif``/``else`` that ends the graph code (the
+    ``else`` branch's test is None), or None when it is not of that form."""
+    if isinstance(stmt, cst.Else):
+        only = stmt.body.body[0] if len(stmt.body.body) == 1 else None
+        values = outputs_of(only) if only is not None else None
+        return [(None, values)] if values else None
+    if not (isinstance(stmt, cst.If) and stmt.orelse is not None and len(stmt.body.body) == 1):
+        return None
+    data = collect_nodes(ctx, container)
+    if names_in(stmt.test) & data or any(
+        isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(stmt.test)
+    ):
+        return None  # an `if` on data: a conditional of the pipeline (enable_conditionals)
+    values = outputs_of(stmt.body.body[0])
+    rest = _output_branches(ctx, container, stmt.orelse, outputs_of)
+    return [(stmt.test, values), *rest] if values and rest else None
+
+
+def _outside_data(ctx: FileContext, container: cst.CSTNode) -> list[str]:
+    """A graph without reader or external source that unpacks data nodes made elsewhere
+    (``images, labels = plugin_reader``: a plugin's reader, or a reader of the enclosing code):
+    the generator would yield pipeline-mode nodes."""
+    for small in walk(container.body):
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            continue
+        if _nested(ctx, small, container):
+            continue
+        unpacked = isinstance(small.targets[0].target, (cst.Tuple, cst.List))
+        if unpacked and not _dali_call(ctx, small.value):
+            return [
+                f"its data comes from `{ctx.text(small.value)}`, which is neither a reader nor an "
+                "external source of the pipeline (a plugin's reader, or one made outside it)"
+            ]
+    return []
+
+
+def _dali_call(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Call) and ctx.fn_op(value.func) is not None
+
+
 def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None) -> str:
     """A name for the outputs of a reader called inside an expression."""
     taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
@@ -151,6 +251,13 @@ def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool
 
 def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
     return isinstance(outputs_stmt, cst.SimpleStatementLine) and any(s is ret for s in outputs_stmt.body)
+
+
+def returned_values(stmt: cst.BaseStatement) -> list[cst.BaseExpression] | None:
+    """The nodes ``return ...`` names (for :func:`analyse_graph`'s ``outputs_of``)."""
+    one = isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+    small = stmt.body[0] if one else None  # type: ignore[attr-defined]
+    return output_values(small.value) if isinstance(small, cst.Return) else None
 
 
 def output_values(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
