@@ -42,8 +42,9 @@ After::
 How: ``__init__`` and ``define_graph`` are merged into one graph function (each call of an
 operator object becomes the operator call with the object's arguments; ``self.x`` attributes
 become local names), which the back end shared with DM200 migrates. Methods are looked up
-through base classes defined in the same file, so a hierarchy sharing a base ``define_graph``
-migrates class by class. Operator objects made under an ``if`` in ``__init__`` are called under
+through base classes defined in the same file, and the ``__init__`` of such a base is inlined
+where the subclass calls it (``_backend/class_init.py``), so a hierarchy migrates class by class:
+one function per class that is instantiated, the bases gone once no class derives from them. Operator objects made under an ``if`` in ``__init__`` are called under
 the same condition, helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
 ``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
@@ -61,6 +62,7 @@ from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._backend.class_init import flat_init
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
@@ -76,7 +78,7 @@ from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import comment_line, is_docstring, is_literal, truthy, walk
+from ._cst import comment_line, in_source_order, is_docstring, is_literal, truthy, walk, within
 from ._local import collect_nodes
 
 _GRAPH_FN = "__dali_migrate_graph__"
@@ -91,42 +93,85 @@ class PipelineClass(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         classes = {c.name.value: c for c in ctx.nodes_of(cst.ClassDef)}
+        chains = {name: _pipeline_chain(ctx, c, classes) for name, c in classes.items()}
         bases = {name for c in classes.values() for name in _base_names(c)}
         # classes that others derive from migrate together with them, as one fix per family
         families: dict[str, list[tuple[cst.ClassDef, list[cst.ClassDef]]]] = {}
-        for cls in classes.values():
-            chain = _pipeline_chain(ctx, cls, classes)
-            if chain is not None and cls.name.value not in bases:
+        for name, cls in classes.items():
+            chain = chains[name]
+            if chain is not None and name not in bases:
                 families.setdefault(chain[-1].name.value, []).append((cls, chain))
         for leaves in families.values():
             members = list({id(c): c for _, chain in leaves for c in chain}.values())
+            # a base also used by itself (instantiated, named) migrates as well
+            leaf_ids = {id(c) for c, _ in leaves}
+            used = [
+                (c, chains[c.name.value])
+                for c in members
+                if id(c) not in leaf_ids and _used_outside(ctx, c, members)
+            ]
+            leaves += [(c, chain) for c, chain in used if chain and _defines_graph(chain)]
+            abstract = [c for c, chain in used if not _defines_graph(chain or [])]
             state.claimed += members
-            notes: list[Diagnostic] = []
-            followups: list[FollowUp] = []
-            written: list[Diagnostic] = []
-            edits: list[Edit] = []
-            fired: set[str] = set()
+            self._family(state, leaves, members, abstract)
+
+    def _family(
+        self,
+        state: FileState,
+        leaves: list[tuple[cst.ClassDef, list[cst.ClassDef]]],
+        members: list[cst.ClassDef],
+        abstract: list[cst.ClassDef],
+    ) -> None:
+        """One fix for the classes of a family that migrate; a TODO at each other one. The bases
+        go when every class deriving from them migrated."""
+        ctx = state.ctx
+        edits: list[Edit] = []
+        fired: set[str] = set()
+        notes: list[Diagnostic] = []
+        followups: list[FollowUp] = []
+        written: list[Diagnostic] = []
+        done: list[cst.ClassDef] = []
+        self.factories: set[str] = set()
+        self.members = members
+        for cls, chain in leaves:
+            mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
-                for cls, chain in leaves:
-                    cls_edits, cls_fired, instances = self._migrate(state, cls, chain, notes, followups, written)
-                    edits += cls_edits
-                    fired |= set(cls_fired)
-                    state.claimed += [i.stmt for i in instances]
+                cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
             except Refused as why:
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
                 refuse_pipeline(state, self.id, cls, why, which)
                 continue
+            state.claimed += [i.stmt for i in instances]
+            edits += cls_edits
+            fired |= set(cls_fired)
+            notes += mine[0]
+            followups += mine[1]
+            written += mine[2]
+            done.append(cls)
+        if not done:
+            return
+        names = ", ".join(c.name.value for c in done)
+        if len(done) == len(leaves):
             leaf_ids = {id(c) for c, _ in leaves}
-            edits += [removed_stmt(ctx, c) for c in members if id(c) not in leaf_ids]
-            names = ", ".join(c.name.value for c, _ in leaves)
-            message = f"migrate pipeline class {names} and its use sites to dynamic mode"
-            advice = (
-                f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch with "
-                "next(...), and drop build()"
-            )
-            propose_pipeline_fix(
-                state, self.id, leaves[0][0], edits, message, sorted(fired), notes, followups, advice, written=written
-            )
+            gone = [c for c in members if id(c) not in leaf_ids and c not in abstract]
+            edits += [removed_stmt(ctx, c) for c in gone]
+            edits += [_removed_def(ctx, f) for f in _dead_factories(ctx, self.factories, members)]
+            for base in abstract:  # kept: still named elsewhere, but no longer their base
+                name = base.name.value
+                what = f"`{name}` is no longer a base class of {names}"
+                kept = FollowUp(base, f"{what}; it stays for its uses", "delete it once they are")
+                followups.append(kept)
+                advice = f"{names}(...) make generators now: rewrite this use"
+                followups += [FollowUp(n, what, advice) for n in _references(ctx, base, members)]
+        message = f"migrate pipeline class {names} and its use sites to dynamic mode"
+        advice = (
+            f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch "
+            "with next(...), and drop build()"
+        )
+        propose_pipeline_fix(
+            state, self.id, done[0], edits, message, sorted(fired), notes, followups, advice,
+            written=written,
+        )
 
     def _migrate(
         self,
@@ -146,23 +191,31 @@ class PipelineClass(Rule):
         if init is None or graph_fn is None:
             reasons.append("it lacks __init__ or define_graph")
             raise Refused("; ".join(reasons))
-        owner = next(i for i, c in enumerate(chain) if init in c.body.body)
-        if any(m.name.value == "__init__" for c in chain[owner + 1 :] for m in c.body.body if isinstance(m, cst.FunctionDef)):
-            reasons.append("its __init__ calls the __init__ of another class of this file")
+        # the __init__s of the bases in this file inlined where they are called
+        flat = flat_init(chain, reasons)
+        if flat is None and len(chain) > 1 and reasons:
+            raise Refused("; ".join(reasons))  # the rest would only follow from it
+        init = flat or init
         if cls.decorators:
             reasons.append("it has decorators")
-        if list(init.params.posonly_params) or init.params.star_arg not in (cst.MaybeSentinel.DEFAULT,) or init.params.star_kwarg:
+        star = init.params.star_arg
+        if init.params.posonly_params or isinstance(star, cst.Param) or init.params.star_kwarg:
             reasons.append("__init__ takes *args, **kwargs or positional-only parameters")
 
         merged = Merger(ctx, reasons, methods)
         body_stmts = merged.merge(init, graph_fn)
+        self.factories |= merged.factories
         kwargs = merged.kwargs
-        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *merged.helpers, *blocked}
+        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *blocked}
+        merged_methods |= {*merged.helpers, *merged.inlined}
         dropped = sorted(set(methods) - merged_methods)
         if dropped:
             notes.append(ctx.info(self.id, cls, f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
                                   "their callers get a TODO"))
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
+        # a base that is also used by itself: the classes deriving from it migrate with it
+        bases = {id(a.value) for c in self.members for a in c.bases}
+        followups[:] = [f for f in followups if id(f.node) not in bases]
         _drop_iterators(instances, followups)
         advice = f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each batch with next(...)"
         written += creation_todos(ctx, self.id, instances, followups, advice)
@@ -187,6 +240,7 @@ class PipelineClass(Rule):
         last = mini_fn.body.body[-1]
         ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
+        reasons += _list_outputs(mini_fn, outputs)
         conditionals = truthy(kwargs.get("enable_conditionals"))
         if conditionals:
             reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
@@ -202,7 +256,7 @@ class PipelineClass(Rule):
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=not followups and sum(i.copies for i in instances) == 1 and len(chain) == 1
-            and pipeline_count(ctx) == 1,
+            and len(self.members) == 1 and pipeline_count(ctx) == 1,
             lowering=state.lowering,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
@@ -272,14 +326,15 @@ def _call_site_value(params: cst.Parameters, call: cst.Call, expr: cst.BaseExpre
     """What ``expr`` (a literal, or a parameter of ``__init__``) is at ``call``."""
     if not isinstance(expr, cst.Name):
         return expr if isinstance(expr, (cst.Integer, cst.SimpleString)) else None
-    names = [p.name.value for p in params.params]
+    every = [*params.params, *params.kwonly_params]  # keyword-only ones are never positional
+    names = [p.name.value for p in every]
     if expr.value not in names:
         return None
     index = names.index(expr.value)
     for i, a in enumerate(call.args):
         if (a.keyword is None and i == index) or (a.keyword is not None and a.keyword.value == expr.value):
             return a.value
-    default = params.params[index].default
+    default = every[index].default
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
 
 
@@ -301,6 +356,82 @@ def _pipeline_chain(ctx: FileContext, cls: cst.ClassDef, classes: dict) -> list[
             chain.append(classes[base.value])
             continue
         return None
+
+
+_SEQUENCES = ("list", "tuple")
+
+
+def _list_outputs(fn: cst.FunctionDef, outputs: list[cst.BaseExpression]) -> list[str]:
+    """Why the outputs cannot be carried over: one name that holds a list of nodes."""
+    built = outputs[0].value if len(outputs) == 1 and isinstance(outputs[0], cst.Name) else None
+    if built is None or not _built_list(fn, built):
+        return []
+    return [f"its outputs are a list built in define_graph (`{built}`): return them by name"]
+
+
+def _built_list(fn: cst.FunctionDef, name: str) -> bool:
+    """``name`` holds a list (or tuple) of nodes: assigned one, or appended to."""
+    seqs = (cst.List, cst.Tuple, cst.ListComp)
+    for node in walk(fn.body):
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+        ):
+            call = node.value
+            func = call.func if isinstance(call, cst.Call) else None
+            if isinstance(call, seqs) or (isinstance(func, cst.Name) and func.value in _SEQUENCES):
+                return True
+        if isinstance(node, cst.Attribute) and node.attr.value in ("append", "extend", "insert"):
+            if isinstance(node.value, cst.Name) and node.value.value == name:
+                return True
+    return False
+
+
+def _dead_factories(
+    ctx: FileContext, names: set[str], members: list[cst.ClassDef]
+) -> list[cst.FunctionDef]:
+    """The functions of the module that made operator objects for the classes only (they go
+    with them)."""
+    out = []
+    for fn in ctx.module.body:
+        if isinstance(fn, cst.FunctionDef) and fn.name.value in names:
+            refs = _references(ctx, fn, members)
+            if not refs and _referenced(ctx, fn):
+                out.append(fn)
+    return out
+
+
+def _removed_def(ctx: FileContext, fn: cst.FunctionDef) -> Edit:
+    """Delete a function of the module, keeping the comments above it (not the blank lines)."""
+    lines = ctx.leading_comments(fn).splitlines(keepends=True)
+    kept = "".join(line for line in lines if line.strip())
+    return Edit(*ctx.stmt_span(fn), kept)
+
+
+def _referenced(ctx: FileContext, node: cst.FunctionDef | cst.ClassDef) -> bool:
+    scope = ctx.scopes.get(node)
+    if scope is None:
+        return False
+    return any(a.references for a in scope.assignments[node.name.value] if a.node is node)
+
+
+def _defines_graph(chain: list[cst.ClassDef]) -> bool:
+    return "define_graph" in _methods(chain)
+
+
+def _references(
+    ctx: FileContext, cls: cst.ClassDef | cst.FunctionDef, members: list[cst.ClassDef]
+) -> list[cst.CSTNode]:
+    """The uses of the name of ``cls`` outside the classes of its family."""
+    scope = ctx.scopes.get(cls)
+    if scope is None:
+        return []
+    refs = [r for a in scope.assignments[cls.name.value] if a.node is cls for r in a.references]
+    nodes = [r.node for r in in_source_order(ctx, refs)]
+    return [n for n in nodes if not any(within(ctx, n, m) for m in members)]
+
+
+def _used_outside(ctx: FileContext, cls: cst.ClassDef, members: list[cst.ClassDef]) -> bool:
+    return bool(_references(ctx, cls, members))
 
 
 def _base_names(cls: cst.ClassDef) -> set[str]:

@@ -28,6 +28,8 @@ from dali_migrate.context import OPS_PREFIX, FileContext
 
 from .._cst import is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
+from .class_helpers import factory_ctor, helper_call, inline
+from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
 
 #: methods a Pipeline subclass defines that the merged function has no place for
@@ -66,6 +68,11 @@ class Merger:
         self.ops: dict[str, list[_Variant]] = {}  # self.<name> = ops.X(...)
         self.attrs: set[str] = set()  # self.<name> = <plain value>
         self.helpers: dict[str, cst.FunctionDef] = {}
+        self.inlined: set[str] = set()  # helpers whose code replaced their calls
+        # self.<name> = <func>(...) that is not an operator object
+        self.made_by: dict[str, cst.BaseExpression] = {}
+        self.factories: set[str] = set()  # functions of the module that made operator objects
+        self.local_names: set[str] = set()  # the names the code merged binds
         self.kwargs: dict[str, cst.Arg] = {}
         self.found_super = False
 
@@ -78,18 +85,69 @@ class Merger:
             cst.MaybeSentinel.DEFAULT,
         ):
             self.reasons.append("define_graph takes parameters besides self")
+        self.local_names = bound_names(init) | bound_names(graph_fn) | plain_names(init.params)
         self._collect(init, ())
-        self.helpers = self._called_helpers(graph_fn)
-        for fn in [graph_fn, *self.helpers.values()]:
+        self.helpers = self._called_helpers(graph_fn, init)
+        for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         prefix = self._init_block(_body(init), top=True)
         if not self.found_super:
             self.reasons.append("__init__ does not call the Pipeline constructor")
-        helpers = [self._helper(fn) for fn in self.helpers.values()]
         body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
+        body = self._inline_readers(init, body)
+        inlined = graph_fn.with_changes(body=graph_fn.body.with_changes(body=body))
+        self.helpers = self._called_helpers(inlined, init)
+        helpers = [self._helper(fn) for fn in self.helpers.values()]
         graph = [s for stmt in body for s in self._graph_statement(stmt)]
+        if self._called_helpers(init):  # __init__ calls them: defined before its code
+            return helpers + prefix + graph
         return prefix + helpers + graph
+
+    def _inline_readers(
+        self, init: cst.FunctionDef, body: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """``define_graph``'s statements with the calls of helpers that read the data replaced
+        by their code (the readers must be in the body of the generator)."""
+        data = {name for name, fn in self.helpers.items() if self._reads_data(fn, set())}
+        out: list[cst.BaseStatement] = []
+        for i, stmt in enumerate(body):
+            call = helper_call(stmt)
+            if call is None or call[0] not in data:
+                out.append(stmt)
+                continue
+            others = [f for n, f in self.helpers.items() if n != call[0]]
+            rest = [init, *out, *body[i + 1 :], *others]
+            taken = set().union(*(plain_names(n) for n in rest)) | self.attrs | set(self.helpers)
+            done = inline(stmt, self.helpers[call[0]], taken)  # type: ignore[arg-type]
+            if done is None:
+                out.append(stmt)
+                continue
+            self.inlined.add(call[0])
+            code = self._inline_readers(init, done.body)
+            code = done.bindings + code + ([done.result] if done.result is not None else [])
+            if code:
+                code[0] = code[0].with_changes(leading_lines=stmt.leading_lines)
+            out += code
+        return out
+
+    def _reads_data(self, fn: cst.FunctionDef, seen: set[str]) -> bool:
+        """``fn`` calls a reader or an external source (or a helper that does)."""
+        for node in walk(fn.body):
+            if not isinstance(node, cst.Call):
+                continue
+            if _is_self_attr(node.func):
+                name = node.func.attr.value  # type: ignore[attr-defined]
+                if any(_reads(v.op) for v in self.ops.get(name, [])):
+                    return True
+                helper = self.helpers.get(name)
+                if helper is not None and name not in seen:
+                    if self._reads_data(helper, seen | {name}):
+                        return True
+            op = self.ctx.fn_op(node.func)
+            if op is not None and _reads(op.target):
+                return True
+        return False
 
     def _with_feeds(self, body: list[cst.BaseStatement], setup: cst.FunctionDef | None) -> list[cst.BaseStatement]:
         """``define_graph``'s statements with the external sources ``iter_setup`` feeds replaced
@@ -122,12 +180,32 @@ class Merger:
                     self._collect_else(stmt, stmt.orelse, path)
                 continue
             target, value = _self_assignment(stmt)
-            op = self._ops_class(value.func) if target is not None and isinstance(value, cst.Call) else None
-            if target is not None and op is not None:
-                assert isinstance(value, cst.Call)
-                self.ops.setdefault(target, []).append(_Variant(path, op, value))
+            made = self._made_op(value) if target is not None else None
+            if target is not None and made is not None:
+                self.ops.setdefault(target, []).append(_Variant(path, *made))
             elif target is not None:
                 self.attrs.add(target)
+                if isinstance(value, cst.Call):
+                    self.made_by.setdefault(target, value.func)
+
+    def _made_op(
+        self, value: cst.BaseExpression | None, quiet: bool = False
+    ) -> tuple[OpInfo, cst.Call] | None:
+        """The operator and the arguments of an operator object ``value`` makes: ``ops.X(...)``,
+        or a call of a function of this file that returns one."""
+        if not isinstance(value, cst.Call):
+            return None
+        op = self._ops_class(value.func, quiet)
+        if op is not None:
+            return op, value
+        made = factory_ctor(self.ctx.module, value)
+        op = self._ops_class(made[0].func, quiet) if made is not None else None
+        if op is None or made is None:
+            return None
+        if made[2] & self.local_names:  # its globals must mean the same in the merged function
+            return None
+        self.factories.add(value.func.value)  # type: ignore[attr-defined]
+        return op, made[1]
 
     def _collect_else(self, owner: cst.If, orelse: cst.If | cst.Else, path: _Path) -> None:
         inner = (*path, (owner, False))
@@ -144,10 +222,10 @@ class Merger:
             if isinstance(node, cst.AssignTarget):
                 self.attrs |= {t.attr.value for t in walk(node.target) if _is_self_attr(t) and t.attr.value not in self.ops}
 
-    def _called_helpers(self, graph_fn: cst.FunctionDef) -> dict[str, cst.FunctionDef]:
-        """The methods ``define_graph`` calls through ``self`` (and those they call)."""
+    def _called_helpers(self, *roots: cst.FunctionDef) -> dict[str, cst.FunctionDef]:
+        """The methods ``roots`` call through ``self`` (and those they call)."""
         found: dict[str, cst.FunctionDef] = {}
-        todo = [graph_fn]
+        todo = list(roots)
         while todo:
             for n in walk(todo.pop()):
                 if _is_self_attr(n) and n.attr.value in self.methods and n.attr.value not in found:
@@ -169,6 +247,8 @@ class Merger:
             if call is not None:
                 self.found_super = True
                 args = call.args[1:] if not isinstance(call.func.value, cst.Call) else call.args  # type: ignore[attr-defined]
+                # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
+                args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
                 self.kwargs = pipeline_ctor_kwargs(call.with_changes(args=args), self.reasons, "the Pipeline constructor call")
                 continue
             target, value = _self_assignment(stmt)
@@ -186,7 +266,7 @@ class Merger:
 
     def _plain(self, stmt: cst.BaseStatement) -> bool:
         target, value = _self_assignment(stmt)
-        return not (isinstance(value, cst.Call) and self._ops_class(value.func, quiet=True) is not None)
+        return self._made_op(value, quiet=True) is None
 
     def _init_if(self, stmt: cst.If) -> cst.If | None:
         """An ``if`` of ``__init__`` without its operator objects (None when nothing is left)."""
@@ -275,6 +355,17 @@ class Merger:
             return op
         return None
 
+    def not_an_operator(self, name: str) -> str | None:
+        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (None
+        when an unknown ops.* class already says so)."""
+        func = self.made_by.get(name)
+        q = self.ctx.qualname(func) if func is not None else None
+        if q is not None and q.startswith(OPS_PREFIX):
+            return None
+        code = cst.Module([]).code_for_node(func) if func is not None else ""
+        what = f"self.{name} = {code}(...)" if func is not None else f"self.{name}"
+        return f"{what} is called in the graph but is not an operator object the tool knows"
+
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
         new = node.visit(_Rewriter(self))
@@ -284,11 +375,12 @@ class Merger:
 
     def _op_call(self, op: OpInfo, ctor: cst.Call, call: cst.Call) -> cst.Call:
         """``fn.<op>(<inputs>, <the object's arguments>, <the call's arguments>)``."""
-        if any(a.keyword is None for a in ctor.args):
+        if any(a.keyword is None and a.star != "**" for a in ctor.args):
             self.reasons.append(f"positional arguments to the {op.fn_path} operator object")
         call_kw = {a.keyword.value for a in call.args if a.keyword is not None}
-        ctor_kw = [a for a in ctor.args if a.keyword is not None]
-        clash = call_kw & {a.keyword.value for a in ctor_kw}  # type: ignore[union-attr]
+        # **options pass on as they are
+        ctor_kw = [a for a in ctor.args if a.keyword is not None or a.star == "**"]
+        clash = call_kw & {a.keyword.value for a in ctor_kw if a.keyword is not None}
         if clash:
             self.reasons.append(f"{', '.join(sorted(clash))} given both when creating and when calling an operator")
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
@@ -302,6 +394,8 @@ class Merger:
         inside an expression."""
         calls = [(v, self._op_call(v.op, v.ctor, call)) for v in variants]
         expr: cst.BaseExpression = calls[-1][1]
+        if len(calls) == 1:  # made under a condition only: without it, the graph could not be built
+            return expr
         for v, c in reversed(calls[:-1]):
             expr = cst.IfExp(test=_condition(v.path), body=c, orelse=expr)
         return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -322,6 +416,9 @@ class _Rewriter(cst.CSTTransformer):
                 return m._op_call(v.op, v.ctor.visit(_Rewriter(m)), updated)  # type: ignore[arg-type]
             if variants:
                 return m._conditional_call([_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated)  # type: ignore[arg-type]
+            why = m.not_an_operator(name) if name in m.attrs and name not in m.helpers else None
+            if why is not None:
+                m.reasons += [why, _MAKE_OPERATORS]
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)
             if op is not None:
@@ -340,6 +437,17 @@ class _Rewriter(cst.CSTTransformer):
         if name not in self.m.ops:
             self.m.reasons.append(f"self.{name} is not set in __init__")
         return updated
+
+
+#: what to write where the graph calls objects the tool does not know as operators
+_MAKE_OPERATORS = (
+    "make each an ops.* object (of an nvidia.dali.ops imported in this file, or made by a "
+    "function of this file that returns one), or call the operators it stands for"
+)
+
+
+def _reads(op: OpInfo) -> bool:
+    return op.is_reader or op.fn_path == EXTERNAL_SOURCE
 
 
 def _effective(variants: list[_Variant]) -> list[_Variant]:
@@ -392,6 +500,10 @@ def _self_assignment(stmt: cst.CSTNode) -> tuple[str | None, cst.BaseExpression 
         if len(assign.targets) == 1 and _is_self_attr(assign.targets[0].target):
             return assign.targets[0].target.attr.value, assign.value  # type: ignore[attr-defined]
     return None, None
+
+
+def _uses_self(node: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == "self" for n in walk(node))
 
 
 def _is_self_attr(node: cst.CSTNode) -> bool:
