@@ -1036,8 +1036,9 @@ def _mentions_dali(path: Path, test: Callable[[bytes], bool]) -> bool:
 
 
 def copy_tree(src: Path, dst: Path) -> list[str]:
-    """Copy the Python files the CLI would find under ``src`` to ``dst`` (same relative paths);
-    returns those paths."""
+    """Copy the Python files the CLI would find under ``src`` to ``dst`` (same relative paths),
+    writable whatever the originals' modes (the tool refuses read-only files); returns those
+    paths."""
     from dali_migrate.engine import discover
 
     rels = []
@@ -1046,6 +1047,7 @@ def copy_tree(src: Path, dst: Path) -> list[str]:
         rel = p.relative_to(base)
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(p, dst / rel)
+        (dst / rel).chmod((dst / rel).stat().st_mode | 0o200)
         rels.append(rel.as_posix())
     return rels
 

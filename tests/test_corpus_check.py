@@ -288,6 +288,15 @@ def test_check_with_the_real_tool(tmp_path, jobs):
     assert "good.py: migrated" in text and "refused.py: not migrated" in text
 
 
+def test_read_only_corpus_is_measured(tmp_path):
+    """A corpus kept read-only (as a shared one is) is copied writable: the tool refuses to write
+    read-only files, which would count every file as not migrated."""
+    root = _tree(tmp_path, {"good.py": MIGRATABLE})
+    (root / "good.py").chmod(0o444)
+    report = cc.check(root, jobs=1, timeout=60)
+    assert report["files"]["good.py"]["category"] == "migrated"
+
+
 def test_silent_crash_unparsable_and_not_idempotent(tmp_path, monkeypatch):
     root = _tree(
         tmp_path,
