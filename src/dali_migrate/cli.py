@@ -117,6 +117,7 @@ class Args:
     jobs: int | None
     interactive: bool
     verify_first: bool
+    verify_kwargs: str | None
     device: str
     decisions_file: Path | None
     fmt: str
@@ -145,6 +146,8 @@ def _config() -> tuple[dict, int]:
 def _check_combinations(args: Args) -> None:
     if args.verify_first and args.mode != "write":
         raise click.UsageError("--verify goes with --write: it decides what is written")
+    if args.verify_kwargs and not args.verify_first:
+        raise click.UsageError("--kwargs goes with --write --verify: the pipelines' arguments to run them with")
     if args.verify_first and not all(_importable(m) for m in ("numpy", "nvidia.dali")):
         raise click.UsageError(
             "--verify runs the pipelines and needs DALI and numpy: "
@@ -192,8 +195,23 @@ def build_options(args: Args) -> Options:
         exclude=tuple(args.exclude) + _split(config.get("exclude")),
         jobs=args.jobs if args.jobs is not None else config_jobs,
         verify=args.verify_first,
+        verify_kwargs=_verify_kwargs(args.verify_kwargs),
         device=args.device,
     )
+
+
+def _verify_kwargs(value: str | None) -> str | None:
+    """``--kwargs`` checked now (a usage error, before any file), kept as canonical JSON."""
+    if not value:
+        return None
+    import json
+
+    from .harness.cli import load_kwargs
+
+    try:
+        return json.dumps(load_kwargs(value), sort_keys=True)
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"--kwargs: {e}") from None
 
 
 class _MigrationCommand(click.Command):
@@ -227,6 +245,13 @@ class _MigrationCommand(click.Command):
     is_flag=True,
     help="With --write: run each migrated pipeline against the original first (needs DALI; "
     "`dali-migrate verify --help`) and write only what matches.",
+)
+@click.option(
+    "--kwargs",
+    "verify_kwargs",
+    metavar="JSON|FILE",
+    help="With --verify: arguments of the pipelines (a JSON object, or a .json/.toml file), as for "
+    "`dali-migrate verify --kwargs`, e.g. '{\"data_dir\": \"data/\"}'.",
 )
 @click.option(
     "--device",

@@ -4,6 +4,7 @@ isolation and atomic writes. The CLI is a thin view over :func:`run`."""
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import signal
@@ -45,6 +46,8 @@ class Options:
     #: with mode "write": verify each migrated pipeline first (the harness, on ``device``);
     #: a pipeline that does not match is not written
     verify: bool = False
+    #: with ``verify``: the pipelines' arguments, as canonical JSON (``--kwargs``)
+    verify_kwargs: str | None = None
     #: "cpu": the migrated code is lowered to run on the CPU (and verified there); "auto" and
     #: "gpu" keep the devices of the code
     device: str = "auto"
@@ -207,7 +210,8 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
 
     from .harness.migration import verify_migration
 
-    vm = verify_migration(path, text, result=result, device=options.device)
+    kwargs = json.loads(options.verify_kwargs) if options.verify_kwargs else None
+    vm = verify_migration(path, text, result=result, device=options.device, kwargs=kwargs)
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:
