@@ -102,6 +102,12 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
             "diagnostics: " + ", ".join(f"{n} {s}" for s, n in sorted(summary.diagnostics_by_severity.items())),
             highlight=False,
         )
+    if summary.todos:
+        left = "left" if mode == "write" else "left after migrating"
+        fails = " (--check fails until they are done)" if mode == "check" else ""
+        markers = f"{summary.todos} TODO(dali-migrate) marker{'s' * (summary.todos != 1)}"
+        files = f"{summary.todo_files} file{'s' * (summary.todo_files != 1)}"
+        err.print(f"{markers} {left} in {files}{fails}", highlight=False)
 
 
 @dataclass(frozen=True)
@@ -227,7 +233,12 @@ class _MigrationCommand(click.Command):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default).")
 @click.option("--write", "mode", flag_value="write", help="Rewrite the files in place (atomically).")
-@click.option("--check", "mode", flag_value="check", help="Exit 1 if any file would change (for CI).")
+@click.option(
+    "--check",
+    "mode",
+    flag_value="check",
+    help="Exit 1 if any file would change, or still holds a TODO(dali-migrate) marker (for CI).",
+)
 @click.option("--select", multiple=True, help="Only these rules (ids or prefixes, comma-separated: DM1,DM200).")
 @click.option("--ignore", multiple=True, help="Skip these rules (ids or prefixes, comma-separated).")
 @click.option("--unsafe", is_flag=True, default=None, help="Also apply fixes marked unsafe.")
@@ -289,7 +300,7 @@ def main(**params: Any) -> None:
     standard input is not a terminal. Decisions are kept in .dali-migrate/decisions.json.
 
     \b
-    Exit codes: 0 nothing to do or all done, 1 --check found pending changes (or
+    Exit codes: 0 nothing to do or all done, 1 --check found pending changes or TODO markers (or
                 --write --verify held a pipeline back), 2 usage error or a file
                 that could not be processed, 141 the reader of the output went
                 away (| head), 130 interrupted.
@@ -393,8 +404,8 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
 
     if summary.errors:
         return EXIT_ERROR
-    if options.mode == "check" and summary.changed:
-        return EXIT_PENDING
+    if options.mode == "check" and (summary.changed or summary.todos):
+        return EXIT_PENDING  # not migrated yet, or a TODO marker still asks for a person
     if options.verify and summary.diagnostics_by_severity.get("error"):
         return EXIT_PENDING  # --write --verify held back a pipeline that does not verify
     return EXIT_OK
