@@ -99,6 +99,20 @@ def test_discover_finds_every_pipeline_shape() -> None:
     assert discover((FIXTURES / "programs" / "i_with_block" / "old.py").read_text()) == []
 
 
+def test_discover_names_the_external_sources_fed_by_feed_input() -> None:
+    code = textwrap.dedent('''\
+        @pipeline_def(batch_size=2)
+        def p():
+            a = fn.external_source(name="images")
+            b = fn.external_source(name=3)
+            c = fn.external_source()
+            d = fn.external_source(source=[1], name="given")
+            return a, b, c, d
+        ''')
+    (info,) = discover(code)
+    assert info.fed == ["images", "?", "?"]  # names verify joins in its message: strings only
+
+
 def test_discover_binds_reader_paths_to_parameters() -> None:
     code = textwrap.dedent('''\
         @pipeline_def(batch_size=2)

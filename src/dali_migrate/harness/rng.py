@@ -76,7 +76,7 @@ def canonical_schema(name: str | None) -> str:
     seen = set()
     while name not in seen:
         seen.add(name)
-        schema = _b.TryGetSchema(name)
+        schema = _b.TryGetSchema(name)  # type: ignore[attr-defined]  # not in DALI's stubs
         if schema is None:
             break
         target = schema.DeprecatedInFavorOf()
@@ -90,7 +90,7 @@ def _is_reader_schema(name: str) -> bool:
     from nvidia.dali import backend as _b
 
     canonical = canonical_schema(name)
-    schema = _b.TryGetSchema(canonical)
+    schema = _b.TryGetSchema(canonical)  # type: ignore[attr-defined]  # not in DALI's stubs
     return canonical.startswith("readers__") and schema is not None and schema.HasArgument("seed")
 
 
@@ -191,7 +191,7 @@ def install_recorder() -> Recorder:
                 recorder.on_draw("advance", [int(clone()) for _ in range(STATE_WORDS)], None)
         return original_advance(self, n)
 
-    ndd_random.RNG.advance = advance
+    ndd_random.RNG.advance = advance  # type: ignore[method-assign]  # the recorder's hook
 
     original_init = _ops.Reader.__init__
 
@@ -206,7 +206,7 @@ def install_recorder() -> Recorder:
         recorder._reader_objects.append(self)
         return original_init(self, *args, **kwargs)
 
-    _ops.Reader.__init__ = reader_init
+    _ops.Reader.__init__ = reader_init  # type: ignore[method-assign]  # the recorder's hook
 
     original_next_epoch = _ops.Reader.next_epoch
 
@@ -215,7 +215,7 @@ def install_recorder() -> Recorder:
         recorder.next_epoch_calls += 1
         return original_next_epoch(self, *args, **kwargs)
 
-    _ops.Reader.next_epoch = next_epoch
+    _ops.Reader.next_epoch = next_epoch  # type: ignore[method-assign]  # the recorder's hook
     return recorder
 
 
@@ -343,7 +343,10 @@ def install_replayer(replay: dict) -> Replayer:
 
     for cls in _ops_classes():
         name = getattr(cls, "schema_name", None)
-        schema = _b.TryGetSchema(name, follow_aliases=True) if name else None
+        if not name:
+            continue
+        # TryGetSchema is missing from DALI's backend stubs
+        schema = _b.TryGetSchema(name, follow_aliases=True)  # type: ignore[attr-defined]
         if schema is None:
             continue
         if schema.HasRandomStateArg():
