@@ -192,10 +192,14 @@ def loader_definition(
     body: list[cst.BaseStatement],
     params: cst.Parameters,
     inst: Instance,
+    at: cst.CSTNode | None = None,
+    name: str | None = None,
 ) -> tuple[list[cst.BaseStatement], list[Edit], str]:
     """The loader class (and the runtime helpers it needs, once per module) that replaces the
     pipeline function ``fn`` whose generator body ``emit_generator_body`` wrote; the edits that
-    import what it uses; its name."""
+    import what it uses; its name. ``fn`` may be made up (a class's ``__init__`` parameters, a
+    ``with`` block's body): ``at`` is then the statement it replaces (for the indentation) and
+    ``name`` the pipeline's name the class is named after."""
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
@@ -218,7 +222,7 @@ def loader_definition(
     if length is not None and (use.lens or use.hooked):
         methods.append(_method("__len__", [f"return {length}"]))
     methods += [_rename(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
-    name = class_name(ctx, fn.name.value)
+    name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else _doc(use, c.kind)
     blank = [cst.EmptyLine(indent=False)]
     cls = cst.ClassDef(
@@ -227,7 +231,7 @@ def loader_definition(
         leading_lines=list(fn.leading_lines)
         + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
     )
-    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(fn)))
+    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
     return _helpers(ctx, c) + [cls], _import_edits(ctx, c), name
@@ -1052,10 +1056,12 @@ def loader_site_edits(
     params: set[str],
     notes: list,
     threads_set: set[tuple[int, str]],
+    args: list[cst.Arg] | None = None,
 ) -> list[Edit]:
     """The pipeline's creation gives way to ``ndd.set_num_threads`` (its ``num_threads``), its
-    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments, and
-    ``reset()`` goes (or, for code that pulls with ``next()``, starts a new pass)."""
+    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments (or
+    ``args``), and ``reset()`` goes (or, for code that pulls with ``next()``, starts a new
+    pass)."""
     use = inst.iterators[0]
     made = ctx.enclosing_statement(use.call)
     depth = len(ctx.indents(made))
@@ -1065,9 +1071,11 @@ def loader_site_edits(
     together = made is inst.stmt  # @data_iterator: one call made both
     edits = [] if together else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
-    keep = remove_args(
-        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
-    )
+    keep = args
+    if keep is None:
+        keep = remove_args(
+            list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+        )
     keep = [
         (
             a.with_changes(keyword=cst.Name("batch_size"))
