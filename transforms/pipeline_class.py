@@ -262,7 +262,7 @@ class PipelineClass(Rule):
         branches = conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
         plan = PipelinePlan(
             rule_id=self.id,
-            batch_size=batch_size.value,
+            batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=not followups and sum(i.copies for i in instances) == 1 and len(chain) == 1

@@ -134,10 +134,6 @@ def unused_pipeline_params(
         value = arg.value
         if key in PIPELINE_ARGS - KEPT and isinstance(value, cst.Name) and value.value in names:
             out.add(value.value)
-    # a parameter passed to the constructor twice, or read by its other arguments, stays
-    for key in KEPT:
-        if key in kwargs:
-            read |= free_names(kwargs[key].value)
     return out - read
 
 
@@ -201,10 +197,11 @@ def rebound_reasons(ctx: FileContext, block: cst.With, batch: cst.BaseExpression
         if name not in scope:
             continue
         assignments = list(scope[name])
-        if len(assignments) > 1 or any(_loop_bound(ctx, a.node) for a in assignments):
+        nodes = [getattr(a, "node", None) for a in assignments]
+        if len(assignments) > 1 or any(_loop_bound(ctx, n) for n in nodes if n is not None):
             reasons.append(
-                f"`{name}`, which the pipeline reads, is assigned more than once (the loader "
-                "would read it when it runs, the pipeline read it when it was built)"
+                f"`{name}`, which the pipeline reads, may change after the pipeline is built: it "
+                "is assigned more than once, or by a loop, and the loader would read it when it runs"
             )
     return reasons[:1]
 

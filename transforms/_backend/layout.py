@@ -60,14 +60,19 @@ class _Fit(cst.CSTTransformer):
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
         text = render(updated.with_changes(leading_lines=[]), self.indent, self.depth)
-        if fits(updated, self.indent, self.depth) or text.count("\n") > 1 or "#" in text:
+        if self._fits(updated) or text.count("\n") > 1 or "#" in text:
             return updated
         for split in (_hug, _explode):
             candidate = _split_statement(updated, self.indent, split)
-            if candidate is not None and fits(candidate, self.indent, self.depth):
+            if candidate is not None and self._fits(candidate):
                 return candidate
         candidate = _split_statement(updated, self.indent, _explode)
         return candidate if candidate is not None else updated
+
+
+    def _fits(self, stmt: cst.SimpleStatementLine) -> bool:
+        """The statement's own lines fit (the comment lines above it are not split)."""
+        return fits(stmt.with_changes(leading_lines=[]), self.indent, self.depth)
 
 
 def _split_statement(
