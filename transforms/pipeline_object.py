@@ -146,7 +146,8 @@ class PipelineObject(Rule):
         # a framework iterator over the object: the block becomes a loader class
         loader = None
         if inst.iterators:
-            why = rebound_reasons(ctx, block, batch_size.value)
+            sizes = [u.size for u in inst.iterators if u.size is not None]
+            why = rebound_reasons(ctx, block, batch_size.value, *sizes)
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")

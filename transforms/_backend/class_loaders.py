@@ -182,9 +182,12 @@ def block_params(batch: cst.BaseExpression) -> cst.Parameters:
     )
 
 
-def rebound_reasons(ctx: FileContext, block: cst.With, batch: cst.BaseExpression) -> list[str]:
-    """The loader's code reads the names the ``with`` block read when it runs, not when the
-    block ran: each must be bound once, outside a loop, in the code around the block."""
+def rebound_reasons(
+    ctx: FileContext, block: cst.With, batch: cst.BaseExpression, *more: cst.BaseExpression
+) -> list[str]:
+    """The loader's code reads the names the ``with`` block read (and those of ``more``: the
+    iterators' ``size=``) when it runs, not when the block ran: each must be bound once, outside
+    a loop, in the code around the block."""
     scope = ctx.scopes.get(block.body.body[0]) if block.body.body else None
     if scope is None:
         return ["the scope of the with block is unknown"]
@@ -193,14 +196,17 @@ def rebound_reasons(ctx: FileContext, block: cst.With, batch: cst.BaseExpression
         if isinstance(node, cst.AssignTarget):
             local |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
     reasons = []
-    for name in sorted((free_names(block.body) | free_names(batch)) - local):
+    read = free_names(block.body) | free_names(batch)
+    for expr in more:
+        read |= free_names(expr)
+    for name in sorted(read - local):
         if name not in scope:
             continue
         assignments = list(scope[name])
         nodes = [getattr(a, "node", None) for a in assignments]
         if len(assignments) > 1 or any(_loop_bound(ctx, n) for n in nodes if n is not None):
             reasons.append(
-                f"`{name}`, which the pipeline reads, may change after the pipeline is built: it "
+                f"`{name}`, which the loader reads, may change after the pipeline is built: it "
                 "is assigned more than once, or by a loop, and the loader would read it when it runs"
             )
     return reasons[:1]

@@ -137,6 +137,8 @@ class _Class:
     meta: bool = False  # __init__ reads the reader's metadata
     imports: set[str] = field(default_factory=set)  # modules the class uses: "math"
     helpers: list[str] = field(default_factory=list)  # runtime definitions it needs
+    #: the ``with`` block the class replaces: it sees the names of the block's scope
+    block: cst.With | None = None
 
     def attr(self, role: str) -> str:
         if role not in self.attrs:
@@ -207,6 +209,7 @@ def loader_definition(
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c.block = at if isinstance(at, cst.With) else None
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
     params = _init_params(fn, params)
@@ -216,6 +219,8 @@ def loader_definition(
     c.shared = _self_names(c, param_names)
     c.taken = set(c.shared) | {"_batches"}
     c.local = names_in(fn) | set(param_names)
+    if c.block is not None and use.size is not None:
+        c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
     methods = [_init(c, params, param_names, tail)]
@@ -949,6 +954,18 @@ def _with_stream(c: _Class, lines: list[str]) -> list[str]:
     return [*lines, f"{c.attr('batches')} = self._batches()"]
 
 
+def _outer_name(c: _Class, name: str) -> bool:
+    """``name`` is one the class, defined where the ``with`` block was, reads from the block's
+    scope as the iterator did (made in that scope; ``__init__``'s own names shadow nothing)."""
+    block, ctx = c.block, c.ctx
+    if block is None or not block.body.body or name in {"self", "batch_size", c.body.reader}:
+        return False
+    if any(name in assigned_names(s) for s in [*block.body.body, *c.body.setup]):
+        return False
+    scope = ctx.scopes.get(block.body.body[0])
+    return scope is not None and ctx.scopes.get(c.use.call) is scope and name in scope
+
+
 def _ceil(c: _Class, ratio: str) -> str:
     c.imports.add("math")
     return f"math.ceil({ratio})"
@@ -985,7 +1002,8 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
             if updated.value in given:
                 return updated.with_changes(value=given[updated.value])
             if updated.value not in SIZE_BUILTINS and updated.value != c.body.reader:
-                missing.append(updated.value)
+                if not _outer_name(c, updated.value):
+                    missing.append(updated.value)
             return updated
 
     new = new.visit(Names())
