@@ -63,6 +63,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.class_init import flat_init
+from ._backend.edits import check_disjoint
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
@@ -145,6 +146,7 @@ class PipelineClass(Rule):
             mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
                 cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
+                check_disjoint(state.ctx, list({(e.start, e.end, e.text): e for e in cls_edits}.values()))
             except Refused as why:
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
                 refuse_pipeline(state, self.id, cls, why, which)

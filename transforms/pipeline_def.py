@@ -101,6 +101,7 @@ from ._backend.iterators import (
     iterator_reasons,
 )
 from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.edits import check_disjoint
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
@@ -342,6 +343,7 @@ class PipelineDef(Rule):
             )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        check_disjoint(ctx, edits)
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
         return edits, fired
 
