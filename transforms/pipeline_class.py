@@ -83,7 +83,7 @@ from ._backend.class_loaders import (
     with_batch_size,
     without_params,
 )
-from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
@@ -340,15 +340,17 @@ class PipelineClass(Rule):
     ) -> list[Edit]:
         """The class becomes the loader class of its iterator: ``__init__``'s parameters less
         those only passed to the Pipeline constructor, made where the iterator was."""
-        loader = next(i for i in instances if i.iterators)
+        loader = loader_instance(instances)
+        assert loader is not None
         fn = cst.FunctionDef(cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines)
         dropped = unused_pipeline_params(ctx, params, kwargs, body, loader, fn)
         helpers, edits, name = loader_definition(
             ctx, fn, graph, body, without_params(params, dropped), loader, at=cls
         )
         edits = [ctx.stmt_edit(cls, helpers), *edits]
+        threads_set: set = set()  # ndd.set_num_threads once per scope
         for inst in instances:
-            if inst is not loader:
+            if not inst.iterators:
                 edits += self._instance_edits(ctx, inst, params, kwargs, notes, gpu)
                 continue
             threads = kwargs.get("num_threads")
@@ -359,7 +361,7 @@ class PipelineClass(Rule):
             threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
             _device_todo(ctx, inst, params, kwargs.get("device_id"), gpu)
             args = loader_args(inst.call, params, dropped)
-            edits += loader_site_edits(ctx, inst, name, self.id, threads_arg, set(), notes, set(), args=args)
+            edits += loader_site_edits(ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args)
         return edits
 
 

@@ -100,7 +100,7 @@ from ._backend.iterators import (
     data_iterator_instances,
     iterator_reasons,
 )
-from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.edits import check_disjoint
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
@@ -313,7 +313,7 @@ class PipelineDef(Rule):
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
-        loader = next((i for i in instances if i.iterators), None)  # iterated: a loader class
+        loader = loader_instance(instances)  # iterated: a loader class
         if loader is not None:
             params = params.with_changes(kwonly_params=kwonly, star_arg=star)
             helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
@@ -331,7 +331,7 @@ class PipelineDef(Rule):
         edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         for inst in instances:
-            if inst is loader:
+            if loader is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
                     ctx, inst, cls, self.id, threads, kept, notes, threads_set

@@ -854,12 +854,48 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return []
-    if len(instances) != 1 or len(uses) != 1:
-        return [
-            "a pipeline iterated through framework iterators must be instantiated once and "
-            "wrapped once"
-        ]
-    inst, use = instances[0], uses[0]
+    if len(uses) != 1 or len(instances) != 1:
+        why = _shared_class_reason(instances)
+        if why:
+            return [why]
+        return list(
+            dict.fromkeys(r for i in instances for r in _one_iterator_reasons(ctx, graph, i))
+        )
+    return _one_iterator_reasons(ctx, graph, next(i for i in instances if i.iterators))
+
+
+def _shape(use: IteratorUse) -> tuple:
+    """What the loader class is made from, besides the pipeline: iterators of one shape can
+    share one class."""
+    return (
+        use.framework, use.output_map, use.reader_name, use.policy, use.last_batch_padded,
+        use.auto_reset, sorted(use.sparse_lists), use.early_exit, use.hooked,
+    )
+
+
+def _shared_class_reason(instances: list[Instance]) -> str:
+    """Several pipelines of one definition, each wrapped once, share its loader class when
+    their iterators have the same configuration, sized by reader_name (or not at all), and
+    nothing folds into the class (a subclass, a wrapper, next() calls)."""
+    uses = [u for inst in instances for u in inst.iterators]
+    alike = all(len(i.iterators) == 1 for i in instances) and len({repr(_shape(u)) for u in uses}) == 1
+    plain = all(
+        u.size is None and u.size_reader is None and u.subclass is None and u.wrapper is None
+        and u.signature is None and not u.pulls and u.framework != "tf"
+        for u in uses
+    )
+    if alike and plain:
+        return ""
+    return (
+        "a pipeline iterated through framework iterators must be instantiated once and wrapped "
+        "once, or each instance wrapped once in iterators of one configuration (reader_name=, "
+        "policy, output_map)"
+    )
+
+
+def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[str]:
+    """Why the one framework iterator over ``inst`` cannot be migrated (empty: it can)."""
+    use = inst.iterators[0]
     if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
     if use.framework == "tf":

@@ -242,6 +242,15 @@ def loader_definition(
     return _helpers(ctx, c) + [cls], _import_edits(ctx, c), name
 
 
+def loader_instance(instances: list[Instance]) -> Instance | None:
+    """The iterated instance the loader class is made from: of several (each wrapped once, in
+    iterators of one configuration) the first whose iterator takes ``len()``, so the class has
+    ``__len__`` when any of them needs it."""
+    iterated = [i for i in instances if i.iterators]
+    sized = [i for i in iterated if i.iterators[0].lens or i.iterators[0].hooked]
+    return (sized or iterated or [None])[0]
+
+
 def _is_true(v: cst.BaseExpression | None) -> bool:
     return isinstance(v, cst.Name) and v.value == "True"
 
