@@ -855,7 +855,7 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
     if not uses:
         return []
     if len(uses) != 1 or len(instances) != 1:
-        why = _shared_class_reason(instances)
+        why = _shared_class_reason(ctx, instances)
         if why:
             return [why]
         return list(
@@ -873,7 +873,7 @@ def _shape(use: IteratorUse) -> tuple:
     )
 
 
-def _shared_class_reason(instances: list[Instance]) -> str:
+def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
     """Several pipelines of one definition, each wrapped once, share its loader class when
     their iterators have the same configuration, sized by reader_name (or not at all), and
     nothing folds into the class (a subclass, a wrapper, next() calls)."""
@@ -886,10 +886,18 @@ def _shared_class_reason(instances: list[Instance]) -> str:
     )
     if alike and plain:
         return ""
+    bare = next((i for i in instances if not i.iterators), None)
+    if bare is not None:
+        return (
+            f"the pipeline is also made at line {ctx.line_of(bare.call)}, where no framework "
+            "iterator the tool migrates wraps it"
+        )
+    if any(len(i.iterators) > 1 for i in instances):
+        return "a pipeline object is wrapped in several framework iterators"
     return (
-        "a pipeline iterated through framework iterators must be instantiated once and wrapped "
-        "once, or each instance wrapped once in iterators of one configuration (reader_name=, "
-        "policy, output_map)"
+        "its pipelines are wrapped in iterators that differ in reader_name=, policy or "
+        "output_map, or are sized with size=, subclassed or wrapped: one loader class cannot "
+        "serve them all"
     )
 
 
