@@ -284,9 +284,43 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
             if q == prefix or q.startswith(prefix + "."):
                 return FollowUp(call, what, advice)
         return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
+    if _per_device_list(ctx, ref) and q.startswith("nvidia.dali.plugin.pytorch"):
+        return FollowUp(
+            call,
+            f"{_call_name(call)} over a list of pipelines (one per GPU) is not migrated",
+            PER_DEVICE_ADVICE,
+        )
     return FollowUp(
         call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q)
     )
+
+
+#: what to write for an iterator over several pipelines, one per GPU of the process
+PER_DEVICE_ADVICE = (
+    "write a loader class instead: in __init__ build one reader per pipeline (its shard_id=, "
+    "num_shards=), and in __iter__ zip their epochs (reader.next_epoch(batch_size=...)), run "
+    "pipeline i's operators under `with ndd.Device(\"gpu\", i):` and yield a list of one dict "
+    "per pipeline ([{name: output.torch(), ...}, ...]) as the iterator did; delete reset()"
+)
+
+
+def _per_device_list(ctx: FileContext, ref: cst.CSTNode) -> bool:
+    """``ref`` is a name handed to the iterator that a list display or comprehension of more
+    than one pipeline bound (``pipes = [make(device_id=i) for i in range(n)]``)."""
+    if not isinstance(ref, cst.Name) or not isinstance(ctx.parents.get(ref), cst.Arg):
+        return False
+    scope = ctx.scopes.get(ref)
+    if scope is None or ref.value not in scope:
+        return False
+    for binding in scope[ref.value]:
+        target = ctx.parents.get(getattr(binding, "node", None))
+        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        if isinstance(value, cst.ListComp) or (
+            isinstance(value, cst.List) and len(value.elements) > 1
+        ):
+            return True
+    return False
 
 
 def _call_name(call: cst.Call) -> str:
