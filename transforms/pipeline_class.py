@@ -87,7 +87,9 @@ from ._backend.loaders import loader_definition, loader_instance, loader_site_ed
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import comment_line, in_source_order, is_docstring, is_literal, names_in, truthy, walk, within
+from ._cst import (
+    comment_line, in_source_order, is_docstring, is_literal, names_in, truthy, walk, within
+)
 from ._local import collect_nodes
 
 _GRAPH_FN = "__dali_migrate_graph__"
@@ -146,7 +148,8 @@ class PipelineClass(Rule):
             mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
                 cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
-                check_disjoint(state.ctx, list({(e.start, e.end, e.text): e for e in cls_edits}.values()))
+                unique = {(e.start, e.end, e.text): e for e in cls_edits}
+                check_disjoint(state.ctx, list(unique.values()))
             except Refused as why:
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
                 refuse_pipeline(state, self.id, cls, why, which)
@@ -257,7 +260,10 @@ class PipelineClass(Rule):
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)
-        advice = f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each batch with next(...)"
+        advice = (
+            f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
+            "batch with next(...)"
+        )
         written += creation_todos(ctx, self.id, instances, followups, advice)
         seed = kwargs.get("seed")
         mini_notes: list[Diagnostic] = []
@@ -282,7 +288,10 @@ class PipelineClass(Rule):
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
         if loader is not None:
             body = with_batch_size(body, batch_stmt)
-            return self._loader_edits(ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None), fired, instances
+            edits = self._loader_edits(
+                ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
+            )
+            return edits, fired, instances
         self_comma = init.params.params[0].comma
         new_fn = cst.FunctionDef(
             name=cls.name,
@@ -342,7 +351,9 @@ class PipelineClass(Rule):
         those only passed to the Pipeline constructor, made where the iterator was."""
         loader = loader_instance(instances)
         assert loader is not None
-        fn = cst.FunctionDef(cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines)
+        fn = cst.FunctionDef(
+            cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines
+        )
         dropped = unused_pipeline_params(ctx, params, kwargs, body, loader, fn)
         helpers, edits, name = loader_definition(
             ctx, fn, graph, body, without_params(params, dropped), loader, at=cls
@@ -354,14 +365,21 @@ class PipelineClass(Rule):
                 edits += self._instance_edits(ctx, inst, params, kwargs, notes, gpu)
                 continue
             threads = kwargs.get("num_threads")
-            value = _call_site_value(params, inst.call, threads.value) if threads is not None else None
+            value = (
+                _call_site_value(params, inst.call, threads.value) if threads is not None else None
+            )
             if value is None and threads is not None and not is_unset(threads.value):
-                text = "num_threads could not be followed to this call: ndd uses its default thread count"
+                text = (
+                    "num_threads could not be followed to this call: ndd uses its default "
+                    "thread count"
+                )
                 notes.append(ctx.info(self.id, inst.stmt, text))
             threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
             _device_todo(ctx, inst, params, kwargs.get("device_id"), gpu)
             args = loader_args(inst.call, params, dropped)
-            edits += loader_site_edits(ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args)
+            edits += loader_site_edits(
+                ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
+            )
         return edits
 
 
@@ -372,7 +390,8 @@ def _device_todo(
     the GPU) where it is not 0 or None; whether it did."""
     where = _call_site_value(params, inst.call, device.value) if device is not None else None
     if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
-        inst.device_todo = device_message(ctx.text(where if where is not None else device.value), inst.label)
+        shown = ctx.text(where if where is not None else device.value)
+        inst.device_todo = device_message(shown, inst.label)
         return True
     return False
 

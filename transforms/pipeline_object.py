@@ -205,8 +205,11 @@ def _loader_edits(
     var = inst.name
     inst.device_todo = device_todo(ctx, block, inst.kwargs.get("device_id"), var)
     params = block_params(batch)
-    blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
-    fn = cst.FunctionDef(cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank])
+    top = isinstance(ctx.parents.get(block), cst.Module)
+    blank = [cst.EmptyLine(indent=False)] * (2 if top else 1)
+    fn = cst.FunctionDef(
+        cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
+    )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
     start, end = ctx.stmt_span(block)
     after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]

@@ -207,7 +207,8 @@ def rebound_reasons(
         if len(assignments) > 1 or any(_loop_bound(ctx, n) for n in nodes if n is not None):
             reasons.append(
                 f"`{name}`, which the loader reads, may change after the pipeline is built: it "
-                "is assigned more than once, or by a loop, and the loader would read it when it runs"
+                "is assigned more than once, or by a loop, and the loader would read it when it "
+                "runs"
             )
     return reasons[:1]
 

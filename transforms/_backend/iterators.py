@@ -912,7 +912,8 @@ def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
     their iterators have the same configuration, sized by reader_name (or not at all), and
     nothing folds into the class (a subclass, a wrapper, next() calls)."""
     uses = [u for inst in instances for u in inst.iterators]
-    alike = all(len(i.iterators) == 1 for i in instances) and len({repr(_shape(u)) for u in uses}) == 1
+    alike = all(len(i.iterators) == 1 for i in instances)
+    alike = alike and len({repr(_shape(u)) for u in uses}) == 1
     plain = all(
         u.size is None and u.size_reader is None and u.subclass is None and u.wrapper is None
         and u.signature is None and not u.pulls and u.framework != "tf"
