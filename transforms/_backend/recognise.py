@@ -327,7 +327,8 @@ def follow_pipeline(
     see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
     follow-up (a TODO at the use)."""
     found = flow.follow(origin, inst.label)
-    inst.local = found.local and inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     followups += found.followups
     for use in found.uses:
@@ -350,6 +351,18 @@ def follow_pipeline(
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
             followups.append(why)
+
+
+def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
+    """``origin`` (the pipeline's call) is made in the call of a framework iterator, alone or
+    as the one element of its list (``DALIGenericIterator([make_pipe(...)], ...)``)."""
+    parent = ctx.parents.get(origin)
+    if isinstance(parent, cst.Element):
+        listed = ctx.parents.get(parent)
+        if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
+            return False
+    call = iterators._enclosing_call(ctx, origin)
+    return call is not None and ctx.qualname(call.func) in iterators.ITERATORS
 
 
 def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
