@@ -89,6 +89,18 @@ def test_mixed_is_not_a_device():
         ndd.decoders.image(ndd.as_batch([np.zeros(10, np.uint8)]), device="mixed")
 
 
+@pytest.mark.filterwarnings("ignore:capture=True was specified")
+def test_epochs_run_in_the_context_given(numbers):
+    """[device_id] ``next_epoch(ctx=...)`` takes the pipeline's ``EvalContext`` (the same object
+    every epoch in capture mode); ``EvalContext(device_id=None)`` is the current device's, as a
+    pipeline's ``device_id=None`` (DM200, DM201, DM202)."""
+    ctx = ndd.EvalContext(device_id=None)
+    assert ctx.device_id == ndd.EvalContext.current().device_id
+    reader = ndd.readers.Numpy(file_root=numbers)
+    epochs = [[_values(b) for (b,) in reader.next_epoch(batch_size=5, ctx=ctx, capture=True)] for _ in range(2)]
+    assert epochs == [[[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]] * 2
+
+
 def test_as_batch_of_a_batch_is_that_batch():
     """[as_batch] ``ndd.as_batch`` of a Batch returns it: fed data may already be a Batch."""
     b = ndd.as_batch([np.zeros(2)], layout="X")

@@ -40,11 +40,13 @@ The reader is built once, outside the per-batch code, and epochs are chained wit
 is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
-pipeline is created. A parameter of the function named ``batch_size`` or ``seed`` takes the
-argument of that name (DALI gives it to the function only): the decorator's value then becomes
-``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size`` parameter without one (DALI
-could not build that pipeline) is the batch size. Outputs read through the TensorList API are
-rewritten to the Batch API.
+pipeline is created. A GPU pipeline made with ``device_id=<not 0 or None>`` gets a ``device_id``
+parameter too: the generator runs its operators in ``ndd.EvalContext(device_id=device_id)``,
+passed to ``reader.next_epoch(..., ctx=ctx)``. A parameter of the function named ``batch_size``
+or ``seed`` takes the argument of that name (DALI gives it to the function only): the
+decorator's value then becomes ``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size``
+parameter without one (DALI could not build that pipeline) is the batch size. Outputs read
+through the TensorList API are rewritten to the Batch API.
 
 With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
 split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
