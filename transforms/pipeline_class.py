@@ -68,6 +68,7 @@ from ._backend.arguments import (
     device_message,
     device_todo,
     dropped_comments,
+    is_default_device,
     is_unset,
     set_threads_stmt,
 )
@@ -78,7 +79,7 @@ from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import comment_line, free_names, in_source_order, is_docstring, is_literal, truthy, walk, within
+from ._cst import comment_line, free_names, in_source_order, is_docstring, truthy, walk, within
 from ._local import collect_nodes
 
 _GRAPH_FN = "__dali_migrate_graph__"
@@ -306,7 +307,7 @@ class PipelineClass(Rule):
             text = "num_threads could not be followed to this call: ndd uses its default thread count"
             notes.append(ctx.info(self.id, inst.stmt, text))
         where = _call_site_value(params, inst.call, device.value) if device is not None else None
-        if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
+        if gpu and device is not None and (where is None or not is_default_device(where)):
             inst.device_todo = device_message(ctx.text(where if where is not None else device.value), inst.label)
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
@@ -321,7 +322,7 @@ def _device_named(params: cst.Parameters, instances: list[Instance], device: cst
     for one the tool cannot follow: only then does the generator select it."""
     for inst in instances:
         where = _call_site_value(params, inst.call, device)
-        if where is None or not is_literal(where, (0, None)):
+        if where is None or not is_default_device(where):
             return True
     return not instances
 
