@@ -41,7 +41,7 @@ is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``b
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
 pipeline is created. A GPU pipeline made with ``device_id=<not 0 or None>`` gets a ``device_id``
-parameter too: the generator runs its operators in ``ndd.EvalContext(device_id=device_id)``,
+parameter too: the generator runs its operators in that GPU's default ``ndd.EvalContext``,
 passed to ``reader.next_epoch(..., ctx=ctx)``. A parameter of the function named ``batch_size``
 or ``seed`` takes the argument of that name (DALI gives it to the function only): the
 decorator's value then becomes ``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size``

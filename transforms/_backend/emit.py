@@ -340,11 +340,20 @@ class _Emitter:
             self.plan.device_applied = True
         return self.device_ctx
 
-    def device_stmt(self) -> cst.SimpleStatementLine:
-        """``ctx = ndd.EvalContext(device_id=<the pipeline's device_id>)``, made once."""
+    def device_stmt(self) -> cst.With:
+        """``ctx``: the default ``EvalContext`` of the pipeline's GPU, taken once under
+        ``with ndd.Device("gpu", <device_id>):``. Not a new ``EvalContext(device_id=...)``: an
+        epoch keeps its context entered while the generator is suspended, and DALI's context
+        stack fails when two loops holding different contexts take turns; the default context
+        of a device is one object, which every loop on that GPU then shares."""
         assert self.device_ctx is not None and self.plan.device is not None
-        call = cst.Call(attr_chain(f"{self.ctx.ndd}.EvalContext"), [kwarg("device_id", self.plan.device)])
-        return statement(cst.Assign([cst.AssignTarget(cst.Name(self.device_ctx))], call))
+        ndd = self.ctx.ndd
+        gpu = [cst.Arg(cst.SimpleString('"gpu"')), cst.Arg(self.plan.device)]
+        device = cst.Call(attr_chain(f"{ndd}.Device"), gpu)
+        default = cst.Call(attr_chain(f"{ndd}.EvalContext.default"))
+        take = statement(cst.Assign([cst.AssignTarget(cst.Name(self.device_ctx))], default))
+        lines = [cst.EmptyLine(comment=cst.Comment(_SHARED_CONTEXT))]
+        return cst.With([cst.WithItem(device)], cst.IndentedBlock([take]), leading_lines=lines)
 
     def _in_device(self, stmts: list[cst.BaseStatement]) -> cst.With:
         """``with ctx:`` around ``stmts``: the operators they call run on the pipeline's GPU."""
@@ -469,6 +478,9 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
     if any(isinstance(n, cst.Name) and n.value in ("as_batch", "advance") for s in lowered for n in walk(s)):
         return False
     return not any(a.keyword is not None and a.keyword.value == "enable_checkpointing" for a in graph.readers[0].call.args)
+
+
+_SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
 
 
 def _yielded(stmt: cst.CSTNode) -> cst.BaseExpression | None:

@@ -125,7 +125,7 @@ class PipelinePlan:
     ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
     local rules (instances) that rewrite the graph code, in registry order. ``device``: the
     pipeline's GPU (its ``device_id``, as an expression valid in the generator) where it is not
-    the current one; the emitter runs the operators in an ``ndd.EvalContext`` of that device and
+    the current one; the emitter runs the operators in that device's default ``ndd.EvalContext`` and
     sets ``device_applied`` when the loop's shape let it."""
 
     rule_id: str
