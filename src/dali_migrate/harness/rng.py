@@ -51,13 +51,18 @@ def check_dali_version() -> str:
     version = getattr(dali, "__version__", "?")
     if not version.startswith(SUPPORTED_DALI):
         raise UnsupportedDali(
-            f"the record/replay hooks of dali-migrate verify are pinned to DALI {', '.join(v + 'x' for v in SUPPORTED_DALI)};"
+            "the record/replay hooks of dali-migrate verify are pinned to DALI "
+            f"{', '.join(v + 'x' for v in SUPPORTED_DALI)};"
             f" found DALI {version}. Its private random-state hook may differ: refusing to guess."
         )
     from nvidia.dali.experimental.dynamic import random as ndd_random
 
-    if getattr(ndd_random, "_STATE_WORDS", None) != STATE_WORDS or not callable(getattr(ndd_random, "_draw_state", None)):
-        raise UnsupportedDali(f"DALI {version} has no ndd.random._draw_state drawing {STATE_WORDS} words")
+    if getattr(ndd_random, "_STATE_WORDS", None) != STATE_WORDS or not callable(
+        getattr(ndd_random, "_draw_state", None)
+    ):
+        raise UnsupportedDali(
+            f"DALI {version} has no ndd.random._draw_state drawing {STATE_WORDS} words"
+        )
     return version
 
 
@@ -100,9 +105,11 @@ class Recorder:
         self._epochs: dict[int, int] = {}
         #: next_epoch calls of all readers together
         self.next_epoch_calls = 0
-        self.capture_groups: list[list[tuple[str, list[int]]]] = []
-        self._capture_pending: list[tuple[str, list[int]]] = []
-        self._capture_period = 0
+        #: per iteration of a capture loop, the states drawn ahead, each as (op, words, slot,
+        #: slots): the slot of the RNG's iteration it fills, of ``slots`` (the operators with an
+        #: ``rng=`` that draw at the call fill the other slots, in ``draws``)
+        self.capture_groups: list[list[tuple[str, list[int], int, int]]] = []
+        self._capture_pending: list[tuple[str, list[int], int, int]] = []
         self._lock = threading.Lock()
 
     def mark(self) -> int:
@@ -131,10 +138,12 @@ class Recorder:
         return best
 
     # hooks
-    def on_draw(self, op: str, words: list[int], capture_period: int | None) -> None:
+    def on_draw(
+        self, op: str, words: list[int], capture_period: int | None, slot: tuple[int, int] = (0, 0)
+    ) -> None:
         with self._lock:
             if capture_period:
-                self._capture_pending.append((op, words))
+                self._capture_pending.append((op, words, *slot))
                 if len(self._capture_pending) >= capture_period:
                     self.capture_groups.append(self._capture_pending)
                     self._capture_pending = []
@@ -154,14 +163,17 @@ def install_recorder() -> Recorder:
         words = original_draw(next_uint32)
         frame = sys._getframe(1)
         period = None
+        slot = (0, 0)
         if frame.f_code.co_name == "_draw_states":  # capture mode: drawn ahead, per iteration
             owner = frame.f_locals.get("self")
             period = len(getattr(owner, "calls", ())) or 1
+            offset = int(frame.f_locals.get("offset", 0) or 0)
+            slot = (offset // STATE_WORDS, int(getattr(owner, "period", 0) or 0) // STATE_WORDS)
             op = "?"
         else:
             cls = frame.f_locals.get("cls") or type(frame.f_locals.get("self", None))
             op = canonical_schema(getattr(cls, "_schema_name", None))
-        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period)
+        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period, slot)
         return words
 
     ndd_random._draw_state = _draw_state
@@ -264,9 +276,15 @@ def _ops_classes():
             if name.startswith("_"):
                 continue
             value = getattr(mod, name, None)
-            if isinstance(value, pytypes.ModuleType) and value.__name__.startswith("nvidia.dali.ops"):
+            if isinstance(value, pytypes.ModuleType) and value.__name__.startswith(
+                "nvidia.dali.ops"
+            ):
                 stack.append(value)
-            elif isinstance(value, type) and hasattr(value, "schema_name") and id(value) not in seen_classes:
+            elif (
+                isinstance(value, type)
+                and hasattr(value, "schema_name")
+                and id(value) not in seen_classes
+            ):
                 seen_classes.add(id(value))
                 out.append(value)
     return out
@@ -291,7 +309,10 @@ def install_replayer(replay: dict) -> Replayer:
             replayer.random_ops.append(op)
             pipe = Pipeline.current()
             state = fn.external_source(
-                source=replayer.state_source(k, pipe.max_batch_size), batch=True, dtype=types.UINT32, device="cpu",
+                source=replayer.state_source(k, pipe.max_batch_size),
+                batch=True,
+                dtype=types.UINT32,
+                device="cpu",
                 name=f"__dali_migrate_random_state_{k}",
             )
             return original_call(self, *inputs, _random_state=state, **kwargs)
@@ -305,7 +326,11 @@ def install_replayer(replay: dict) -> Replayer:
 
         def __init__(self, *args, **kwargs):
             k = len(replayer.readers)
-            info = {"op": op, "seed": kwargs.get("seed"), "random_shuffle": kwargs.get("random_shuffle")}
+            info = {
+                "op": op,
+                "seed": kwargs.get("seed"),
+                "random_shuffle": kwargs.get("random_shuffle"),
+            }
             seed = replayer.reader_seed(k)
             if seed is not None:
                 kwargs["seed"] = seed
