@@ -89,6 +89,55 @@ def test_mixed_is_not_a_device():
         ndd.decoders.image(ndd.as_batch([np.zeros(10, np.uint8)]), device="mixed")
 
 
+@pytest.mark.filterwarnings("ignore:capture=True was specified")
+def test_epochs_run_in_the_context_given(numbers):
+    """[device_id] ``next_epoch(ctx=...)`` takes the pipeline's ``EvalContext`` (the same object
+    every epoch in capture mode); ``EvalContext.default()`` of the current device is the one
+    context every loop without ``ctx=`` runs in (DM200, DM201, DM202)."""
+    ctx = ndd.EvalContext.default()
+    assert ctx is ndd.EvalContext.default() is ndd.EvalContext.current()
+    reader = ndd.readers.Numpy(file_root=numbers)
+    epochs = [[_values(b) for (b,) in reader.next_epoch(5, ctx, capture=True)] for _ in range(2)]
+    assert epochs == [[[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]] * 2
+
+
+_TURNS = """
+import sys
+import nvidia.dali.experimental.dynamic as ndd
+
+def turns(contexts):
+    def loop(ctx):
+        reader = ndd.readers.Numpy(file_root=sys.argv[1])
+        while True:
+            for (b,) in reader.next_epoch(batch_size=4, ctx=ctx):
+                yield b
+
+    a, b = loop(contexts[0]), loop(contexts[1])
+    for _ in range(4):  # past the end of the first epoch of each
+        next(a), next(b)
+
+shared = ndd.EvalContext.default()
+turns([shared, shared])
+print("shared: ran", flush=True)
+turns([ndd.EvalContext(), ndd.EvalContext()])
+print("own: ran", flush=True)
+"""
+
+
+def test_loops_taking_turns_share_one_context(numbers):
+    """[device_id] An epoch keeps its context entered while its generator is suspended, and the
+    context stack is LIFO: two loops holding different ``EvalContext`` objects that take turns
+    fail at the first epoch's end (an assertion in DALI; in a process of its own, as it leaves
+    the stack broken); holding the same one (a device's default context) they run. So a
+    pipeline's ``device_id`` becomes that device's ``EvalContext.default()``."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", _TURNS, numbers]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert run.stdout == "shared: ran\n" and "AssertionError" in run.stderr, run.stderr
+
+
 def test_as_batch_of_a_batch_is_that_batch():
     """[as_batch] ``ndd.as_batch`` of a Batch returns it: fed data may already be a Batch."""
     b = ndd.as_batch([np.zeros(2)], layout="X")

@@ -38,6 +38,8 @@ def test_lowering_moves_everything_to_cpu() -> None:
                 super().__init__(bs, nt, dev_id)
         b = ndd.decoders.image(j, device="gpu").to_device("gpu")
         ctx = ndd.EvalContext(device_id=0)
+        with ndd.Device("gpu", rank):
+            ctx = ndd.EvalContext.default()
         ''')
     lowered = lower_to_cpu(code)
     out = lowered.code
@@ -46,6 +48,7 @@ def test_lowering_moves_everything_to_cpu() -> None:
     assert 'dev = "cpu"' in out and 'device="cpu"):' in out and "device='cpu'" in out
     assert "device_id=None)" in out and "Pipeline(4, 2, None, seed=1)" in out
     assert "super().__init__(bs, nt, None)" in out and "EvalContext(device_id=None)" in out
+    assert 'with ndd.Device("cpu"):' in out
     assert "x, l" in out
     assert len(lowered.changes) >= 10
 

@@ -69,6 +69,7 @@ from ._backend.arguments import (
     device_message,
     device_todo,
     dropped_comments,
+    is_default_device,
     is_unset,
     set_threads_stmt,
 )
@@ -88,7 +89,7 @@ from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import (
-    comment_line, in_source_order, is_docstring, is_literal, names_in, truthy, walk, within
+    comment_line, free_names, in_source_order, is_docstring, names_in, truthy, walk, within
 )
 from ._local import collect_nodes
 
@@ -266,6 +267,8 @@ class PipelineClass(Rule):
         )
         written += creation_todos(ctx, self.id, instances, followups, advice)
         seed = kwargs.get("seed")
+        device = kwargs.get("device_id")
+        todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
         mini_notes: list[Diagnostic] = []
         branches = conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
         plan = PipelinePlan(
@@ -276,13 +279,14 @@ class PipelineClass(Rule):
             single_use=not followups and sum(i.copies for i in instances) == 1 and len(chain) == 1
             and len(self.members) == 1 and pipeline_count(ctx) == 1,
             lowering=state.lowering,
+            device=device.value if todo and device and _device_named(params, instances, device.value)
+            and _visible(ctx, cls, mini, mini_fn, device.value) else None,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
+        todo = None if plan.device_applied else todo
         # what the back end noted is about the class (the small module's lines mean nothing here)
         notes += [Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes]
         leading = list(cls.leading_lines)
-        device = kwargs.get("device_id")
-        todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
         if todo and not instances:  # the callers pass the device: with none in sight, say it here
             leading.append(comment_line(f"{TODO_PREFIX} {self.id}: {todo}"))
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
@@ -389,11 +393,31 @@ def _device_todo(
     """Sets the TODO about the device the call asks for, dropped (``gpu``: the pipeline uses
     the GPU) where it is not 0 or None; whether it did."""
     where = _call_site_value(params, inst.call, device.value) if device is not None else None
-    if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
+    if gpu and device is not None and (where is None or not is_default_device(where)):
         shown = ctx.text(where if where is not None else device.value)
         inst.device_todo = device_message(shown, inst.label)
         return True
     return False
+
+
+def _device_named(params: cst.Parameters, instances: list[Instance], device: cst.BaseExpression) -> bool:
+    """Some call (or, with none in sight, the class) asks for a GPU other than 0 or None, or
+    for one the tool cannot follow: only then does the generator select it."""
+    for inst in instances:
+        where = _call_site_value(params, inst.call, device)
+        if where is None or not is_default_device(where):
+            return True
+    return not instances
+
+
+def _visible(
+    ctx: FileContext, cls: cst.ClassDef, mini: FileContext, fn: cst.FunctionDef, expr: cst.BaseExpression
+) -> bool:
+    """Every name ``expr`` reads is one the generator ``fn`` sees: its parameters and locals,
+    the module's names, builtins."""
+    inside = mini.scopes.get(fn.body.body[0])
+    outside = ctx.scopes.get(cls)
+    return all((inside is not None and n in inside) or (outside is not None and n in outside) for n in free_names(expr))
 
 
 def _call_site_value(params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression) -> cst.BaseExpression | None:

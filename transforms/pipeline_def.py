@@ -40,11 +40,13 @@ The reader is built once, outside the per-batch code, and epochs are chained wit
 is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
 ``seed`` become keyword-only parameters with the decorator's values as defaults, so call sites
 that passed them keep working; ``num_threads`` becomes one ``ndd.set_num_threads`` before the
-pipeline is created. A parameter of the function named ``batch_size`` or ``seed`` takes the
-argument of that name (DALI gives it to the function only): the decorator's value then becomes
-``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size`` parameter without one (DALI
-could not build that pipeline) is the batch size. Outputs read through the TensorList API are
-rewritten to the Batch API.
+pipeline is created. A GPU pipeline made with ``device_id=<not 0 or None>`` gets a ``device_id``
+parameter too: the generator runs its operators in that GPU's default ``ndd.EvalContext``,
+passed to ``reader.next_epoch(..., ctx=ctx)``. A parameter of the function named ``batch_size``
+or ``seed`` takes the argument of that name (DALI gives it to the function only): the
+decorator's value then becomes ``pipeline_batch_size``/``pipeline_seed``, and a ``batch_size``
+parameter without one (DALI could not build that pipeline) is the batch size. Outputs read
+through the TensorList API are rewritten to the Batch API.
 
 With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
 split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
@@ -116,7 +118,7 @@ from ._backend.recognise import (
 from ._backend.docstrings import output_names
 from ._backend.feeds import match_feeds
 from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
-from ._cst import fresh_name, names_in, no_space_equal, param_names, truthy, within
+from ._cst import free_names, fresh_name, names_in, no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
 
@@ -282,6 +284,10 @@ class PipelineDef(Rule):
         if needs.restore:
             # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
+        loader = loader_instance(instances)  # iterated: a loader class
+        device = _device_param(fn, dec_kwargs, instances, loader)
+        if device is not None:
+            new_params.append(("device_id", device))
         for pname, default in new_params:
             if pname in existing:
                 raise Refused(f"the pipeline function already has a parameter named {pname}")
@@ -310,10 +316,17 @@ class PipelineDef(Rule):
                 f for f in ctx.nodes_of(cst.FunctionDef)
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
+            device=cst.Name("device_id") if device is not None else None,
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
-        loader = loader_instance(instances)  # iterated: a loader class
+        if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
+            existing = existing | {"device_id"}
+            for inst in instances:
+                inst.device_todo = None
+        elif device is not None:  # the loop's shape kept the TODO: no parameter for nothing
+            kwonly = [p for p in kwonly if p.name.value != "device_id"]
+            star = params.star_arg if not kwonly else star
         if loader is not None:
             params = params.with_changes(kwonly_params=kwonly, star_arg=star)
             helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
@@ -382,6 +395,22 @@ def _pipeline_params(
         seed = fresh_name("pipeline_seed", taken) if "seed" in existing else "seed"
         new.append((seed, dec_kwargs.get("seed")))
     return new, batch, seed
+
+
+def _device_param(
+    fn: cst.FunctionDef, dec_kwargs: dict[str, cst.Arg], instances: list[Instance], loader: Instance | None
+) -> cst.Arg | None:
+    """The default of the ``device_id`` parameter the generator takes when the pipeline runs on a
+    GPU some call names (not 0 or None: those need nothing): the decorator's value, else None (the
+    current device, as the pipeline's default). None where the function cannot take it: a name
+    ``device_id`` of its own (DALI gave the argument to the function, not the pipeline), or a
+    tf.data generator (run on TensorFlow's threads)."""
+    if not any(inst.device_todo for inst in instances) or "device_id" in param_names(fn) | free_names(fn.body):
+        return None
+    if loader is not None and loader.iterators[0].framework == "tf":
+        return None
+    given = dec_kwargs.get("device_id")
+    return cst.Arg(given.value if given is not None else cst.Name("None"))
 
 
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:

@@ -160,12 +160,17 @@ class PipelineObject(Rule):
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             lowering=state.lowering,
         )
-        body, fired = emit_generator_body(ctx, graph, plan, notes)
         if loader is not None:
+            body, fired = emit_generator_body(ctx, graph, plan, notes)
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
             return edits, fired, inst, graph.claimed
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
+        if inst.device_todo:  # the generator is defined where the Pipeline was made: same names
+            plan.device = kwargs["device_id"].value
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
+        if plan.device_applied:
+            inst.device_todo = None
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),

@@ -113,9 +113,24 @@ def device_todo(
 ) -> str | None:
     """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU (``where``: the
     code that made the pipeline, as the TODO names it)."""
-    if device_id is None or is_literal(device_id.value, (0, None)) or not uses_gpu(container):
+    if device_id is None or is_default_device(device_id.value) or not uses_gpu(container):
         return None
     return device_message(ctx.render(device_id.value, []), where)
+
+
+def is_default_device(expr: cst.BaseExpression) -> bool:
+    """``device_id=<expr>`` needs no code in dynamic mode, which runs on the current CUDA device:
+    ``None``, ``0``, ``torch.cuda.current_device()``, or a conditional choosing among them."""
+    if isinstance(expr, cst.IfExp):
+        return is_default_device(expr.body) and is_default_device(expr.orelse)
+    if isinstance(expr, cst.Call) and not expr.args and isinstance(expr.func, cst.Attribute):
+        owner = expr.func.value
+        return (
+            expr.func.attr.value == "current_device"
+            and isinstance(owner, cst.Attribute)
+            and owner.attr.value == "cuda"
+        )
+    return is_literal(expr, (0, None))
 
 
 def device_message(value: str, where: str = "") -> str:

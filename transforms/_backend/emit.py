@@ -84,6 +84,8 @@ def emit_generator_body(
     if e.iteration is not None:
         body.append(statement(cst.Assign([cst.AssignTarget(e.iteration)], cst.Integer("0"))))
     body += e.lowered_defs
+    if e.device_ctx is not None:
+        body.append(e.device_stmt())
     body.append(loop)
     if e.fed:
         body.append(statement(cst.Return(cst.Name(loop.name.value))))  # type: ignore[attr-defined]
@@ -130,6 +132,8 @@ class _Emitter:
         self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
         self.capture = False
         self.evaluated = False
+        #: the EvalContext variable of the pipeline's GPU, once a loop runs its operators in it
+        self.device_ctx: str | None = None
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
@@ -294,10 +298,17 @@ class _Emitter:
             evaluated = _Evaluated(self._computed_already())
             lowered = [s.visit(evaluated) for s in lowered]
             self.evaluated = evaluated.wrapped > 0
+        if plan.device is not None and free_names(plan.device) & self.per_batch_names:
+            plan.device = None  # set per batch: the front end keeps its TODO
         if self.fed:  # one batch per call, of the data feed_input() gave
             params = cst.Parameters([cst.Param(cst.Name(u.source.value)) for u in self.fed])
             name = fresh_name("run", self.taken)
-            return cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(lowered))
+            run = cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(lowered))
+            if plan.device is not None:  # the return leaves the context: nothing stays in it
+                run = run.with_changes(body=cst.IndentedBlock([self._in_device(lowered)]))
+            return run
+        if plan.device is not None and not self.single:
+            lowered = self._until_yield_in_device(lowered)
         iterable = [u for u in graph.sources if u.kind == "iterable"]
         if iterable:
             loop: cst.BaseCompoundStatement = cst.For(
@@ -309,6 +320,10 @@ class _Emitter:
         body: list[cst.BaseStatement] = lowered
         if self.single:
             epoch_args = [kwarg("batch_size", plan.batch_size)]
+            if plan.device is not None:
+                # the epoch runs in the context (its operators on its GPU, a capture loop's
+                # graph too): the same object every epoch, as capture mode requires
+                epoch_args.append(kwarg("ctx", cst.Name(self._device_ctx())))
             if self.capture:
                 epoch_args.append(kwarg("capture", cst.Name("True")))
             reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
@@ -316,6 +331,54 @@ class _Emitter:
             assert self.target is not None
             body = [cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
         return self._comment(cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body)))
+
+    # -- the pipeline's GPU, where it is not the current device -------------------------------------
+
+    def _device_ctx(self) -> str:
+        if self.device_ctx is None:
+            self.device_ctx = fresh_name("ctx", self.taken)
+            self.plan.device_applied = True
+        return self.device_ctx
+
+    def device_stmt(self) -> cst.With:
+        """``ctx``: the default ``EvalContext`` of the pipeline's GPU, taken once under
+        ``with ndd.Device("gpu", <device_id>):``. Not a new ``EvalContext(device_id=...)``: an
+        epoch keeps its context entered while the generator is suspended, and DALI's context
+        stack fails when two loops holding different contexts take turns; the default context
+        of a device is one object, which every loop on that GPU then shares."""
+        assert self.device_ctx is not None and self.plan.device is not None
+        ndd = self.ctx.ndd
+        gpu = [cst.Arg(cst.SimpleString('"gpu"')), cst.Arg(self.plan.device)]
+        device = cst.Call(attr_chain(f"{ndd}.Device"), gpu)
+        default = cst.Call(attr_chain(f"{ndd}.EvalContext.default"))
+        take = statement(cst.Assign([cst.AssignTarget(cst.Name(self.device_ctx))], default))
+        lines = [cst.EmptyLine(comment=cst.Comment(_SHARED_CONTEXT))]
+        return cst.With([cst.WithItem(device)], cst.IndentedBlock([take]), leading_lines=lines)
+
+    def _in_device(self, stmts: list[cst.BaseStatement]) -> cst.With:
+        """``with ctx:`` around ``stmts``: the operators they call run on the pipeline's GPU."""
+        item = cst.WithItem(cst.Name(self._device_ctx()))
+        return cst.With(items=[item], body=cst.IndentedBlock(stmts))
+
+    def _until_yield_in_device(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """The statements before the loop's yield in ``with ctx:``, the yield after it, so that
+        the context is not left entered while the consumer runs; a yield that still calls
+        operators computes its value in the context first (``batch = ...``). Unchanged where the
+        loop has no yield of its own at its top (the front end keeps its TODO)."""
+        at = next((i for i, s in enumerate(stmts) if _yielded(s) is not None), None)
+        if at is None or any(isinstance(n, cst.Yield) for s in stmts[:at] for n in _walk_outside_defs(s)):
+            return stmts
+        stmt, yielded = stmts[at], _yielded(stmts[at])
+        assert isinstance(stmt, cst.SimpleStatementLine) and yielded is not None
+        values = yielded.elements if isinstance(yielded, cst.Tuple) else [cst.Element(yielded)]
+        inside = list(stmts[:at])
+        if not all(_computed(e.value) for e in values):
+            batch = cst.Name(fresh_name("outputs", self.taken))
+            inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], yielded)]))
+            stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
+        first = inside[0]
+        block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
+        return [block.with_changes(leading_lines=first.leading_lines), stmt, *stmts[at + 1 :]]
 
     def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
         """What the loop's form means: capture mode, or outputs evaluated before the yield."""
@@ -415,6 +478,26 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
     if any(isinstance(n, cst.Name) and n.value in ("as_batch", "advance") for s in lowered for n in walk(s)):
         return False
     return not any(a.keyword is not None and a.keyword.value == "enable_checkpointing" for a in graph.readers[0].call.args)
+
+
+_SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
+
+
+def _yielded(stmt: cst.CSTNode) -> cst.BaseExpression | None:
+    """What ``yield <value>`` (a statement of its own) yields."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
+            value = small.value.value
+            return value if isinstance(value, cst.BaseExpression) else None
+    return None
+
+
+def _computed(value: cst.BaseExpression) -> bool:
+    """A batch bound to a name, or its ``.evaluate()``: nothing left to run on a device."""
+    if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute):
+        value = value.func.value if value.func.attr.value == "evaluate" else value
+    return isinstance(value, cst.Name)
 
 
 def _first_name(target: cst.BaseAssignTargetExpression) -> str:

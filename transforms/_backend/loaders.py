@@ -468,8 +468,10 @@ def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
     comments = [ln.comment.value for ln in b.comments if ln.comment is not None]
     if not capture:
         comments = [t for t in comments if t != CAPTURE_COMMENT]
+    # ctx=: the default EvalContext of the pipeline's GPU (emit.py), taken once in __init__
+    device = [f", ctx={_code(a.value)}" for a in b.epoch.args if a.keyword and a.keyword.value == "ctx"]
     return (
-        f"{b.reader}.next_epoch(batch_size=batch_size{', capture=True' if capture else ''})",
+        f"{b.reader}.next_epoch(batch_size=batch_size{''.join(device)}{', capture=True' if capture else ''})",
         comments,
     )
 

@@ -123,7 +123,10 @@ class PipelinePlan:
     ``reader_meta``: the readers' metadata is read (they get ``max_batch_size``);
     ``checkpointing``: their state is (``enable_checkpointing=True``, no capture mode).
     ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
-    local rules (instances) that rewrite the graph code, in registry order."""
+    local rules (instances) that rewrite the graph code, in registry order. ``device``: the
+    pipeline's GPU (its ``device_id``, as an expression valid in the generator) where it is not
+    the current one; the emitter runs the operators in that device's default ``ndd.EvalContext`` and
+    sets ``device_applied`` when the loop's shape let it."""
 
     rule_id: str
     batch_size: cst.BaseExpression
@@ -138,3 +141,5 @@ class PipelinePlan:
     #: other pipelines' graph code that may call this one's helpers with random operators
     #: (the front end migrates them together, or none)
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
+    device: cst.BaseExpression | None = None
+    device_applied: bool = False

@@ -3,9 +3,9 @@ user's files).
 
 * :func:`lower_to_cpu`: the one shared lowering both sides go through on a machine without a
   GPU: ``device="mixed"``/``"gpu"`` to ``"cpu"`` (keyword arguments, ``device`` variables and
-  parameter defaults), ``.gpu()`` / ``.to_device("gpu")`` dropped, ``device_id=<n>`` to ``None``
-  (pipelines on a machine without CUDA must not ask for a device), ``debug=True`` to ``False``
-  (DALI's debug mode needs CUDA).
+  parameter defaults, ``ndd.Device("gpu", n)``), ``.gpu()`` / ``.to_device("gpu")`` dropped,
+  ``device_id=<n>`` to ``None`` (pipelines on a machine without CUDA must not ask for a
+  device), ``debug=True`` to ``False`` (DALI's debug mode needs CUDA).
 * :func:`split_entry_points`: drops the module-level statements that would *run* the program on
   import (``pipe = train_pipe(...)``, ``pipe.build()``, training loops over them), keeping
   everything else, so the harness can import a script to get at its pipelines; it returns what
@@ -138,6 +138,15 @@ class _CpuLowering(cst.CSTTransformer):
             ):
                 self.changes.append('.to_device("gpu") dropped')
                 return func.value
+        # ndd.Device("gpu", device_id) -> ndd.Device("cpu")
+        if m.matches(func, m.Name("Device") | m.Attribute(attr=m.Name("Device"))) and updated.args:
+            first = updated.args[0]
+            if first.keyword is None and _accelerated_string(first.value):
+                self.changes.append('Device("gpu") -> "cpu"')
+                cpu = first.with_changes(
+                    value=_cpu_like(first.value), comma=cst.MaybeSentinel.DEFAULT
+                )
+                return updated.with_changes(args=[cpu])
         # Pipeline(batch_size, num_threads, device_id, ...) and, in a Pipeline subclass,
         # super().__init__(batch_size, num_threads, device_id, ...): the third positional argument
         is_pipeline_ctor = m.matches(
