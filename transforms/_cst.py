@@ -249,6 +249,15 @@ def int_index(sub: cst.Subscript) -> cst.BaseExpression | None:
     return None
 
 
+def block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of a block; a one-line suite (``def f(self): a; return b``) gives one
+    line per small statement, as if it were written indented."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        semicolon = cst.MaybeSentinel.DEFAULT
+        return [cst.SimpleStatementLine([s.with_changes(semicolon=semicolon)]) for s in block.body]
+    return list(block.body)
+
+
 def statement(small: cst.BaseSmallStatement, **changes: Any) -> cst.SimpleStatementLine:
     """One small statement on its own line."""
     return cst.SimpleStatementLine([small], **changes)

@@ -72,11 +72,11 @@ from ._backend.arguments import (
     set_threads_stmt,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.edits import removed_stmt
+from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
+from ._backend.recognise import analyse_graph, find_instances, output_values, own_uses, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import comment_line, in_source_order, is_docstring, is_literal, truthy, walk, within
 from ._local import collect_nodes
@@ -213,6 +213,7 @@ class PipelineClass(Rule):
             notes.append(ctx.info(self.id, cls, f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
                                   "their callers get a TODO"))
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
+        reasons += own_uses(ctx, cls, instances, followups)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
@@ -282,6 +283,7 @@ class PipelineClass(Rule):
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
+        check_disjoint(edits)
         return edits, fired, instances
 
     def _instance_edits(

@@ -54,13 +54,13 @@ from ._backend.arguments import (
     set_threads_stmt,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.edits import removed_stmt
+from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.docstrings import output_names
 from ._backend.flow import Flow
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, pipeline_count
+from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, own_uses, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
@@ -142,6 +142,9 @@ class PipelineObject(Rule):
         ]
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)
+        own = own_uses(ctx, block, [inst], followups)
+        if own:
+            raise Refused("; ".join(own))
         for use in inst.iterators:  # not migrated for this front end
             followups.append(FollowUp(use.call, f"{ctx.text(use.call.func)} over `{var}` is not migrated", BY_HAND_TORCH))
         inst.iterators = []
@@ -179,6 +182,7 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
         edits += run_site_edits(ctx, inst, notes, moved=block)
+        check_disjoint(edits)
         return edits, fired, inst, graph.claimed
 
 

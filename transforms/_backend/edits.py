@@ -7,6 +7,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
+from .model import Refused
+
 
 def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
     """Delete a statement but keep the comments above it; an emptied block gets ``pass``."""
@@ -35,3 +37,14 @@ def _only_builds(siblings: tuple[cst.CSTNode, ...] | list[cst.CSTNode]) -> bool:
         and s.body[0].value.func.attr.value == "build"
         for s in siblings
     )
+
+
+def check_disjoint(edits: list[Edit]) -> None:
+    """Refuse a fix whose edits overlap (a use site inside code another edit replaces whole):
+    applied together they would leave part of the old code behind. Identical edits (a use
+    reached twice) count once."""
+    last_end = -1
+    for e in sorted(set(edits), key=lambda e: (e.start, e.end)):
+        if e.start < last_end:
+            raise Refused("a use of the pipeline lies inside code the migration replaces whole")
+        last_end = max(last_end, e.end)
