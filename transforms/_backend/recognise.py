@@ -489,7 +489,7 @@ def instances_of(
             continue
         # keyword arguments naming the function's own parameters go to the function
         kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=with_handles)
+        unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))
             continue
