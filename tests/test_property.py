@@ -1,8 +1,10 @@
 """Property-based test: pipeline-mode programs drawn from a grammar of the shapes the rules
-handle, written in odd ways, and four properties checked on every one of them:
+handle, written in odd ways, and these properties checked on every one of them:
 
-* ``migrate_source`` raises nothing (the programs are valid Python);
-* its output parses;
+* ``migrate_source`` raises nothing (the programs are valid Python), and reports no internal
+  error (no fix or marker dropped because it would not parse);
+* its output parses, and no generator it wrote is half converted (a ``return`` with a value, or
+  statements after the endless loop: what was left of the old body);
 * a second run changes nothing;
 * no pipeline-mode API is left unmarked: a pipeline definition that is still there has a
   ``# TODO(dali-migrate)`` above it (or above a statement enclosing it), and a file where any
@@ -652,7 +654,9 @@ def half_converted(code: str) -> list[str]:
         endless = [
             i
             for i, s in enumerate(fn.body)
-            if isinstance(s, ast.While) and isinstance(s.test, ast.Constant) and s.test.value is True
+            if isinstance(s, ast.While)
+            and isinstance(s.test, ast.Constant)
+            and s.test.value is True
         ]
         if endless and endless[0] != len(fn.body) - 1:
             problems.append(f"generator {fn.name} has statements after its endless loop")

@@ -76,7 +76,13 @@ from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, find_instances, output_values, own_uses, pipeline_count
+from ._backend.recognise import (
+    analyse_graph,
+    find_instances,
+    output_values,
+    own_uses,
+    pipeline_count,
+)
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import comment_line, in_source_order, is_docstring, is_literal, truthy, walk, within
 from ._local import collect_nodes

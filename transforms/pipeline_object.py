@@ -60,7 +60,13 @@ from ._backend.docstrings import output_names
 from ._backend.flow import Flow
 from ._backend.iterators import BY_HAND_TORCH
 from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, own_uses, pipeline_count
+from ._backend.recognise import (
+    analyse_graph,
+    chosen_outputs,
+    follow_pipeline,
+    own_uses,
+    pipeline_count,
+)
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes

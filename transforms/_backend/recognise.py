@@ -85,7 +85,8 @@ def analyse_graph(
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
             reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
         elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
-            reasons.append(f"`{ctx.text(ctx.parents[node])}` builds or runs a pipeline inside the code that defines one")
+            call = ctx.text(ctx.parents[node])
+            reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
     body = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
@@ -370,12 +371,17 @@ def own_uses(
     graph (``pipe.build()`` in the ``@pipeline_def`` function that ``pipe`` is made from): that
     code becomes the generator, which has no pipeline object to use. One reason per use."""
     factory = container.name.value if isinstance(container, cst.FunctionDef) else None
-    said = {id(f.node): f.what for f in followups if isinstance(f.node, cst.Name) and f.node.value == factory}
+    said = {
+        id(f.node): f.what
+        for f in followups
+        if isinstance(f.node, cst.Name) and f.node.value == factory
+    }
     nodes = [n for inst in instances for n in inst.uses] + [f.node for f in followups]
     inside = [n for n in nodes if within(ctx, n, container)]
     inside.sort(key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))
     reasons = [
-        said.get(id(n)) or f"`{ctx.text(_use_expr(ctx, n))}` uses the pipeline inside the code that defines it"
+        said.get(id(n))
+        or f"`{ctx.text(_use_expr(ctx, n))}` uses the pipeline inside the code that defines it"
         for n in inside
     ]
     return list(dict.fromkeys(reasons))
@@ -454,7 +460,8 @@ def find_instances(
     refs = in_source_order(ctx, refs)
     nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
     if isinstance(fn, cst.FunctionDef):  # the factory used by its own graph code
-        followups += [FollowUp(r.node, f"`{fn.name.value}` is used inside its own definition") for r in refs if within(ctx, r.node, fn)]
+        what = f"`{fn.name.value}` is used inside its own definition"
+        followups += [FollowUp(r.node, what) for r in refs if within(ctx, r.node, fn)]
     params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
     return instances_of(ctx, nodes, fn.name.value, params, followups, pipeline_args=pipeline_args, with_handles=with_handles)
 
