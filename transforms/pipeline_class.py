@@ -169,6 +169,12 @@ class PipelineClass(Rule):
                 followups.append(kept)
                 advice = f"{names}(...) make generators now: rewrite this use"
                 followups += [FollowUp(n, what, advice) for n in _references(ctx, base, members)]
+        try:
+            check_disjoint(edits)
+        except Refused as why:
+            for cls in done:
+                refuse_pipeline(state, self.id, cls, why)
+            return
         message = f"migrate pipeline class {names} and its use sites to dynamic mode"
         advice = (
             f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch "
@@ -219,10 +225,11 @@ class PipelineClass(Rule):
             notes.append(ctx.info(self.id, cls, f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
                                   "their callers get a TODO"))
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
-        reasons += own_uses(ctx, cls, instances, followups)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
+        for member in self.members:  # the classes of a family are rewritten or refused together
+            reasons += own_uses(ctx, member, instances, followups)
         _drop_iterators(instances, followups)
         advice = f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each batch with next(...)"
         written += creation_todos(ctx, self.id, instances, followups, advice)

@@ -276,10 +276,11 @@ class Merger:
             orelse = self._init_if(stmt.orelse)
         elif isinstance(stmt.orelse, cst.Else):
             rest = self._init_block(block_statements(stmt.orelse.body))
-            orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(body=rest)) if rest else None
+            kept = _indented(stmt.orelse.body, rest)
+            orelse = stmt.orelse.with_changes(body=kept) if rest else None
         if not body and orelse is None:
             return None
-        block = stmt.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+        block = _indented(stmt.body, body or [cst.SimpleStatementLine([cst.Pass()])])
         return stmt.with_changes(test=self._rewrite(stmt.test), body=block, orelse=orelse)
 
     def _helper(self, fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -469,6 +470,13 @@ def _condition(path: _Path) -> cst.BaseExpression:
     for t in terms[1:]:
         expr = cst.BooleanOperation(expr, cst.And(), t)
     return expr
+
+
+def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSuite:
+    """``block`` holding the statements ``body`` (an indented block, where it was one line)."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        return cst.IndentedBlock(body=body)
+    return block.with_changes(body=body)
 
 
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
