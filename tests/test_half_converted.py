@@ -202,3 +202,12 @@ def test_a_class_family_using_its_pipeline_is_refused(where, text):
         code = HIERARCHY.replace(TRAIN_INIT, TRAIN_INIT + text)
     assert code != HIERARCHY
     _refused(code, "DM202")
+
+
+def test_one_line_if_in_init_stays_one_line():
+    code = CLASS.replace("{graph}", "pass").replace(
+        "seed=12)\n", "seed=12)\n        if data_dir: x = 1\n", 1
+    )
+    result = migrate_source(code)
+    assert "\n    if data_dir: x = 1\n    reader = ndd.readers.File(" in result.code, result.code
+    assert migrate_source(result.code).code == result.code

@@ -473,10 +473,14 @@ def _condition(path: _Path) -> cst.BaseExpression:
 
 
 def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSuite:
-    """``block`` holding the statements ``body`` (an indented block, where it was one line)."""
-    if isinstance(block, cst.SimpleStatementSuite):
-        return cst.IndentedBlock(body=body)
-    return block.with_changes(body=body)
+    """``block`` holding the statements ``body``: still on one line where it was, when they are
+    simple statements."""
+    if not isinstance(block, cst.SimpleStatementSuite):
+        return block.with_changes(body=body)
+    if all(isinstance(s, cst.SimpleStatementLine) for s in body):
+        smalls = [small for s in body for small in s.body]  # type: ignore[attr-defined]
+        return block.with_changes(body=smalls)
+    return cst.IndentedBlock(body=body)
 
 
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
