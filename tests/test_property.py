@@ -1,8 +1,10 @@
 """Property-based test: pipeline-mode programs drawn from a grammar of the shapes the rules
-handle, written in odd ways, and four properties checked on every one of them:
+handle, written in odd ways, and these properties checked on every one of them:
 
-* ``migrate_source`` raises nothing (the programs are valid Python);
-* its output parses;
+* ``migrate_source`` raises nothing (the programs are valid Python), and reports no internal
+  error (no fix or marker dropped because it would not parse);
+* its output parses, and no generator it wrote is half converted (a ``return`` with a value, or
+  statements after the endless loop: what was left of the old body);
 * a second run changes nothing;
 * no pipeline-mode API is left unmarked: a pipeline definition that is still there has a
   ``# TODO(dali-migrate)`` above it (or above a statement enclosing it), and a file where any
@@ -294,10 +296,24 @@ def driver(draw, level: int, make: str, outputs: list[str], build: bool = True) 
     return lines
 
 
+def own_use(draw, level: int) -> list[Line]:
+    """Sometimes, a use of the pipeline object inside the code that defines its graph (refused:
+    a half-converted generator was once written for it)."""
+    shape = draw(st.sampled_from(["none", "none", "none", "while_false", "if", "joined"]))
+    if shape == "while_false":
+        return block(level, "while False:", [Line(level + 1, "pipe.build()")])
+    if shape == "if":
+        return block(level, "if flag:", [Line(level + 1, "pipe.build()")])
+    if shape == "joined":
+        return [Line(level, "x = 1; pipe.build()")]
+    return []
+
+
 @st.composite
 def pipeline_def_program(draw, names: Names) -> list[Line]:
     conditionals = draw(st.booleans())
     body, outputs = draw(graph(1, names, conditionals))
+    body += own_use(draw, 1)
     args = pipeline_args(draw)
     if conditionals:
         args.append("enable_conditionals=True")
@@ -333,6 +349,7 @@ def pipeline_def_program(draw, names: Names) -> list[Line]:
 def pipeline_object_program(draw, names: Names) -> list[Line]:
     conditionals = draw(st.booleans())
     body, outputs = draw(graph(1, names, conditionals))
+    body += own_use(draw, 1)
     args = pipeline_args(draw) + (["enable_conditionals=True"] if conditionals else [])
     lines = [
         Line(0, f"pipe = {names.pipeline}({', '.join(args)})"),
@@ -361,11 +378,10 @@ def pipeline_class_program(draw, names: Names) -> list[Line]:
         Line(0, f"class TrainPipe({names.pipeline}):", "open"),
         Line(1, "def __init__(self, batch_size, num_threads, device_id, data_dir):", "open"),
         *init,
-        # a one-line `def define_graph(self): a; b; return c` crashes DM202: reproducer B1 of
-        # /work/notes/emitter-bugs-from-17.md; kept out until pipeline_class.py handles it
         Line(1, "", "blank"),
-        Line(1, "def define_graph(self):", "open", suite=False),
+        Line(1, "def define_graph(self):", "open"),  # may be one line: `...: a; b; return c`
         *graph_lines,
+        *own_use(draw, 2),
         Line(2, "return images, labels"),
         Line(0, "", "blank"),
     ]
@@ -611,12 +627,51 @@ def _pipeline_name(node: ast.AST) -> str | None:
     return None
 
 
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of a function outside the functions, lambdas and classes it defines."""
+    found, stack = [], list(ast.iter_child_nodes(fn))
+    while stack:
+        n = stack.pop()
+        found.append(n)
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def half_converted(code: str) -> list[str]:
+    """What a generator written by the tool must not hold: a ``return`` with a value (the old
+    function's outputs statement), or any statement after its endless ``while True:`` loop
+    (what is left of the old body)."""
+    problems = []
+    for fn in ast.walk(ast.parse(code)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        own = _own_nodes(fn)
+        if not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own):
+            continue
+        if any(isinstance(n, ast.Return) and n.value is not None for n in own):
+            problems.append(f"generator {fn.name} returns a value")
+        endless = [
+            i
+            for i, s in enumerate(fn.body)
+            if isinstance(s, ast.While)
+            and isinstance(s.test, ast.Constant)
+            and s.test.value is True
+        ]
+        if endless and endless[0] != len(fn.body) - 1:
+            problems.append(f"generator {fn.name} has statements after its endless loop")
+    return problems
+
+
 def check(code: str) -> None:
     result = migrate_source(code)
     assert parses(result.code), result.code
+    assert half_converted(result.code) == [], result.code
     again = migrate_source(result.code)
     assert again.code == result.code, "a second run changed the output"
     assert unmarked_pipeline_api(result.code) == [], result.code
+    errors = [d.message for d in result.diagnostics if d.severity == "error"]
+    assert errors == [], errors
 
 
 @SETTINGS
@@ -626,6 +681,15 @@ def test_migrating_any_program_of_the_grammar(code):
 
 
 # -- the property checker itself -------------------------------------------------------------------
+
+
+def test_the_checker_sees_a_half_converted_generator():
+    code = "def p(data):\n    while True:\n        yield data\n    pass\n    return data\n"
+    assert half_converted(code) == [
+        "generator p returns a value",
+        "generator p has statements after its endless loop",
+    ]
+    assert half_converted("def p(data):\n    while True:\n        yield data\n") == []
 
 
 def test_the_checker_sees_an_unmarked_pipeline():

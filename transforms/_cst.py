@@ -91,6 +91,33 @@ def within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | 
     return False
 
 
+def scope_label(ctx: FileContext, node: cst.CSTNode) -> str:
+    """Where ``node`` is, in words a TODO can use whatever lines are inserted above it: "in
+    `main()`", "in `Loader.__iter__()`", "in class `Loader`", "at module level"."""
+    names: list[str] = []
+    cur = ctx.parents.get(node)
+    kind = ""
+    while cur is not None:
+        if isinstance(cur, (cst.FunctionDef, cst.ClassDef)):
+            names.insert(0, cur.name.value)
+            kind = kind or ("function" if isinstance(cur, cst.FunctionDef) else "class")
+        cur = ctx.parents.get(cur)
+    if not names:
+        return "at module level"
+    return f"in `{'.'.join(names)}()`" if kind == "function" else f"in class `{'.'.join(names)}`"
+
+
+def use_text(ctx: FileContext, node: cst.CSTNode) -> str:
+    """The code that uses ``node``, for a TODO: the call it is passed to or whose method it is
+    (``print(loader)``, ``loader.close()``), else ``node`` itself; one line, not too long."""
+    cur = node
+    parent = ctx.parents.get(cur)
+    while isinstance(parent, (cst.Arg, cst.Attribute, cst.Call)) and not isinstance(cur, cst.Call):
+        cur, parent = parent, ctx.parents.get(parent)
+    text = ctx.text(cur) if isinstance(cur, cst.Call) else ""
+    return text if text and "\n" not in text and len(text) <= 60 else ctx.text(node)
+
+
 # -- names -------------------------------------------------------------------------------------------
 
 
@@ -247,6 +274,15 @@ def int_index(sub: cst.Subscript) -> cst.BaseExpression | None:
         if isinstance(v, (cst.Integer, cst.Name, cst.UnaryOperation, cst.BinaryOperation)):
             return v
     return None
+
+
+def block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of a block; a one-line suite (``def f(self): a; return b``) gives one
+    line per small statement, as if it were written indented."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        semicolon = cst.MaybeSentinel.DEFAULT
+        return [cst.SimpleStatementLine([s.with_changes(semicolon=semicolon)]) for s in block.body]
+    return list(block.body)
 
 
 def statement(small: cst.BaseSmallStatement, **changes: Any) -> cst.SimpleStatementLine:

@@ -63,7 +63,6 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.class_init import flat_init
-from ._backend.edits import check_disjoint
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
@@ -74,7 +73,7 @@ from ._backend.arguments import (
     set_threads_stmt,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.edits import removed_stmt
+from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.class_loaders import (
     batch_size_reason,
@@ -86,7 +85,13 @@ from ._backend.class_loaders import (
 )
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
+from ._backend.recognise import (
+    analyse_graph,
+    find_instances,
+    output_values,
+    own_uses,
+    pipeline_count,
+)
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import (
     comment_line, free_names, in_source_order, is_docstring, names_in, truthy, walk, within
@@ -177,6 +182,12 @@ class PipelineClass(Rule):
                 followups.append(kept)
                 advice = f"{names}(...) make generators now: rewrite this use"
                 followups += [FollowUp(n, what, advice) for n in _references(ctx, base, members)]
+        try:
+            check_disjoint(ctx, edits)
+        except Refused as why:
+            for cls in done:
+                refuse_pipeline(state, self.id, cls, why)
+            return
         message = f"migrate pipeline class {names} and its use sites to dynamic mode"
         advice = (
             f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch "
@@ -230,6 +241,8 @@ class PipelineClass(Rule):
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
+        for member in self.members:  # the classes of a family are rewritten or refused together
+            reasons += own_uses(ctx, member, instances, followups)
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("the Pipeline constructor gets no batch_size")
@@ -310,6 +323,7 @@ class PipelineClass(Rule):
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
+        check_disjoint(ctx, edits)
         return edits, fired, instances
 
     def _instance_edits(

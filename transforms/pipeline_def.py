@@ -103,7 +103,6 @@ from ._backend.iterators import (
     iterator_reasons,
 )
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
-from ._backend.edits import check_disjoint
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
@@ -111,11 +110,13 @@ from ._backend.recognise import (
     find_instances,
     instances_of,
     output_values,
+    own_uses,
     pipeline_count,
     pipeline_decorator,
     returned_values,
 )
 from ._backend.docstrings import output_names
+from ._backend.edits import check_disjoint
 from ._backend.feeds import match_feeds
 from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
 from ._cst import free_names, fresh_name, names_in, no_space_equal, param_names, truthy, within
@@ -236,6 +237,9 @@ class PipelineDef(Rule):
             instances = _method_instances(ctx, owner, fn, followups)
         else:
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
+        own = own_uses(ctx, fn, instances, followups)
+        if own:
+            raise Refused("; ".join(own))
         _settle_forms(ctx, fn, graph, dec_kwargs, instances, followups)
         if config is not None and (followups or not all(i.iterators for i in instances)):
             why = "; ".join(dict.fromkeys(f.what for f in followups))

@@ -54,14 +54,20 @@ from ._backend.arguments import (
     set_threads_stmt,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.edits import removed_stmt
+from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.docstrings import output_names
 from ._backend.flow import Flow
 from ._backend.class_loaders import block_params, rebound_reasons, settle_iterators
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
-from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, pipeline_count
+from ._backend.recognise import (
+    analyse_graph,
+    chosen_outputs,
+    follow_pipeline,
+    own_uses,
+    pipeline_count,
+)
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
@@ -143,6 +149,9 @@ class PipelineObject(Rule):
         ]
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)
+        own = own_uses(ctx, block, [inst], followups)
+        if own:
+            raise Refused("; ".join(own))
         # a framework iterator over the object: the block becomes a loader class
         loader = None
         if inst.iterators:
@@ -163,6 +172,7 @@ class PipelineObject(Rule):
         if loader is not None:
             body, fired = emit_generator_body(ctx, graph, plan, notes)
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
+            check_disjoint(ctx, edits)
             return edits, fired, inst, graph.claimed
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
@@ -191,6 +201,7 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
         edits += run_site_edits(ctx, inst, notes, moved=block)
+        check_disjoint(ctx, edits)
         return edits, fired, inst, graph.claimed
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .._cst import children, free_names, is_docstring, walk
+from .._cst import block_statements, children, free_names, is_docstring, walk
 from .class_init import bound_names
 
 
@@ -64,7 +64,7 @@ def inline(
 ) -> Inlined | None:
     """The statements that run ``helper`` where ``stmt`` calls it, or None when that is not
     safe: ``taken`` are the names the rest of the merged function uses."""
-    body = list(helper.body.body)
+    body = block_statements(helper.body)
     body = body[1:] if body and is_docstring(body[0]) else body
     last = body[-1] if body else None
     ret = (
@@ -191,7 +191,7 @@ def factory_ctor(module: cst.Module, call: cst.Call) -> tuple[cst.Call, cst.Call
     )
     if fn is None or fn.decorators:
         return None
-    body = list(fn.body.body)
+    body = block_statements(fn.body)
     body = body[1:] if body and is_docstring(body[0]) else body
     stmt = body[0] if len(body) == 1 else None
     ret = (

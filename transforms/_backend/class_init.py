@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from .._cst import is_docstring, walk
+from .._cst import block_statements, is_docstring, walk
 
 #: the ``__init__`` that a call in a class runs: an index into the chain, or the Pipeline's
 _PIPELINE = -1
@@ -62,7 +62,7 @@ def _flatten(
 ) -> cst.FunctionDef | None:
     init = own_init(chain[index])
     assert init is not None
-    stmts = list(init.body.body)
+    stmts = block_statements(init.body)
     calls = [(i, c) for i, s in enumerate(stmts) for c in [_init_call(s)] if c is not None]
     nested = sum(1 for n in walk(init.body) if _is_init_call(n))
     if nested != len(calls) or len(calls) > 1:
@@ -277,7 +277,7 @@ def _is_super(node: cst.BaseExpression) -> bool:
 
 
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
-    body = list(fn.body.body)
+    body = block_statements(fn.body)
     return body[1:] if body and is_docstring(body[0]) else body
 
 

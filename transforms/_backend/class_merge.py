@@ -26,7 +26,7 @@ import libcst as cst
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import OPS_PREFIX, FileContext
 
-from .._cst import is_docstring, walk
+from .._cst import block_statements, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
 from .class_helpers import factory_ctor, helper_call, inline
 from .class_init import bound_names, plain_names
@@ -96,7 +96,7 @@ class Merger:
             self.reasons.append("__init__ does not call the Pipeline constructor")
         body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
         body = self._inline_readers(init, body)
-        inlined = graph_fn.with_changes(body=graph_fn.body.with_changes(body=body))
+        inlined = graph_fn.with_changes(body=cst.IndentedBlock(body=body))
         self.helpers = self._called_helpers(inlined, init)
         helpers = [self._helper(fn) for fn in self.helpers.values()]
         graph = [s for stmt in body for s in self._graph_statement(stmt)]
@@ -270,16 +270,17 @@ class Merger:
 
     def _init_if(self, stmt: cst.If) -> cst.If | None:
         """An ``if`` of ``__init__`` without its operator objects (None when nothing is left)."""
-        body = self._init_block(list(stmt.body.body))
+        body = self._init_block(block_statements(stmt.body))
         orelse: cst.If | cst.Else | None = None
         if isinstance(stmt.orelse, cst.If):
             orelse = self._init_if(stmt.orelse)
         elif isinstance(stmt.orelse, cst.Else):
-            rest = self._init_block(list(stmt.orelse.body.body))
-            orelse = stmt.orelse.with_changes(body=stmt.orelse.body.with_changes(body=rest)) if rest else None
+            rest = self._init_block(block_statements(stmt.orelse.body))
+            kept = _indented(stmt.orelse.body, rest)
+            orelse = stmt.orelse.with_changes(body=kept) if rest else None
         if not body and orelse is None:
             return None
-        block = stmt.body.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
+        block = _indented(stmt.body, body or [cst.SimpleStatementLine([cst.Pass()])])
         return stmt.with_changes(test=self._rewrite(stmt.test), body=block, orelse=orelse)
 
     def _helper(self, fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -471,13 +472,24 @@ def _condition(path: _Path) -> cst.BaseExpression:
     return expr
 
 
+def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSuite:
+    """``block`` holding the statements ``body``: still on one line where it was, when they are
+    simple statements."""
+    if not isinstance(block, cst.SimpleStatementSuite):
+        return block.with_changes(body=body)
+    if all(isinstance(s, cst.SimpleStatementLine) for s in body):
+        smalls = [small for s in body for small in s.body]  # type: ignore[attr-defined]
+        return block.with_changes(body=smalls)
+    return cst.IndentedBlock(body=body)
+
+
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
-    body = list(fn.body.body)
+    body = block_statements(fn.body)
     return body[1:] if body and is_docstring(body[0]) else body
 
 
 def _block(node: cst.FunctionDef | cst.If | cst.Else) -> list[cst.BaseStatement]:
-    return _body(node) if isinstance(node, cst.FunctionDef) else list(node.body.body)
+    return _body(node) if isinstance(node, cst.FunctionDef) else block_statements(node.body)
 
 
 def _super_init(stmt: cst.BaseStatement) -> cst.Call | None:

@@ -40,10 +40,16 @@ def _only_builds(siblings: tuple[cst.CSTNode, ...] | list[cst.CSTNode]) -> bool:
 
 
 def check_disjoint(ctx: FileContext, edits: list[Edit]) -> None:
-    """Two different rewrites of one span (two pipelines made in one statement) would both be
-    written: refused."""
-    ordered = sorted(edits, key=lambda e: (e.start, e.end))
-    for a, b in zip(ordered, ordered[1:]):
-        if overlaps(a, b):
-            line = ctx.source.count("\n", 0, a.start) + 1
-            raise Refused(f"two of its pipelines are made in one statement (line {line})")
+    """Refuse a fix whose edits overlap: two different rewrites of one statement (two pipelines
+    made in it) would both be written, and a use site inside code another edit replaces whole
+    would leave part of the old code behind. Identical edits (a use reached twice) count once."""
+    widest: Edit | None = None  # of the edits so far, the one reaching furthest
+    for e in sorted(set(edits), key=lambda e: (e.start, e.end)):
+        if widest is not None and overlaps(widest, e):
+            if (widest.start, widest.end) == (e.start, e.end):
+                code = " ".join(ctx.source[e.start : e.end].split())
+                code = code if len(code) <= 60 else code[:57] + "..."
+                raise Refused(f"two of its pipelines are made in one statement (`{code}`)")
+            raise Refused("a use of the pipeline lies inside code the migration replaces whole")
+        if widest is None or e.end > widest.end:
+            widest = e

@@ -33,6 +33,9 @@ class Found:
 
     uses: list[cst.CSTNode] = field(default_factory=list)
     followups: list[FollowUp] = field(default_factory=list)
+    #: every expression found to evaluate to the object (``uses``, and the names and arguments
+    #: it went through on the way)
+    reached: list[cst.CSTNode] = field(default_factory=list)
     #: True when the object is only ever held by local names of one scope (the simple case that
     #: reader handles and framework iterators need)
     local: bool = True
@@ -67,6 +70,7 @@ class Flow:
         if id(expr) in self.seen or id(expr) in self.ignore:
             return
         self.seen.add(id(expr))
+        found.reached.append(expr)
         ctx = self.ctx
         parent = ctx.parents.get(expr)
         if isinstance(parent, cst.Attribute) and parent.value is expr:

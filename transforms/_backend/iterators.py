@@ -45,7 +45,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import free_names, in_source_order, walk
+from .._cst import free_names, in_source_order, scope_label, use_text, walk
 from .arguments import check_pipeline_args
 from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
@@ -593,7 +593,7 @@ class _Follower:
             for ref in in_source_order(ctx, bindings[0].references):
                 if ctx.scopes.get(ref.node) is not scope:
                     self.reasons.append(
-                        f"`{target.value}` is used in another scope at line {ctx.line_of(ref.node)}"
+                        f"`{target.value}` is used in another scope, {scope_label(ctx, ref.node)}"
                     )
                 else:
                     self._terminal(ref.node, depth)
@@ -625,7 +625,7 @@ class _Follower:
                 reads.append(node)
             else:
                 self.reasons.append(
-                    f"`{ctx.text(node)}` at line {ctx.line_of(node)} may be the iterator too"
+                    f"`{ctx.text(node)}` {scope_label(ctx, node)} may be the iterator too"
                 )
         return reads
 
@@ -640,7 +640,7 @@ class _Follower:
             return
         if fn is None or not isinstance(owner, cst.Module) or depth >= 3:
             self.reasons.append(
-                f"the iterator is returned at line {ctx.line_of(ret)} to code the tool cannot "
+                f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot "
                 "follow"
             )
             return
@@ -660,15 +660,14 @@ class _Follower:
                 self.value(call, depth + 1)
             else:
                 self.reasons.append(
-                    f"`{fn.name.value}` (which returns the iterator) is used at line "
-                    f"{ctx.line_of(ref)}"
+                    f"`{fn.name.value}` (which returns the iterator) is used other than by "
+                    f"calling it, {scope_label(ctx, ref)}"
                 )
 
     def _terminal(self, node: cst.CSTNode, depth: int) -> None:
         """A read of the iterator: a loop over it, len(), reset(), next(), or returned on."""
         ctx, use = self.ctx, self.use
         parent = ctx.parents.get(node)
-        line = ctx.line_of(node)
         loop = _loop_of(ctx, node)
         if loop is not None:
             use.loops.append(loop)
@@ -682,8 +681,8 @@ class _Follower:
             use.resets.append(_reset_stmt(ctx, node))
         elif not self._passed(node, depth):
             self.reasons.append(
-                f"`{ctx.text(node)}` is used at line {line} in a way the tool cannot follow (only "
-                "loops over it, len(), next() and reset())"
+                f"`{use_text(ctx, node)}` {scope_label(ctx, node)} uses `{ctx.text(node)}` in a "
+                "way the tool cannot follow (only loops over it, len(), next() and reset())"
             )
 
     def _passed(self, node: cst.CSTNode, depth: int) -> bool:
@@ -798,7 +797,8 @@ def _check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
     where each len() is, resets inside loops, code that pulls."""
     for loop in use.loops:
         if loop.orelse is not None:
-            reasons.append(f"the loop at line {ctx.line_of(loop)} has an else clause")
+            header = f"for {ctx.text(loop.target)} in {ctx.text(loop.iter)}"
+            reasons.append(f"the loop `{header}` {scope_label(ctx, loop)} has an else clause")
         # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over)
         if any(isinstance(n, (cst.Break, cst.Return, cst.Raise)) for n in _walk_loop(loop.body)):
             use.early_exit = True
@@ -806,13 +806,14 @@ def _check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
         if any(a is lp for a in _loops_around(ctx, r) for lp in use.loops):
             # after the last batch DALI's reset() starts the next epoch inside the same loop
             reasons.append(
-                f"{use.name}.reset() at line {ctx.line_of(r)} is inside a loop over the iterator"
+                f"{use.name}.reset() {scope_label(ctx, r)} is inside a loop over the iterator"
             )
     if use.pulls:
         _check_pulls(ctx, use, reasons)
     if use.lens and not use.sized:
         reasons.append(
-            f"len() at line {ctx.line_of(use.lens[0][0])} of an iterator without reader_name or "
+            f"len({ctx.text(use.lens[0][0])}) {scope_label(ctx, use.lens[0][0])} of an iterator "
+            "without reader_name or "
             "size (DALI's len() gives 0 there; the loader has no epochs to count)"
         )
     first = min(use.loops, key=ctx.line_of, default=None)
@@ -848,7 +849,7 @@ def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None
             isinstance(handler.type, cst.Name) and handler.type.value == "StopIteration"
         ):
             reasons.append(
-                f"{use.name}.reset() at line {ctx.line_of(r)} is not in an `except StopIteration:`"
+                f"{use.name}.reset() {scope_label(ctx, r)} is not in an `except StopIteration:`"
             )
 
 
@@ -1007,7 +1008,7 @@ def _len_reasons(
     for node, where in use.lens:
         if where == "other":
             return [
-                f"len({ctx.text(node)}) at line {ctx.line_of(node)} is not migrated: with FILL "
+                f"len({ctx.text(node)}) {scope_label(ctx, node)} is not migrated: with FILL "
                 "over a reader without pad_last_batch=True the batch count changes from epoch to "
                 "epoch, and between two loops DALI's value depends on when reset() ran; take "
                 "len() inside the loop over it (or before the first one), or give the reader "
@@ -1216,7 +1217,7 @@ def _call_instance(
         if a.keyword is not None and a.keyword.value not in params
     }
     unsupported = check_pipeline_args(
-        kwargs, f"call on line {ctx.line_of(call)}", checkpoints=False
+        kwargs, f"at `{name}(...)`", checkpoints=False
     )
     if unsupported or not isinstance(stmt, cst.SimpleStatementLine):
         followups.append(

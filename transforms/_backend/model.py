@@ -101,6 +101,8 @@ class Instance:
     run_calls: dict[int, cst.BaseExpression] = field(default_factory=dict)
     #: follow-up TODOs about the creation statement itself, written with its new code
     todo_lines: list[cst.EmptyLine] = field(default_factory=list)
+    #: every expression found to hold the object (``pipe`` in ``pipe.run()``), followed or not
+    uses: list[cst.CSTNode] = field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -42,7 +42,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from .._cst import append_arg, kwarg, walk, within
+from .._cst import append_arg, kwarg, scope_label, walk, within
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .model import Refused
 
@@ -78,7 +78,10 @@ def random_helpers(
             if n.value == name and n is not fn.name and not any(within(ctx, n, c) for c in inside)
         ]
         if outside:
-            raise Refused(f"helper {name} with random operators is also used at line {ctx.line_of(outside[0])}, outside this pipeline")
+            raise Refused(
+                f"helper `{name}` with random operators is also used outside this pipeline, "
+                f"{scope_label(ctx, outside[0])}"
+            )
         needs_bs = any(not any(a.keyword is None and not a.star for a in call.args) for call in randoms)
         helpers[name] = RandomHelper(fn, needs_bs)
     for h in helpers.values():
@@ -142,9 +145,8 @@ def unshared_reason(
         name = fn.name.value
         for n in ctx.nodes_of(cst.Name):
             if n.value == name and n is not fn.name and not any(within(ctx, n, h) for h in hosts):
-                line = ctx.line_of(n)
                 return (
-                    f"helper {name} with random operators is also used at line {line}, "
-                    "outside the pipelines migrated with it"
+                    f"helper `{name}` with random operators is also used outside the pipelines "
+                    f"migrated with it, {scope_label(ctx, n)}"
                 )
     return None

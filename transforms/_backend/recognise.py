@@ -89,6 +89,9 @@ def analyse_graph(
             reasons.append("class definitions in the pipeline body")
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
             reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
+        elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
+            call = ctx.text(ctx.parents[node])
+            reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
     body = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
@@ -236,6 +239,19 @@ def _pipeline_api(ctx: FileContext, node: cst.Attribute) -> bool:
     return bool(q) and (q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline"))
 
 
+def _builds_or_runs(ctx: FileContext, node: cst.Attribute, container: cst.CSTNode) -> bool:
+    """``x.build()`` or ``x.run()`` in the graph code (not in a function it defines): the
+    Pipeline API, which the generator that replaces this code could not keep."""
+    call = ctx.parents.get(node)
+    return (
+        node.attr.value in ("build", "run")
+        and isinstance(call, cst.Call)
+        and call.func is node
+        and not call.args
+        and not _nested(ctx, node, container)
+    )
+
+
 def _ends_data(ctx: FileContext, ret: cst.Return) -> bool:
     """A bare ``return`` under ``except StopIteration:``: the data ended (``iter_setup``)."""
     cur = ctx.parents.get(ret)
@@ -327,6 +343,7 @@ def follow_pipeline(
     see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
     follow-up (a TODO at the use)."""
     found = flow.follow(origin, inst.label)
+    inst.uses = [*found.reached, *(f.node for f in found.followups)]
     named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
     inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
@@ -363,6 +380,38 @@ def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
             return False
     call = iterators._enclosing_call(ctx, origin)
     return call is not None and ctx.qualname(call.func) in iterators.ITERATORS
+
+
+def own_uses(
+    ctx: FileContext, container: cst.CSTNode, instances: list[Instance], followups: list[FollowUp]
+) -> list[str]:
+    """Uses of the pipeline objects (or of their factory) inside the code that defines their
+    graph (``pipe.build()`` in the ``@pipeline_def`` function that ``pipe`` is made from): that
+    code becomes the generator, which has no pipeline object to use. One reason per use."""
+    factory = container.name.value if isinstance(container, cst.FunctionDef) else None
+    said = {
+        id(f.node): f.what
+        for f in followups
+        if isinstance(f.node, cst.Name) and f.node.value == factory
+    }
+    nodes = [n for inst in instances for n in inst.uses] + [f.node for f in followups]
+    inside = [n for n in nodes if within(ctx, n, container)]
+    inside.sort(key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))
+    reasons = [
+        said.get(id(n))
+        or f"`{ctx.text(_use_expr(ctx, n))}` uses the pipeline inside the code that defines it"
+        for n in inside
+    ]
+    return list(dict.fromkeys(reasons))
+
+
+def _use_expr(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    """``pipe.build()`` for the ``pipe`` in it (``pipe`` alone when it is not called)."""
+    attr = ctx.parents.get(node)
+    call = ctx.parents.get(attr)
+    if isinstance(attr, cst.Attribute) and attr.value is node:
+        return call if isinstance(call, cst.Call) and call.func is attr else attr
+    return node
 
 
 def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
@@ -428,6 +477,9 @@ def find_instances(
     refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
     refs = in_source_order(ctx, refs)
     nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
+    if isinstance(fn, cst.FunctionDef):  # the factory used by its own graph code
+        what = f"`{fn.name.value}` is used inside its own definition"
+        followups += [FollowUp(r.node, what) for r in refs if within(ctx, r.node, fn)]
     params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
     return instances_of(ctx, nodes, fn.name.value, params, followups, pipeline_args=pipeline_args, with_handles=with_handles)
 
@@ -462,7 +514,7 @@ def instances_of(
             continue
         # keyword arguments naming the function's own parameters go to the function
         kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        unsupported = check_pipeline_args(kwargs, f"call on line {ctx.line_of(call)}", checkpoints=with_handles)
+        unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))
             continue
