@@ -105,9 +105,11 @@ class Recorder:
         self._epochs: dict[int, int] = {}
         #: next_epoch calls of all readers together
         self.next_epoch_calls = 0
-        self.capture_groups: list[list[tuple[str, list[int]]]] = []
-        self._capture_pending: list[tuple[str, list[int]]] = []
-        self._capture_period = 0
+        #: per iteration of a capture loop, the states drawn ahead, each as (op, words, slot,
+        #: slots): the slot of the RNG's iteration it fills, of ``slots`` (the operators with an
+        #: ``rng=`` that draw at the call fill the other slots, in ``draws``)
+        self.capture_groups: list[list[tuple[str, list[int], int, int]]] = []
+        self._capture_pending: list[tuple[str, list[int], int, int]] = []
         self._lock = threading.Lock()
 
     def mark(self) -> int:
@@ -136,10 +138,12 @@ class Recorder:
         return best
 
     # hooks
-    def on_draw(self, op: str, words: list[int], capture_period: int | None) -> None:
+    def on_draw(
+        self, op: str, words: list[int], capture_period: int | None, slot: tuple[int, int] = (0, 0)
+    ) -> None:
         with self._lock:
             if capture_period:
-                self._capture_pending.append((op, words))
+                self._capture_pending.append((op, words, *slot))
                 if len(self._capture_pending) >= capture_period:
                     self.capture_groups.append(self._capture_pending)
                     self._capture_pending = []
@@ -159,14 +163,17 @@ def install_recorder() -> Recorder:
         words = original_draw(next_uint32)
         frame = sys._getframe(1)
         period = None
+        slot = (0, 0)
         if frame.f_code.co_name == "_draw_states":  # capture mode: drawn ahead, per iteration
             owner = frame.f_locals.get("self")
             period = len(getattr(owner, "calls", ())) or 1
+            offset = int(frame.f_locals.get("offset", 0) or 0)
+            slot = (offset // STATE_WORDS, int(getattr(owner, "period", 0) or 0) // STATE_WORDS)
             op = "?"
         else:
             cls = frame.f_locals.get("cls") or type(frame.f_locals.get("self", None))
             op = canonical_schema(getattr(cls, "_schema_name", None))
-        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period)
+        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period, slot)
         return words
 
     ndd_random._draw_state = _draw_state

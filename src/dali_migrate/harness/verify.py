@@ -330,12 +330,25 @@ def _arguments(
 def _replay_from(new: dict) -> dict:
     draws = [[list(w) for _, w in it] for it in new["draws"]]
     groups = list(new.get("capture_draws") or [])
-    # capture mode draws states ahead, a group per iteration: give them to the iterations in order
-    if groups:
-        for i, it in enumerate(draws):
-            if not it and groups:
-                draws[i] = [list(w) for _, w in groups.pop(0)]
+    # capture mode draws states ahead, a group per iteration: give them to the iterations in
+    # order, each state in its slot; what the iteration drew at the call fills the other slots
+    for i, it in enumerate(draws):
+        if groups and _group_fits(groups[0], len(it)):
+            draws[i] = _merged(groups.pop(0), it)
     return {"draws": draws, "readers": new["readers"]}
+
+
+def _group_fits(group: list, eager: int) -> bool:
+    slots = max((entry[3] for entry in group if len(entry) > 3), default=0)
+    return eager == 0 or (slots > 0 and len(group) + eager == slots)
+
+
+def _merged(group: list, eager: list[list[int]]) -> list[list[int]]:
+    if not eager:
+        return [list(entry[1]) for entry in group]
+    placed = {entry[2]: list(entry[1]) for entry in group}
+    rest = iter(eager)
+    return [placed[k] if k in placed else next(rest) for k in range(len(group) + len(eager))]
 
 
 def _rng_problems(old: dict, new: dict, replay: dict) -> list[str]:
