@@ -19,6 +19,7 @@ becomes, at a limit of 80::
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 
 import libcst as cst
@@ -36,7 +37,7 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
     if not _long_new_lines(source, code, limit):
         return code  # (comment lines too are long lines)
     try:
-        before = ast.dump(ast.parse(code))
+        before = _meaning(code)
         wrapped = code
         for _ in range(_PASSES):
             lines = _long_new_lines(source, wrapped, limit)
@@ -50,7 +51,7 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
                 break
             wrapped = text
         wrapped = _wrap_comments(source, wrapped, limit)
-        if ast.dump(ast.parse(wrapped)) != before:
+        if _meaning(wrapped) != before:
             return code
     except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
         return code
@@ -58,22 +59,46 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
 
 
 def _wrap_comments(source: str, code: str, limit: int) -> str:
-    """Long comment lines written by the migration, continued on comment lines below; TODO
-    markers stay one line each (a person reads and deletes them as one)."""
+    """Long comment lines and one-line docstrings written by the migration, continued on the
+    lines below; TODO markers stay one line each (a person reads and deletes them as one)."""
     old = set(source.splitlines())
     out = []
     for line in code.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         text = body.lstrip()
-        if len(body) <= limit or body in old or not text.startswith("# ") or TODO_PREFIX in text:
-            out.append(line)
-            continue
         indent = body[: len(body) - len(text)]
-        parts = textwrap.wrap(
-            text[2:], limit - len(indent) - 2, break_long_words=False, break_on_hyphens=False
-        )
-        out.extend(f"{indent}# {part}{line[len(body) :]}" for part in parts)
+        end = line[len(body) :]
+        if len(body) <= limit or body in old or TODO_PREFIX in text:
+            out.append(line)
+        elif text.startswith("# "):
+            parts = _words(text[2:], limit - len(indent) - 2)
+            out.extend(f"{indent}# {part}{end}" for part in parts)
+        elif _ONE_LINE_DOCSTRING.fullmatch(text):  # the meaning check reverts a plain string
+            parts = _words(text[3:-3], limit - len(indent))
+            parts[0] = '"""' + parts[0]
+            out.extend(f"{indent}{part}{end}" for part in [*parts[:-1], parts[-1] + '"""'])
+        else:
+            out.append(line)
     return "".join(out)
+
+
+_ONE_LINE_DOCSTRING = re.compile(r'"""[^"\\]+"""')
+
+
+def _words(text: str, width: int) -> list[str]:
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def _meaning(code: str) -> str:
+    """The tree of ``code``, docstrings compared by their words (a wrapped one means the same)."""
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            doc = body[0].value
+            if isinstance(doc, ast.Constant) and isinstance(doc.value, str):
+                doc.value = " ".join(doc.value.split())
+    return ast.dump(tree)
 
 
 def _long_new_lines(source: str, code: str, limit: int) -> set[int]:
