@@ -34,6 +34,7 @@ from .fixes import (
 from .project import ModuleInfo
 from .registry import all_rules, import_rule_id, rules_for
 from .rules import FileState
+from .wrap import DEFAULT_LINE_LENGTH, wrap_new_lines
 
 if TYPE_CHECKING:
     from .engine import FileResult
@@ -80,8 +81,7 @@ def _analyse(
                 Diagnostic(
                     "DM100",
                     "a pipeline of this file could not be migrated: local rewrites are withheld "
-                    "so the "
-                    "file is not left half pipeline mode, half dynamic mode",
+                    "so the file is not left half pipeline mode, half dynamic mode",
                     1,
                     0,
                     "info",
@@ -107,8 +107,11 @@ def _analyse(
     return _Analysis(ctx, fixes, diagnostics, imports_enabled, state.structural)
 
 
-def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) -> Result:
-    """Apply ``chosen`` (and the TODO markers, unless told not to), then the derived import fix."""
+def _assemble(
+    a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True, line_length: int = 0
+) -> Result:
+    """Apply ``chosen`` (and the TODO markers, unless told not to), then the derived import fix;
+    wrap the long lines written at ``line_length`` (0: none)."""
     ctx = a.ctx
     chosen, conflicting = select_consistent(list(chosen))
     diagnostics = list(a.diagnostics)
@@ -163,6 +166,8 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
                         imp.rule, "internal error: the import fix was not applied", 1, 0, "error"
                     )
                 )
+    if line_length and applied:
+        code = wrap_new_lines(ctx.source, code, line_length)
     return Result(
         source=ctx.source,
         code=code,
@@ -281,6 +286,7 @@ def migrate_source(
     ignore: Sequence[str] | None = None,
     unsafe: bool = False,
     project: ModuleInfo | None = None,
+    line_length: int = DEFAULT_LINE_LENGTH,
 ) -> Result:
     """Migrate one module's source text.
 
@@ -290,13 +296,15 @@ def migrate_source(
     ``.code`` differs. ``select``/``ignore`` take rule ids or prefixes (``"DM1"``).
     ``project`` is what the other modules of the project say about this one (see
     :mod:`dali_migrate.project`; :func:`migrate_paths` and the CLI find it themselves).
+    Calls on lines the migration wrote that are longer than ``line_length`` are wrapped, as a
+    formatter would (0: never); the user's own lines are left as they are.
     Raises :class:`SourceParseError` when ``code`` is not valid Python.
     """
 
     def run(tree: ast.Module) -> Result:
         a = _analyse(code, path, select, ignore, project, tree)
         chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]
-        return _assemble(a, chosen)
+        return _assemble(a, chosen, line_length=line_length)
 
     return _guarded(code, path, run)
 
@@ -310,6 +318,7 @@ def apply_fixes(
     select: Sequence[str] | None = None,
     ignore: Sequence[str] | None = None,
     project: ModuleInfo | None = None,
+    line_length: int = DEFAULT_LINE_LENGTH,
 ) -> str:
     """Apply a chosen subset of the fixes of ``code`` (Fix objects or their ids).
 
@@ -328,7 +337,7 @@ def apply_fixes(
         a = _analyse(code, path, select, ignore, project, tree)
         chosen = _chosen(a, wanted)
         _check_import_fixes(a, wanted, {f.id for f in chosen})
-        return _assemble(a, chosen, todo_markers).code
+        return _assemble(a, chosen, todo_markers, line_length).code
 
     return _guarded(code, path, run)
 

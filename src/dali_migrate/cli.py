@@ -39,6 +39,7 @@ from .engine import (
 )
 from .registry import all_rules, get_rule, unknown_rules
 from .report import diagnostic_markup, json_report, rule_explanation, sarif_report
+from .wrap import DEFAULT_LINE_LENGTH
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 #: the reader of the output went away (``dali-migrate --diff src | head``): the status of a
@@ -135,6 +136,7 @@ class Args:
     unsafe: bool | None
     exclude: tuple[str, ...]
     jobs: int | None
+    line_length: int | None
     interactive: bool
     verify_first: bool
     verify_kwargs: str | None
@@ -219,7 +221,18 @@ def build_options(args: Args) -> Options:
         verify=args.verify_first,
         verify_kwargs=_verify_kwargs(args.verify_kwargs),
         device=args.device,
+        line_length=_line_length(args.line_length, config),
     )
+
+
+def _line_length(given: int | None, config: dict) -> int:
+    """``--line-length``, else pyproject.toml's (dali-migrate's, ruff's or black's), else 100."""
+    if given is not None:
+        return given
+    value = config.get("line-length", DEFAULT_LINE_LENGTH)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise click.UsageError("pyproject.toml: line-length must be a non-negative integer")
+    return value
 
 
 def _verify_kwargs(value: str | None) -> str | None:
@@ -277,6 +290,14 @@ class _MigrationCommand(click.Command):
     type=click.IntRange(min=0),
     default=None,
     help="Worker processes (default: one per core).",
+)
+@click.option(
+    "--line-length",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Wrap the calls on lines the migration writes at N columns, as a formatter would "
+    "(default: line-length of pyproject.toml's [tool.ruff] or [tool.black], else 100; 0: never).",
 )
 @click.option(
     "-i",
@@ -346,7 +367,7 @@ def main(**params: Any) -> None:
                 that could not be processed, 141 the reader of the output went
                 away (| head), 130 interrupted.
     Settings can also live in pyproject.toml under [tool.dali-migrate]
-    (select, ignore, unsafe, exclude, jobs).
+    (select, ignore, unsafe, exclude, jobs, line-length).
     """
     args = Args(**params)
     try:

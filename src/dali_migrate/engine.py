@@ -30,6 +30,7 @@ from .sourcefile import (
     read_source,
     write_source,
 )
+from .wrap import DEFAULT_LINE_LENGTH
 
 Mode = Literal["diff", "write", "check"]
 #: below this many candidate files, worker processes cost more than they save
@@ -52,6 +53,8 @@ class Options:
     #: "cpu": the migrated code is lowered to run on the CPU (and verified there); "auto" and
     #: "gpu" keep the devices of the code
     device: str = "auto"
+    #: calls on lines the migration writes are wrapped at this length (0: never)
+    line_length: int = DEFAULT_LINE_LENGTH
 
 
 @dataclass
@@ -259,6 +262,7 @@ def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None)
         ignore=options.ignore or None,
         unsafe=options.unsafe,
         project=project,
+        line_length=options.line_length,
     )
 
 
@@ -429,7 +433,8 @@ class ConfigError(Exception):
 
 
 def load_config(start: Path | None = None) -> dict:
-    """``[tool.dali-migrate]`` of the nearest pyproject.toml at or above ``start`` (cwd)."""
+    """``[tool.dali-migrate]`` of the nearest pyproject.toml at or above ``start`` (cwd); its
+    ``line-length`` defaults to the one of ``[tool.ruff]`` or ``[tool.black]`` there."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
@@ -443,5 +448,10 @@ def load_config(start: Path | None = None) -> dict:
                     data = tomllib.load(fh)
             except (OSError, tomllib.TOMLDecodeError) as e:
                 raise ConfigError(f"{candidate}: cannot read [tool.dali-migrate]: {e}") from None
-            return dict(data.get("tool", {}).get("dali-migrate", {}))
+            tools = data.get("tool", {})
+            config = dict(tools.get("dali-migrate", {}))
+            for formatter in ("ruff", "black"):  # the project's own line length, if it has one
+                if "line-length" not in config and "line-length" in tools.get(formatter, {}):
+                    config["line-length"] = tools[formatter]["line-length"]
+            return config
     return {}

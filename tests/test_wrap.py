@@ -1,0 +1,118 @@
+"""Lines the migration writes are wrapped at the line length; the user's own lines are not."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from dali_migrate import migrate_source
+from dali_migrate.wrap import _meaning, wrap_new_lines
+
+LONG_CALL = (
+    "    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, "
+    "num_shards=n)\n"
+)
+
+
+def _wrapped(body: str, limit: int = 80, source: str = "") -> str:
+    return wrap_new_lines(source, "def f(data_dir, rank, n):\n" + body, limit)
+
+
+def test_a_long_call_gets_its_arguments_on_one_indented_line() -> None:
+    out = _wrapped(LONG_CALL)
+    assert out.splitlines()[1:] == [
+        "    reader = ndd.readers.File(",
+        "        file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n",
+        "    )",
+    ]
+
+
+def test_arguments_too_long_for_one_line_go_one_per_line_with_a_trailing_comma() -> None:
+    out = _wrapped(LONG_CALL, limit=60)
+    assert out.splitlines()[2:7] == [
+        "        file_root=data_dir,",
+        "        random_shuffle=True,",
+        "        shard_id=rank,",
+        "        num_shards=n,",
+        "    )",
+    ]
+
+
+def test_the_call_with_the_longest_arguments_is_split_first() -> None:
+    line = (
+        "    for a, b in ndd.readers.File(file_root=data_dir, random_shuffle=True, name='R')"
+        ".next_epoch(batch_size=8):\n        pass\n"
+    )
+    out = _wrapped(line, limit=60)
+    assert "    ).next_epoch(batch_size=8):" in out.splitlines()
+
+
+def test_the_users_own_long_lines_are_left_alone() -> None:
+    code = "def f(data_dir, rank, n):\n" + LONG_CALL
+    assert wrap_new_lines(code, code, 40) == code
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    z = sum(x for x in range(10000000000000000000000000000000000000000000000000000000))\n",
+        "    s = f'{ndd.readers.File(file_root=data_dir, random_shuffle=True, num_shards=n)}'\n",
+        "    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, \\\n"
+        "        shard_id=rank, num_shards=n, initial_fill=1024, name='Reader', seed=1234567)\n",
+    ],
+)
+def test_what_cannot_be_wrapped_keeps_its_meaning(body: str) -> None:
+    code = "def f(data_dir, rank, n):\n" + body
+    out = wrap_new_lines("", code, 40)
+    assert ast.dump(ast.parse(out)) == ast.dump(ast.parse(code))
+    assert wrap_new_lines(out, out, 40) == out
+
+
+def test_comments_written_are_continued_below_and_todo_markers_stay_one_line() -> None:
+    note = "    # dali-migrate: dropped prefetch_queue_depth=2: " + "word " * 20 + "\n"
+    todo = "    # TODO(dali-migrate): " + "word " * 20 + "\n"
+    out = _wrapped(note + todo + "    pass\n", limit=60)
+    lines = out.splitlines()
+    assert all(len(line) <= 60 for line in lines if "TODO" not in line)
+    assert sum(line.strip().startswith("#") for line in lines) > 3
+    assert todo.rstrip("\n") in lines
+
+
+def test_crlf_files_keep_their_newline() -> None:
+    code = ("def f(data_dir, rank, n):\n" + LONG_CALL).replace("\n", "\r\n")
+    out = wrap_new_lines("", code, 80)
+    assert out.count("\r\n") == out.count("\n") == 4
+
+
+PIPELINE = """\
+from nvidia.dali import fn, pipeline_def
+
+
+@pipeline_def(batch_size=8, num_threads=2, device_id=None)
+def pipe(root):
+    jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="Reader")
+    return fn.decoders.image(jpegs), labels
+"""
+
+
+def test_migrate_source_wraps_at_the_line_length_it_is_given() -> None:
+    wide = migrate_source(PIPELINE, line_length=0).code
+    narrow = migrate_source(PIPELINE, line_length=60).code
+    assert max(len(line) for line in wide.splitlines() if "#" not in line) > 60
+    assert max(len(line) for line in narrow.splitlines() if "#" not in line) <= 60
+    assert _meaning(wide) == _meaning(narrow)  # docstrings by their words
+    assert migrate_source(narrow, line_length=60).code == narrow
+
+
+def test_a_one_line_docstring_written_is_wrapped_and_means_the_same() -> None:
+    doc = '    """Yields (images, labels) batches epoch after epoch, without end, as run()."""\n'
+    code = "def f():\n" + doc
+    out = wrap_new_lines("", code, 60)
+    assert out.splitlines()[1:] == [
+        '    """Yields (images, labels) batches epoch after epoch,',
+        '    without end, as run()."""',
+    ]
+    assert _meaning(out) == _meaning(code)
+    plain = "def f():\n    x = 1\n" + doc  # a string statement that is no docstring
+    assert wrap_new_lines("", plain, 60) == plain
