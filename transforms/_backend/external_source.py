@@ -131,7 +131,9 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
     if kind is None:
         reasons.append(
             f"the tool cannot tell whether source={ctx.text(source.value)} is a callable or an iterable "
-            "(a function, generator or class defined in this file, or a list, is followed)"
+            "(a function, generator or class defined in this file, or a list, is followed): bind it to one, "
+            "or annotate the parameter (Iterable[...]: iterated; Callable[[], T]: called once per batch; "
+            "Callable[[int], T]: called with the iteration number)"
         )
         return None
     if cycle:
@@ -242,6 +244,38 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
         return None, False
     if isinstance(definition, cst.Assign) and not made:
         return _kind(ctx, definition.value)
+    if isinstance(definition, cst.Param) and not made and definition.annotation is not None:
+        return _annotated(ctx, definition.annotation.annotation)
+    if made and name.value == "iter" and definition is None:
+        return "iterable", False  # iter(x): an iterator, which DALI iterates
+    return None, False
+
+
+#: annotations of objects DALI iterates (it tries iter() first)
+_ITERABLES = {"Iterable", "Iterator", "Generator", "Sequence", "list", "List", "tuple", "Tuple"}
+
+
+def _annotated(ctx: FileContext, annotation: cst.BaseExpression) -> tuple[str | None, bool]:
+    """The kind of source a parameter's annotation declares: an iterable (``Iterable[...]``,
+    ``Iterator``, ``list``...), a callable of 0 or 1 parameters (``Callable[[], T]``,
+    ``Callable[[int], T]``, T not an iterator: a generator function is iterated), or an
+    object of a class defined in the file."""
+    head = annotation.value if isinstance(annotation, cst.Subscript) else annotation
+    last = head.attr.value if isinstance(head, cst.Attribute) else head.value if isinstance(head, cst.Name) else None
+    if last in _ITERABLES:
+        return "iterable", False
+    if last == "Callable" and isinstance(annotation, cst.Subscript) and len(annotation.slice) == 2:
+        params, result = (e.slice for e in annotation.slice)
+        if not isinstance(params, cst.Index) or not isinstance(params.value, cst.List):
+            return None, False
+        returned = ctx.text(result) if isinstance(result, cst.Index) else ""
+        if any(word in returned for word in ("Iter", "Generator")):
+            return None, False
+        return {0: ("call0", False), 1: ("call1", False)}.get(len(params.value.elements), (None, False))
+    if isinstance(head, cst.Name) and head is annotation:
+        definition = _definition(ctx, head)
+        if isinstance(definition, cst.ClassDef):
+            return _kind(ctx, cst.Call(head))
     return None, False
 
 
@@ -285,10 +319,37 @@ def _local_binding(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode]:
     scope = ctx.scopes.get(name)
     if scope is None:
         return []
-    bindings = list(scope.assignments[name.value])
+    bindings = list(scope[name.value])  # bindings of enclosing functions too
+    if not all(hasattr(b, "node") for b in bindings):
+        return []  # a builtin
+    if len(bindings) == 2:
+        bindings = _rebound_parameter(ctx, name, bindings)
+    if len(bindings) == 1 and isinstance(bindings[0].node, (cst.FunctionDef, cst.ClassDef, cst.Param)):
+        return [bindings[0].node]  # a def, class or parameter of an enclosing function
     target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
     assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
     return [assign] if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else []
+
+
+def _rebound_parameter(ctx: FileContext, use: cst.Name, bindings: list) -> list:
+    """``x = iter(x)`` at the top of the function whose parameter ``x`` is: the one binding the
+    source sees when that statement comes before the statement that uses it."""
+    param, other = sorted(bindings, key=lambda b: not isinstance(b.node, cst.Param))
+    if not isinstance(param.node, cst.Param) or isinstance(other.node, cst.Param):
+        return bindings
+    fn = ctx.parents.get(ctx.parents.get(param.node))
+    target = ctx.parents.get(other.node)
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    line = ctx.parents.get(assign) if isinstance(assign, cst.Assign) else None
+    if not isinstance(fn, cst.FunctionDef) or not isinstance(line, cst.SimpleStatementLine):
+        return bindings
+    body = list(fn.body.body)
+    stmt = use
+    while stmt is not None and stmt not in body:
+        stmt = ctx.parents.get(stmt)
+    if line in body and stmt is not None and body.index(line) < body.index(stmt):
+        return [other]
+    return bindings
 
 
 def _yields(fn: cst.FunctionDef) -> bool:
