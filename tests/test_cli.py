@@ -1074,3 +1074,26 @@ def test_write_verify_without_the_extra_says_what_to_install(monkeypatch):
     assert "pip install 'dali-migrate[verify]'" in result.stderr
     assert "Traceback" not in result.stderr
     assert path.read_text() == PIPELINE
+
+
+def test_check_fails_while_a_todo_marker_remains(tmp_path: Path) -> None:
+    """The migration is done when --check passes: a file that nothing would change but that
+    still holds a TODO marker (a use the tool could not follow) keeps --check failing."""
+    target = tmp_path / "a.py"
+    target.write_text(
+        "from nvidia.dali import fn, pipeline_def\n\n\n"
+        "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
+        "def p(root):\n"
+        "    jpegs, labels = fn.readers.file(file_root=root)\n"
+        "    return jpegs, labels\n\n\n"
+        "pipes = {'train': p('/data')}\n"
+    )
+    runner = CliRunner()
+    assert runner.invoke(main, ["--write", "--no-progress", str(target)]).exit_code == 0
+    assert "# TODO(dali-migrate)" in target.read_text()
+    check = runner.invoke(main, ["--check", "--no-progress", str(target)])
+    assert check.exit_code == 1, check.output
+    assert "1 TODO(dali-migrate) marker left after migrating in 1 file" in " ".join(check.output.split())
+    lines = [line for line in target.read_text().splitlines() if "TODO(dali-migrate)" not in line]
+    target.write_text("\n".join(lines).replace("pipes = {'train': p('/data')}", "") + "\n")
+    assert runner.invoke(main, ["--check", "--no-progress", str(target)]).exit_code == 0

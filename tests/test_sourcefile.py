@@ -686,3 +686,13 @@ def test_edit_keeping_size_and_content_but_not_the_inode_is_seen(
         write_source(sf, "x = 2\n")
     monkeypatch.undo()
     assert p.read_text() == "x = 1\n"
+
+
+def test_prefilter_sees_dali_imported_through_a_wrapper() -> None:
+    """``dali = try_import_dali()`` names neither ``nvidia`` nor an import statement: the file
+    still reaches the rules (DM206 marks it)."""
+    from dali_migrate.sourcefile import mentions_dali
+
+    assert mentions_dali(b"from .utils import try_import_dali\ndali = try_import_dali()\n")
+    assert mentions_dali(b"import nvidia.dali.fn as fn\n")
+    assert not mentions_dali(b"modality = load_dalilike()\n")

@@ -127,3 +127,33 @@ def test_migrated_code_that_does_not_compile_is_not_written(tmp_path: Path) -> N
     assert not vm.changed and vm.code == target.read_text()
     messages = [d.message for d in vm.diagnostics]
     assert any("not written" in m and "not valid Python" in m for m in messages), messages
+
+
+def _sized(tmp_path: Path) -> Path:
+    """The program with a pipeline argument the harness cannot find a value for by itself."""
+    target = _copy(tmp_path)
+    text = target.read_text().replace("def augment_pipe(data_dir):", "def augment_pipe(data_dir, size):")
+    text = text.replace("resize_x=32, resize_y=32", "resize_x=size, resize_y=size")
+    text = text.replace("pipe = augment_pipe(data_dir)", "width = 32\n    pipe = augment_pipe(data_dir, width)")
+    target.write_text(text)
+    return target
+
+
+def test_kwargs_give_write_verify_the_arguments_it_cannot_find(tmp_path: Path) -> None:
+    target = _sized(tmp_path)
+    args = ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)]
+    without = CliRunner().invoke(main, args)
+    assert "pipeline augment_pipe: not verified" in without.output and "--kwargs" in without.output
+    (tmp_path / "again").mkdir()
+    target = _sized(tmp_path / "again")
+    result = CliRunner().invoke(main, [*args[:-1], "--kwargs", '{"size": 32}', str(target)])
+    assert result.exit_code == 0, result.output
+    assert "pipeline augment_pipe: verified: outputs match" in result.output
+
+
+def test_kwargs_need_verify_and_must_be_an_object(tmp_path: Path) -> None:
+    alone = CliRunner().invoke(main, ["--write", "--kwargs", "{}", str(tmp_path)])
+    assert alone.exit_code == 2 and "--kwargs goes with --write --verify" in alone.output
+    pytest.importorskip("nvidia.dali")
+    bad = CliRunner().invoke(main, ["--write", "--verify", "--kwargs", "[1]", str(tmp_path)])
+    assert bad.exit_code == 2 and "--kwargs" in bad.output and "Traceback" not in bad.output

@@ -15,6 +15,7 @@ from .pipeline_uses import PipelineUses
 from .python_function import PythonFunction
 from .random_ops import RandomOps
 from .shapes import Shapes
+from .wrapped_imports import WrappedImports
 
 #: every rule, structural ones first (they claim the code they own before local rules run)
 RULES = [
@@ -31,6 +32,7 @@ RULES = [
     Shapes,
     Constants,
     Leftovers,
+    WrappedImports,
 ]
 
 __all__ = ["RULES", *(rule.__name__ for rule in RULES)]

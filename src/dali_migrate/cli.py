@@ -102,6 +102,12 @@ def _print_summary(summary: Summary, mode: str, err) -> None:
             "diagnostics: " + ", ".join(f"{n} {s}" for s, n in sorted(summary.diagnostics_by_severity.items())),
             highlight=False,
         )
+    if summary.todos:
+        left = "left" if mode == "write" else "left after migrating"
+        fails = " (--check fails until they are done)" if mode == "check" else ""
+        markers = f"{summary.todos} TODO(dali-migrate) marker{'s' * (summary.todos != 1)}"
+        files = f"{summary.todo_files} file{'s' * (summary.todo_files != 1)}"
+        err.print(f"{markers} {left} in {files}{fails}", highlight=False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,7 @@ class Args:
     jobs: int | None
     interactive: bool
     verify_first: bool
+    verify_kwargs: str | None
     device: str
     decisions_file: Path | None
     fmt: str
@@ -145,6 +152,8 @@ def _config() -> tuple[dict, int]:
 def _check_combinations(args: Args) -> None:
     if args.verify_first and args.mode != "write":
         raise click.UsageError("--verify goes with --write: it decides what is written")
+    if args.verify_kwargs and not args.verify_first:
+        raise click.UsageError("--kwargs goes with --write --verify: the pipelines' arguments to run them with")
     if args.verify_first and not all(_importable(m) for m in ("numpy", "nvidia.dali")):
         raise click.UsageError(
             "--verify runs the pipelines and needs DALI and numpy: "
@@ -192,8 +201,23 @@ def build_options(args: Args) -> Options:
         exclude=tuple(args.exclude) + _split(config.get("exclude")),
         jobs=args.jobs if args.jobs is not None else config_jobs,
         verify=args.verify_first,
+        verify_kwargs=_verify_kwargs(args.verify_kwargs),
         device=args.device,
     )
+
+
+def _verify_kwargs(value: str | None) -> str | None:
+    """``--kwargs`` checked now (a usage error, before any file), kept as canonical JSON."""
+    if not value:
+        return None
+    import json
+
+    from .harness.cli import load_kwargs
+
+    try:
+        return json.dumps(load_kwargs(value), sort_keys=True)
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"--kwargs: {e}") from None
 
 
 class _MigrationCommand(click.Command):
@@ -209,7 +233,12 @@ class _MigrationCommand(click.Command):
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default).")
 @click.option("--write", "mode", flag_value="write", help="Rewrite the files in place (atomically).")
-@click.option("--check", "mode", flag_value="check", help="Exit 1 if any file would change (for CI).")
+@click.option(
+    "--check",
+    "mode",
+    flag_value="check",
+    help="Exit 1 if any file would change, or still holds a TODO(dali-migrate) marker (for CI).",
+)
 @click.option("--select", multiple=True, help="Only these rules (ids or prefixes, comma-separated: DM1,DM200).")
 @click.option("--ignore", multiple=True, help="Skip these rules (ids or prefixes, comma-separated).")
 @click.option("--unsafe", is_flag=True, default=None, help="Also apply fixes marked unsafe.")
@@ -227,6 +256,13 @@ class _MigrationCommand(click.Command):
     is_flag=True,
     help="With --write: run each migrated pipeline against the original first (needs DALI; "
     "`dali-migrate verify --help`) and write only what matches.",
+)
+@click.option(
+    "--kwargs",
+    "verify_kwargs",
+    metavar="JSON|FILE",
+    help="With --verify: arguments of the pipelines (a JSON object, or a .json/.toml file), as for "
+    "`dali-migrate verify --kwargs`, e.g. '{\"data_dir\": \"data/\"}'.",
 )
 @click.option(
     "--device",
@@ -264,7 +300,7 @@ def main(**params: Any) -> None:
     standard input is not a terminal. Decisions are kept in .dali-migrate/decisions.json.
 
     \b
-    Exit codes: 0 nothing to do or all done, 1 --check found pending changes (or
+    Exit codes: 0 nothing to do or all done, 1 --check found pending changes or TODO markers (or
                 --write --verify held a pipeline back), 2 usage error or a file
                 that could not be processed, 141 the reader of the output went
                 away (| head), 130 interrupted.
@@ -368,8 +404,8 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
 
     if summary.errors:
         return EXIT_ERROR
-    if options.mode == "check" and summary.changed:
-        return EXIT_PENDING
+    if options.mode == "check" and (summary.changed or summary.todos):
+        return EXIT_PENDING  # not migrated yet, or a TODO marker still asks for a person
     if options.verify and summary.diagnostics_by_severity.get("error"):
         return EXIT_PENDING  # --write --verify held back a pipeline that does not verify
     return EXIT_OK

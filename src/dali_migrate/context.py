@@ -59,8 +59,9 @@ class FileContext:
     def __post_init__(self) -> None:
         # Only the statements that can involve DALI are parsed by libcst (the others are
         # placeholders over the same lines: see dali_part).
+        self.wrapped_dali = wrapped_dali_imports(self.source, self.tree)
         if REDUCE_TO_DALI_PART:
-            foreign = self.project.foreign if self.project is not None else ()
+            foreign = [*(self.project.foreign if self.project is not None else ()), *self.wrapped_dali]
             part = dali_part(self.source, foreign, self.tree)
         else:
             part = DaliPart(self.source)
@@ -523,6 +524,36 @@ class DaliPart(NamedTuple):
     #: ``source`` with placeholders that also keep every character offset (``0``, or ``(`` ...
     #: ``)`` padded with spaces): edits of the original apply to it
     aligned: str = ""
+
+
+#: a call that may import DALI under another name: ``try_import_dali()``, ``import_dali()``,
+#: ``importlib.import_module("nvidia.dali")``, ``pytest.importorskip("nvidia.dali")``
+WRAPPER_CALL = re.compile(r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|\b(?:import_module|importorskip)\s*\(")
+
+
+def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[str, tuple[str, str]]:
+    """Module-level names bound to DALI by a call rather than an import (``dali =
+    try_import_dali()``; ``dali_fn = importlib.import_module("nvidia.dali.fn")``) -> (the
+    call's text, the module it stands for). The rules do not follow them as imports (the call
+    may stand for an optional dependency)."""
+    if not WRAPPER_CALL.search(source):
+        return {}
+    try:
+        tree = tree or ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return {}
+    found = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+            continue
+        target, call = stmt.targets[0], stmt.value
+        func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        named = call.args and isinstance(call.args[0], ast.Constant) and str(call.args[0].value).startswith("nvidia.dali")
+        wrapper = re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
+        module = str(call.args[0].value) if named else "nvidia.dali"
+        if isinstance(target, ast.Name) and (wrapper or (func in ("import_module", "importorskip") and named)):
+            found[target.id] = (f"{ast.unparse(call.func)}(...)", module)
+    return found
 
 
 def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = None) -> DaliPart:

@@ -4,6 +4,7 @@ isolation and atomic writes. The CLI is a thin view over :func:`run`."""
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Literal, Sequence
 
 from .api import migrate_source
-from .fixes import Diagnostic, Result, SourceParseError, one_line
+from .fixes import TODO_PREFIX, Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
 from .sourcefile import (
     WRITE_LOCK,
@@ -45,6 +46,8 @@ class Options:
     #: with mode "write": verify each migrated pipeline first (the harness, on ``device``);
     #: a pipeline that does not match is not written
     verify: bool = False
+    #: with ``verify``: the pipelines' arguments, as canonical JSON (``--kwargs``)
+    verify_kwargs: str | None = None
     #: "cpu": the migrated code is lowered to run on the CPU (and verified there); "auto" and
     #: "gpu" keep the devices of the code
     device: str = "auto"
@@ -88,6 +91,9 @@ class Summary:
     errors: int = 0
     fixes_by_rule: Counter = field(default_factory=Counter)
     diagnostics_by_severity: Counter = field(default_factory=Counter)
+    #: TODO(dali-migrate) markers the files hold once migrated (written or not), and in how many
+    todos: int = 0
+    todo_files: int = 0
 
     def add(self, fr: FileResult) -> None:
         self.scanned += 1
@@ -95,6 +101,9 @@ class Summary:
             self.errors += 1
         if fr.result is not None:
             self.parsed += 1
+            markers = sum(line.lstrip().startswith(TODO_PREFIX) for line in fr.result.code.splitlines())
+            self.todos += markers
+            self.todo_files += markers > 0
             applied = set(fr.result.applied)
             for f in fr.result.fixes:
                 if f.id in applied:
@@ -115,6 +124,8 @@ class Summary:
             "errors": self.errors,
             "fixes_by_rule": dict(sorted(self.fixes_by_rule.items())),
             "diagnostics": dict(sorted(self.diagnostics_by_severity.items())),
+            "todo_markers": self.todos,
+            "files_with_todo_markers": self.todo_files,
         }
 
 
@@ -207,7 +218,8 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
 
     from .harness.migration import verify_migration
 
-    vm = verify_migration(path, text, result=result, device=options.device)
+    kwargs = json.loads(options.verify_kwargs) if options.verify_kwargs else None
+    vm = verify_migration(path, text, result=result, device=options.device, kwargs=kwargs)
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:

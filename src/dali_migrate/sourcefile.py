@@ -14,6 +14,7 @@ import errno
 import fnmatch
 import io
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -326,9 +327,15 @@ def _owner(name: str) -> tuple[int, int]:
 
 
 def mentions_dali(raw: bytes) -> bool:
-    """Cheap prefilter: could these bytes contain DALI code? Every way of importing DALI names
-    both ``nvidia`` and ``dali``; two substring checks keep words like "modality" out."""
-    return b"dali" in raw and b"nvidia" in raw
+    """Cheap prefilter: could these bytes contain DALI code? Every import of DALI names both
+    ``nvidia`` and ``dali`` (two substring checks keep words like "modality" out); a wrapper
+    that imports it (``dali = try_import_dali()``) names ``import`` and ``dali`` in one word."""
+    if b"dali" not in raw:
+        return False
+    return b"nvidia" in raw or _WRAPPER.search(raw) is not None
+
+
+_WRAPPER = re.compile(rb"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(")
 
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
