@@ -33,7 +33,7 @@ from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .conditionals import lower_branches
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, as_batch, fetch, wrap
+from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -172,7 +172,10 @@ class _Emitter:
         hoisted: list[cst.BaseStatement] = []
         sources: list[SourceUse] = []
         for use in self.graph.sources:
-            if use.kind != "iterable" and not isinstance(use.source, cst.Name):
+            if use.kind == "either":
+                try_stmt, use = self._either(use)
+                hoisted.append(try_stmt)
+            elif use.kind != "iterable" and not isinstance(use.source, cst.Name):
                 # the source object is made once, as when the graph was defined
                 depends = free_names(use.source) & self.per_batch_names
                 if depends:
@@ -187,6 +190,25 @@ class _Emitter:
         # shares the lists and dict the front end reads after emitting
         self.graph = dataclasses.replace(self.graph, sources=sources)
         return hoisted
+
+    def _either(self, use: SourceUse) -> tuple[cst.Try, SourceUse]:
+        """A source that may be an iterable or a callable: what DALI decides at run time, written
+        before the loop, which then iterates the batches."""
+        text = self.ctx.text(use.source)
+        if self.graph.readers or len(self.graph.sources) > 1:
+            raise Refused(unknown_source(text, ", next to a reader or another external source"))
+        depends = free_names(use.source) & self.per_batch_names
+        if depends:
+            raise Refused(f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
+                          f"({', '.join(sorted(depends))})")
+        var = fresh_name("batches", self.taken)
+        code = (
+            "# external_source iterated its source, or called it once per batch if not iterable\n"
+            f"try:\n    {var} = iter({text})\nexcept TypeError:\n    {var} = iter({text}, None)\n"
+        )
+        stmt = cst.parse_statement(code)
+        assert isinstance(stmt, cst.Try)
+        return stmt, dataclasses.replace(use, kind="iterable", source=cst.Name(var))
 
     # -- phase: the graph statements, lowered ------------------------------------------------------
 
