@@ -247,7 +247,7 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
         if _yields(definition):
             return ("iterable", False) if made else (None, False)  # gen() is iterable; gen itself too, not handled
         if made:
-            return None, False
+            return _made_function(ctx, definition)
         return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
     if isinstance(definition, cst.ClassDef) and not made and definition.name.value != name.value:
         made = True  # eii = Batches(...) then source=eii: an object of the class
@@ -266,6 +266,31 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
     if made and name.value == "iter" and definition is None:
         return "iterable", False  # iter(x): an iterator, which DALI iterates
     return None, False
+
+
+def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | None, bool]:
+    """``make_reader(...)`` whose every ``return`` gives a function defined in it: that
+    function's kind."""
+    nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
+    returns = [n for n in _walk_own(factory) if isinstance(n, cst.Return)]
+    names = {r.value.value if isinstance(r.value, cst.Name) else None for r in returns}
+    if len(names) != 1 or None in names or next(iter(names)) not in nested:
+        return None, False
+    fn = nested[next(iter(names))]
+    if _yields(fn):
+        return None, False
+    return _arity(fn.params, 0, "StopIteration" in ctx.text(fn))
+
+
+def _walk_own(fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """The nodes of ``fn``'s body outside the functions and classes it defines."""
+    out, stack = [], list(fn.body.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(n.children)
+    return out
 
 
 #: annotations of objects DALI iterates (it tries iter() first)
