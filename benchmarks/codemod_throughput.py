@@ -35,8 +35,8 @@ from __future__ import annotations
 import argparse
 import ast
 import cProfile
-import hashlib
 import datetime as _dt
+import hashlib
 import inspect
 import io
 import json
@@ -51,16 +51,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 import libcst as cst
 from libcst.codemod import VisitorBasedCodemodCommand
 
 from dali_migrate.engine import Options, Summary, discover, run
-from dali_migrate.sourcefile import mentions_dali
 
 HERE = Path(__file__).resolve().parent
 #: a file in the generated tree that says it is ours: only such a directory is ever deleted
@@ -74,18 +73,98 @@ MARKER = ".codemod-throughput-tree"
 #: when joined with "_", a space or CamelCase (checked for every generated file anyway), so that
 #: dali-migrate's prefilter (a substring test) sees exactly the DALI files.
 WORDS = (
-    "account", "batch", "buffer", "cache", "channel", "client", "config", "count", "cursor",
-    "delta", "digest", "edge", "entry", "event", "feature", "field", "frame", "graph", "handler",
-    "header", "index", "item", "job", "key", "layer", "limit", "loader", "metric", "model",
-    "node", "offset", "order", "packet", "parser", "path", "payload", "query", "queue", "rate",
-    "record", "report", "request", "result", "sample", "schema", "score", "session", "shard",
-    "signal", "source", "state", "step", "store", "stream", "table", "target", "task", "token",
-    "total", "user", "value", "vertex", "weight", "window", "worker",
+    "account",
+    "batch",
+    "buffer",
+    "cache",
+    "channel",
+    "client",
+    "config",
+    "count",
+    "cursor",
+    "delta",
+    "digest",
+    "edge",
+    "entry",
+    "event",
+    "feature",
+    "field",
+    "frame",
+    "graph",
+    "handler",
+    "header",
+    "index",
+    "item",
+    "job",
+    "key",
+    "layer",
+    "limit",
+    "loader",
+    "metric",
+    "model",
+    "node",
+    "offset",
+    "order",
+    "packet",
+    "parser",
+    "path",
+    "payload",
+    "query",
+    "queue",
+    "rate",
+    "record",
+    "report",
+    "request",
+    "result",
+    "sample",
+    "schema",
+    "score",
+    "session",
+    "shard",
+    "signal",
+    "source",
+    "state",
+    "step",
+    "store",
+    "stream",
+    "table",
+    "target",
+    "task",
+    "token",
+    "total",
+    "user",
+    "value",
+    "vertex",
+    "weight",
+    "window",
+    "worker",
 )
 VERBS = (
-    "build", "collect", "compute", "convert", "decode", "encode", "fetch", "filter", "flush",
-    "format", "group", "load", "merge", "normalize", "parse", "prepare", "refresh", "render",
-    "resolve", "sanitize", "score", "split", "summarize", "update", "validate",
+    "build",
+    "collect",
+    "compute",
+    "convert",
+    "decode",
+    "encode",
+    "fetch",
+    "filter",
+    "flush",
+    "format",
+    "group",
+    "load",
+    "merge",
+    "normalize",
+    "parse",
+    "prepare",
+    "refresh",
+    "render",
+    "resolve",
+    "sanitize",
+    "score",
+    "split",
+    "summarize",
+    "update",
+    "validate",
 )
 SENTENCES = (
     "Return the cached value when it is still fresh",
@@ -100,12 +179,30 @@ SENTENCES = (
     "Used by the nightly report job",
 )
 STDLIB = (
-    "import collections", "import functools", "import hashlib", "import itertools",
-    "import json", "import logging", "import math", "import os", "import re", "import time",
-    "from dataclasses import dataclass, field", "from pathlib import Path",
+    "import collections",
+    "import functools",
+    "import hashlib",
+    "import itertools",
+    "import json",
+    "import logging",
+    "import math",
+    "import os",
+    "import re",
+    "import time",
+    "from dataclasses import dataclass, field",
+    "from pathlib import Path",
     "from typing import Any, Iterable, Mapping, Optional, Sequence",
 )
-TYPES = ("int", "str", "float", "bool", "list[int]", "dict[str, Any]", "Optional[str]", "Sequence[str]")
+TYPES = (
+    "int",
+    "str",
+    "float",
+    "bool",
+    "list[int]",
+    "dict[str, Any]",
+    "Optional[str]",
+    "Sequence[str]",
+)
 
 
 def _name(rng: random.Random, words: int = 2) -> str:
@@ -150,7 +247,9 @@ def _expr(rng: random.Random, names: list[str]) -> str:
     )
 
 
-def _stmts(rng: random.Random, indent: str, names: list[str], count: int, depth: int = 0) -> list[str]:
+def _stmts(
+    rng: random.Random, indent: str, names: list[str], count: int, depth: int = 0
+) -> list[str]:
     """``count`` statements at ``indent``; compound ones nest at most two levels."""
     out: list[str] = []
     for _ in range(count):
@@ -159,15 +258,22 @@ def _stmts(rng: random.Random, indent: str, names: list[str], count: int, depth:
         kind = rng.randrange(12 if depth < 2 else 6)
         inner = indent + "    "
         if kind == 0:
-            out.append(f"{indent}{v} = [{x} * {rng.randint(2, 9)} for {x} in {src} if {x} % {rng.randint(2, 5)}]")
+            out.append(
+                f"{indent}{v} = [{x} * {rng.randint(2, 9)} for {x} in {src} if {x} % "
+                f"{rng.randint(2, 5)}]"
+            )
         elif kind == 1:
-            out.append(f"{indent}{v} = {{{x}: str({x}) for {x} in sorted({src}) if {x} is not None}}")
+            out.append(
+                f"{indent}{v} = {{{x}: str({x}) for {x} in sorted({src}) if {x} is not None}}"
+            )
         elif kind == 2:
             out.append(f"{indent}{v} = sum({x} ** 2 for {x} in {src})")
         elif kind == 3:
             out.append(f"{indent}{v} = {_expr(rng, names)}")
         elif kind == 4:
-            out.append(f'{indent}logger.debug("{rng.choice(VERBS)} %s: %r", {rng.choice(names)!r}, {src})')
+            out.append(
+                f'{indent}logger.debug("{rng.choice(VERBS)} %s: %r", {rng.choice(names)!r}, {src})'
+            )
         elif kind == 5:
             out.append(f"{indent}{v} = {{")
             for w in rng.sample(WORDS, rng.randint(2, 5)):
@@ -189,7 +295,9 @@ def _stmts(rng: random.Random, indent: str, names: list[str], count: int, depth:
             out.append(f"{indent}try:")
             out += _stmts(rng, inner, names, rng.randint(1, 3), depth + 1)
             out.append(f"{indent}except (KeyError, ValueError) as exc:")
-            out.append(f'{inner}raise RuntimeError(f"cannot {rng.choice(VERBS)} {{{src}!r}}") from exc')
+            out.append(
+                f'{inner}raise RuntimeError(f"cannot {rng.choice(VERBS)} {{{src}!r}}") from exc'
+            )
         elif kind == 9:
             out.append(f"{indent}with open({src}, encoding=\"utf-8\") as fh:")
             out.append(f"{inner}{v} = [line.rstrip() for line in fh if line.strip()]")
@@ -244,7 +352,12 @@ def _block_class(rng: random.Random) -> list[str]:
     for _ in range(rng.randint(1, 4)):
         lines.append("")
         lines += _block_function(rng, "    ", method=True)
-    lines += ["", "    @property", f"    def {_name(rng, 2)}(self):", f"        return self.{attrs[0]}"]
+    lines += [
+        "",
+        "    @property",
+        f"    def {_name(rng, 2)}(self):",
+        f"        return self.{attrs[0]}",
+    ]
     fields = ", ".join(f"{a}={{self.{a}!r}}" for a in attrs)
     lines += ["", "    def __repr__(self):", f'        return f"{{type(self).__name__}}({fields})"']
     return lines
@@ -255,7 +368,9 @@ def _block_dataclass(rng: random.Random) -> list[str]:
     lines += _docstring(rng, "    ")
     lines.append("")
     for a in dict.fromkeys(_name(rng, 1) for _ in range(rng.randint(2, 6))):
-        default = rng.choice(("", " = 0", " = None", " = field(default_factory=list)", f" = {rng.choice(WORDS)!r}"))
+        default = rng.choice(
+            ("", " = 0", " = None", " = field(default_factory=list)", f" = {rng.choice(WORDS)!r}")
+        )
         lines.append(f"    {a}: {rng.choice(TYPES)}{default}")
     lines += ["", "    def to_dict(self) -> dict[str, Any]:", "        return dict(self.__dict__)"]
     return lines
@@ -265,7 +380,9 @@ def _block_constants(rng: random.Random) -> list[str]:
     name = _name(rng, 2).upper()
     lines = [f"{name} = {{"]
     for w in rng.sample(WORDS, rng.randint(3, 10)):
-        lines.append(f'    "{w}": ({rng.randint(0, 999)}, {rng.random():.3f}, "{rng.choice(VERBS)}"),')
+        lines.append(
+            f'    "{w}": ({rng.randint(0, 999)}, {rng.random():.3f}, "{rng.choice(VERBS)}"),'
+        )
     lines.append("}")
     lines.append(f"{_name(rng, 1).upper()}_KEYS = tuple(sorted({name}))")
     return lines
@@ -296,10 +413,24 @@ BLOCKS: tuple[tuple[Callable[[random.Random], list[str]], float], ...] = (
 
 
 def _header(rng: random.Random) -> list[str]:
-    lines = [f'"""{rng.choice(SENTENCES)}.', "", f"{rng.choice(SENTENCES)}.", '"""', "", "from __future__ import annotations", ""]
+    lines = [
+        f'"""{rng.choice(SENTENCES)}.',
+        "",
+        f"{rng.choice(SENTENCES)}.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
     # every import a block may need, plus a random selection of others
-    needed = {"import asyncio", "import collections", "import functools", "import logging",
-              "from dataclasses import dataclass, field", "from typing import Any, Iterable, Mapping, Optional, Sequence"}
+    needed = {
+        "import asyncio",
+        "import collections",
+        "import functools",
+        "import logging",
+        "from dataclasses import dataclass, field",
+        "from typing import Any, Iterable, Mapping, Optional, Sequence",
+    }
     lines += sorted(needed | set(rng.sample(STDLIB, rng.randint(1, 5))), key=lambda s: s.split()[1])
     lines += ["", "logger = logging.getLogger(__name__)"]
     return lines
@@ -328,7 +459,12 @@ def ordinary_module(rng: random.Random, size: tuple[int, int] = (50, 400)) -> st
     lines = _header(rng)
     lines += _padding(rng, target - len(lines))
     if rng.random() < 0.2:
-        lines += ["", "", 'if __name__ == "__main__":', "    logging.basicConfig(level=logging.INFO)"]
+        lines += [
+            "",
+            "",
+            'if __name__ == "__main__":',
+            "    logging.basicConfig(level=logging.INFO)",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -339,8 +475,22 @@ def ordinary_module(rng: random.Random, size: tuple[int, int] = (50, 400)) -> st
 #: import styles; the decorator name each one binds
 DALI_IMPORTS = (
     (["from nvidia.dali import pipeline_def, fn, types"], "pipeline_def"),
-    (["import nvidia.dali.fn as fn", "import nvidia.dali.types as types", "from nvidia.dali import pipeline_def"], "pipeline_def"),
-    (["import nvidia.dali as dali", "import nvidia.dali.fn as fn", "import nvidia.dali.types as types"], "dali.pipeline_def"),
+    (
+        [
+            "import nvidia.dali.fn as fn",
+            "import nvidia.dali.types as types",
+            "from nvidia.dali import pipeline_def",
+        ],
+        "pipeline_def",
+    ),
+    (
+        [
+            "import nvidia.dali as dali",
+            "import nvidia.dali.fn as fn",
+            "import nvidia.dali.types as types",
+        ],
+        "dali.pipeline_def",
+    ),
 )
 
 
@@ -350,14 +500,25 @@ def _dali_ops(rng: random.Random, img: str) -> list[str]:
     pool = [
         lambda: [f"{img} = fn.resize({img}, resize_x={size}, resize_y={size})"],
         lambda: [f"{img} = fn.resize({img}, resize_shorter={size + 32})"],
-        lambda: [f"angle = fn.random.uniform(range=(-{rng.randint(5, 30)}.0, {rng.randint(5, 30)}.0))",
-                 f"{img} = fn.rotate({img}, angle=angle, fill_value=0)"],
-        lambda: [f"{img} = fn.brightness_contrast({img}, brightness={rng.uniform(0.8, 1.2):.2f}, contrast={rng.uniform(0.8, 1.2):.2f})"],
-        lambda: [f"{img} = fn.hsv({img}, hue={rng.randint(-20, 20)}.0, saturation={rng.uniform(0.7, 1.3):.2f})"],
+        lambda: [
+            f"angle = fn.random.uniform(range=(-{rng.randint(5, 30)}.0, {rng.randint(5, 30)}.0))",
+            f"{img} = fn.rotate({img}, angle=angle, fill_value=0)",
+        ],
+        lambda: [
+            f"{img} = fn.brightness_contrast({img}, brightness={rng.uniform(0.8, 1.2):.2f}, "
+            f"contrast={rng.uniform(0.8, 1.2):.2f})"
+        ],
+        lambda: [
+            f"{img} = fn.hsv({img}, hue={rng.randint(-20, 20)}.0, "
+            f"saturation={rng.uniform(0.7, 1.3):.2f})"
+        ],
         lambda: [f"{img} = fn.gaussian_blur({img}, window_size={rng.choice((3, 5, 7))})"],
         lambda: [f"{img} = fn.flip({img}, horizontal=1)"],
         lambda: [f"{img} = fn.random_resized_crop({img}, size=({size}, {size}))"],
-        lambda: [f"{img} = fn.color_twist({img}, brightness={rng.uniform(0.8, 1.2):.2f}, saturation={rng.uniform(0.8, 1.2):.2f})"],
+        lambda: [
+            f"{img} = fn.color_twist({img}, brightness={rng.uniform(0.8, 1.2):.2f}, "
+            f"saturation={rng.uniform(0.8, 1.2):.2f})"
+        ],
     ]
     lines = [line for make in rng.sample(pool, rng.randint(2, 5)) for line in make()]
     if rng.random() < 0.7:  # the usual last step: crop, mirror at random, normalise
@@ -365,7 +526,8 @@ def _dali_ops(rng: random.Random, img: str) -> list[str]:
         lines.append(f"{mirror} = fn.random.coin_flip(probability={rng.choice(('0.5', '0.25'))})")
         lines.append(
             f"{img} = fn.crop_mirror_normalize({img}, crop=({size}, {size}), mirror={mirror}, "
-            f"mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255], "
+            "mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 "
+            "* 255], "
             f"dtype=types.FLOAT{rng.choice(('', ', output_layout=types.NCHW'))})"
         )
     return lines
@@ -391,41 +553,64 @@ def dali_module(rng: random.Random, index: int, size: tuple[int, int] = (50, 400
     if rng.random() < 0.6:
         dec_args["seed"] = rng.randint(0, 9999)
 
-    body = [f"{enc}, {lab} = fn.readers.file(file_root={root}, random_shuffle={rng.choice(('True', 'False'))}"
-            + (', name="Reader"' if rng.random() < 0.4 else "")
-            + (", shard_id=shard_id, num_shards=num_shards" if "shard" in extra else "") + ")"]
+    body = [
+        f"{enc}, {lab} = fn.readers.file(file_root={root}, "
+        f"random_shuffle={rng.choice(('True', 'False'))}"
+        + (', name="Reader"' if rng.random() < 0.4 else "")
+        + (", shard_id=shard_id, num_shards=num_shards" if "shard" in extra else "")
+        + ")"
+    ]
     if rng.random() < 0.8:
-        body.append(f'{img} = fn.decoders.image({enc}, device="mixed"'
-                    + (", output_type=types.RGB" if rng.random() < 0.5 else "") + ")")
+        body.append(
+            f'{img} = fn.decoders.image({enc}, device="mixed"'
+            + (", output_type=types.RGB" if rng.random() < 0.5 else "")
+            + ")"
+        )
     else:
-        body.append(f'{img} = fn.decoders.image_random_crop({enc}, device="mixed", random_area=[0.08, 1.0])')
+        body.append(
+            f'{img} = fn.decoders.image_random_crop({enc}, device="mixed", random_area=[0.08, 1.0])'
+        )
     body += _dali_ops(rng, img)
     body.append(f"return {img}, {lab}")
 
-    pipe = [f"@{decorator}({', '.join(f'{k}={v}' for k, v in dec_args.items())})",
-            f"def {name}({root}{extra}):"]
+    pipe = [
+        f"@{decorator}({', '.join(f'{k}={v}' for k, v in dec_args.items())})",
+        f"def {name}({root}{extra}):",
+    ]
     pipe += _docstring(rng, "    ")
     pipe += [f"    {line}" for line in body]
 
     steps = rng.choice((10, 100, 1000))
     if rng.random() < 0.5:  # module-level use, as in most examples
-        use = [f'pipe = {name}("/data/{rng.choice(WORDS)}")', "pipe.build()",
-               f"for _ in range({steps}):", f"    {img}, {lab} = pipe.run()"]
+        use = [
+            f'pipe = {name}("/data/{rng.choice(WORDS)}")',
+            "pipe.build()",
+            f"for _ in range({steps}):",
+            f"    {img}, {lab} = pipe.run()",
+        ]
     else:  # inside a main() that also prints progress
-        use = ["def main(argv=None):",
-               f'    pipe = {name}(os.environ.get("DATA", "/data"), batch_size={rng.choice((8, 16, 32))})',
-               "    pipe.build()",
-               f"    for step in range({steps}):",
-               f"        {img}, {lab} = pipe.run()",
-               f'        logger.info("step %d: %s", step, {img}.as_tensor().shape())',
-               "", "", 'if __name__ == "__main__":', "    main()"]
+        use = [
+            "def main(argv=None):",
+            f'    pipe = {name}(os.environ.get("DATA", "/data"), '
+            f'batch_size={rng.choice((8, 16, 32))})',
+            "    pipe.build()",
+            f"    for step in range({steps}):",
+            f"        {img}, {lab} = pipe.run()",
+            f'        logger.info("step %d: %s", step, {img}.as_tensor().shape())',
+            "",
+            "",
+            'if __name__ == "__main__":',
+            "    main()",
+        ]
         if "import os" not in header:
             header.insert(at, "import os")
 
     target = rng.randint(*size)
     before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
     after = _padding(rng, max(0, target - len(header) - len(before) - len(pipe) - len(use)))
-    lines = header + before + ["", ""] + pipe + after + ["", ""] + use  # padding starts with blank lines
+    lines = (
+        header + before + ["", ""] + pipe + after + ["", ""] + use
+    )  # padding starts with blank lines
     return "\n".join(lines) + "\n"
 
 
@@ -434,8 +619,12 @@ def dali_class_module(rng: random.Random, index: int, size: tuple[int, int] = (5
     module level or in ``main()``, between padding code (the legacy class API)."""
     header = _header(rng)
     at = header.index("logger = logging.getLogger(__name__)") - 1
-    header[at:at] = ["", "import nvidia.dali.ops as ops", "import nvidia.dali.types as types",
-                     "from nvidia.dali.pipeline import Pipeline"]
+    header[at:at] = [
+        "",
+        "import nvidia.dali.ops as ops",
+        "import nvidia.dali.types as types",
+        "from nvidia.dali.pipeline import Pipeline",
+    ]
     cls = f"{rng.choice(('HybridTrain', 'Val', 'Eval', 'Aug'))}Pipe{index}"
     crop = rng.choice((160, 192, 224, 256))
     members = [
@@ -443,13 +632,18 @@ def dali_class_module(rng: random.Random, index: int, size: tuple[int, int] = (5
         f"random_shuffle={rng.choice(('True', 'False'))})",
         '        self.decode = ops.ImageDecoder(device="mixed", output_type=types.RGB)',
     ]
-    graph = ["        self.jpegs, self.labels = self.input(name=\"Reader\")",
-             "        images = self.decode(self.jpegs)"]
+    graph = [
+        "        self.jpegs, self.labels = self.input(name=\"Reader\")",
+        "        images = self.decode(self.jpegs)",
+    ]
     if rng.random() < 0.6:
-        members.append(f'        self.res = ops.RandomResizedCrop(device="gpu", size=crop, random_area=[0.08, 1.25])')
+        members.append(
+            '        self.res = ops.RandomResizedCrop(device="gpu", size=crop, random_area=[0.08, '
+            '1.25])'
+        )
         graph.append("        images = self.res(images)")
     else:
-        members.append(f'        self.res = ops.Resize(device="gpu", resize_x=crop, resize_y=crop)')
+        members.append('        self.res = ops.Resize(device="gpu", resize_x=crop, resize_y=crop)')
         graph.append("        images = self.res(images)")
     members += [
         "        self.cmnp = ops.CropMirrorNormalize(",
@@ -462,17 +656,33 @@ def dali_class_module(rng: random.Random, index: int, size: tuple[int, int] = (5
         "        )",
         f"        self.coin = ops.CoinFlip(probability={rng.choice(('0.5', '0.25'))})",
     ]
-    graph = ["        rng = self.coin()"] + graph + ["        output = self.cmnp(images.gpu(), mirror=rng)",
-                                                  "        return [output, self.labels]"]
+    graph = (
+        ["        rng = self.coin()"]
+        + graph
+        + [
+            "        output = self.cmnp(images.gpu(), mirror=rng)",
+            "        return [output, self.labels]",
+        ]
+    )
     pipe = [f"class {cls}(Pipeline):"]
     pipe += _docstring(rng, "    ")
-    pipe += ["    def __init__(self, batch_size, num_threads, device_id, data_dir, crop):",
-             f"        super({cls}, self).__init__(batch_size, num_threads, device_id, seed={rng.randint(1, 99)} + device_id)"]
+    pipe += [
+        "    def __init__(self, batch_size, num_threads, device_id, data_dir, crop):",
+        f"        super({cls}, self).__init__(batch_size, num_threads, device_id, "
+        f"seed={rng.randint(1, 99)} + device_id)",
+    ]
     pipe += members + ["", "    def define_graph(self):"] + graph
     steps = rng.choice((10, 100, 1000))
-    ctor = (f'{cls}(batch_size={rng.choice((32, 64, 128, 256))}, num_threads={rng.choice((2, 4, 8))}, '
-            f'device_id=0, data_dir="/data/{rng.choice(WORDS)}", crop={crop})')
-    use = [f"pipe = {ctor}", "pipe.build()", f"for _ in range({steps}):", "    images, labels = pipe.run()"]
+    ctor = (
+        f'{cls}(batch_size={rng.choice((32, 64, 128, 256))}, num_threads={rng.choice((2, 4, 8))}, '
+        f'device_id=0, data_dir="/data/{rng.choice(WORDS)}", crop={crop})'
+    )
+    use = [
+        f"pipe = {ctor}",
+        "pipe.build()",
+        f"for _ in range({steps}):",
+        "    images, labels = pipe.run()",
+    ]
     target = rng.randint(*size)
     before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
     after = _padding(rng, max(0, target - len(header) - len(before) - len(pipe) - len(use)))
@@ -480,7 +690,9 @@ def dali_class_module(rng: random.Random, index: int, size: tuple[int, int] = (5
     return "\n".join(lines) + "\n"
 
 
-def dali_pipelines_module(rng: random.Random, index: int, size: tuple[int, int] = (50, 400)) -> tuple[str, list[str]]:
+def dali_pipelines_module(
+    rng: random.Random, index: int, size: tuple[int, int] = (50, 400)
+) -> tuple[str, list[str]]:
     """A module of ``@pipeline_def`` functions that other modules build and run (no use site
     here), and the names it defines."""
     imports, decorator = rng.choice(DALI_IMPORTS)
@@ -490,18 +702,25 @@ def dali_pipelines_module(rng: random.Random, index: int, size: tuple[int, int] 
     names = [f"train_pipe_{index}", f"val_pipe_{index}"]
     seed = rng.randint(0, 9999)
     img = rng.choice(("images", "imgs"))
-    train = [f"@{decorator}(batch_size={rng.choice((32, 64, 128))}, num_threads={rng.choice((2, 4))}, device_id=0, seed={seed})",
-             f"def {names[0]}(data_dir, size={rng.choice((160, 224))}):"]
+    train = [
+        f"@{decorator}(batch_size={rng.choice((32, 64, 128))}, num_threads={rng.choice((2, 4))}, "
+        f"device_id=0, seed={seed})",
+        f"def {names[0]}(data_dir, size={rng.choice((160, 224))}):",
+    ]
     train += _docstring(rng, "    ")
-    train += [f"    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)",
-              f'    {img} = fn.decoders.image(jpegs, device="mixed")']
+    train += [
+        "    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)",
+        f'    {img} = fn.decoders.image(jpegs, device="mixed")',
+    ]
     train += [f"    {line}" for line in _dali_ops(rng, img)]
     train += [f"    return {img}, labels"]
-    val = [f"@{decorator}(batch_size={rng.choice((16, 32))}, num_threads=2, device_id=0)",
-           f"def {names[1]}(data_dir):",
-           "    jpegs, labels = fn.readers.file(file_root=data_dir)",
-           f'    {img} = fn.decoders.image(jpegs, device="mixed")',
-           f"    return fn.resize({img}, resize_x=224, resize_y=224), labels"]
+    val = [
+        f"@{decorator}(batch_size={rng.choice((16, 32))}, num_threads=2, device_id=0)",
+        f"def {names[1]}(data_dir):",
+        "    jpegs, labels = fn.readers.file(file_root=data_dir)",
+        f'    {img} = fn.decoders.image(jpegs, device="mixed")',
+        f"    return fn.resize({img}, resize_x=224, resize_y=224), labels",
+    ]
     target = rng.randint(*size)
     before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
     after = _padding(rng, max(0, target - len(header) - len(before) - len(train) - len(val)))
@@ -509,27 +728,32 @@ def dali_pipelines_module(rng: random.Random, index: int, size: tuple[int, int] 
     return "\n".join(lines) + "\n", names
 
 
-def helper_module(rng: random.Random, module: str, names: list[str], size: tuple[int, int] = (50, 400)) -> str:
+def helper_module(
+    rng: random.Random, module: str, names: list[str], size: tuple[int, int] = (50, 400)
+) -> str:
     """A module that never mentions DALI: it imports the pipelines of ``module`` (a sibling)
     and builds and runs them in its training loop."""
     header = _header(rng)
     at = header.index("logger = logging.getLogger(__name__)") - 1
     header[at:at] = ["", f"from .{module} import {', '.join(names)}"]
     steps = rng.choice((10, 100, 1000))
-    loop = ["def train(data_dir, iterations):",
-            f"    train = {names[0]}(data_dir)",
-            "    train.build()",
-            f"    val = {names[1]}(data_dir)",
-            "    val.build()",
-            "    results = []",
-            "    for _ in range(iterations):",
-            "        images, labels = train.run()",
-            "        val_images, val_labels = val.run()",
-            "        results.append((images, labels, val_images, val_labels))",
-            "    return results",
-            "", "",
-            'if __name__ == "__main__":',
-            f'    train("/data/{rng.choice(WORDS)}", {steps})']
+    loop = [
+        "def train(data_dir, iterations):",
+        f"    train = {names[0]}(data_dir)",
+        "    train.build()",
+        f"    val = {names[1]}(data_dir)",
+        "    val.build()",
+        "    results = []",
+        "    for _ in range(iterations):",
+        "        images, labels = train.run()",
+        "        val_images, val_labels = val.run()",
+        "        results.append((images, labels, val_images, val_labels))",
+        "    return results",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        f'    train("/data/{rng.choice(WORDS)}", {steps})',
+    ]
     target = rng.randint(*size)
     before = _padding(rng, rng.randint(0, max(0, target - 40)) // 2)
     after = _padding(rng, max(0, target - len(header) - len(before) - len(loop)))
@@ -579,8 +803,14 @@ class Tree:
 
     def manifest(self) -> dict:
         rel = lambda ps: [str(p.relative_to(self.root)) for p in ps]  # noqa: E731
-        return {"files": rel(self.files), "dali": rel(self.dali), "kinds": self.kinds, "lines": self.lines,
-                "dali_lines": self.dali_lines, "bytes": self.bytes}
+        return {
+            "files": rel(self.files),
+            "dali": rel(self.dali),
+            "kinds": self.kinds,
+            "lines": self.lines,
+            "dali_lines": self.dali_lines,
+            "bytes": self.bytes,
+        }
 
 
 def _clear(root: Path) -> None:
@@ -593,10 +823,17 @@ def _clear(root: Path) -> None:
         sys.exit(f"{root} exists and was not made by this benchmark; choose another --tree")
 
 
-def tree_params(n_files: int | None, n_lines: int | None, dali_fraction: float, seed: int,
-                size: tuple[int, int]) -> dict:
-    return {"version": GENERATOR_VERSION, "files": n_files, "lines": n_lines, "dali_fraction": dali_fraction,
-            "seed": seed, "size": list(size)}
+def tree_params(
+    n_files: int | None, n_lines: int | None, dali_fraction: float, seed: int, size: tuple[int, int]
+) -> dict:
+    return {
+        "version": GENERATOR_VERSION,
+        "files": n_files,
+        "lines": n_lines,
+        "dali_fraction": dali_fraction,
+        "seed": seed,
+        "size": list(size),
+    }
 
 
 def default_tree_dir(params: dict) -> Path:
@@ -614,15 +851,30 @@ def cached_tree(root: Path, params: dict) -> Tree | None:
     if doc.get("params") != params or "manifest" not in doc:
         return None
     m = doc["manifest"]
-    tree = Tree(root, [root / f for f in m["files"]], [root / f for f in m["dali"]], m["kinds"], m["lines"],
-                m["dali_lines"], m["bytes"], cached=True)
+    tree = Tree(
+        root,
+        [root / f for f in m["files"]],
+        [root / f for f in m["dali"]],
+        m["kinds"],
+        m["lines"],
+        m["dali_lines"],
+        m["bytes"],
+        cached=True,
+    )
     if not all(p.is_file() for p in tree.files):
         return None
     return tree
 
 
-def generate_tree(root: Path, n_files: int | None, dali_fraction: float, seed: int, *,
-                  n_lines: int | None = None, size: tuple[int, int] = (50, 400)) -> Tree:
+def generate_tree(
+    root: Path,
+    n_files: int | None,
+    dali_fraction: float,
+    seed: int,
+    *,
+    n_lines: int | None = None,
+    size: tuple[int, int] = (50, 400),
+) -> Tree:
     """Write modules under ``root`` (packages of 10 sub-packages of 30 modules) until there are
     ``n_files`` of them, or ``n_lines`` lines. Every ``1 / dali_fraction``-th module is a DALI
     one, of the kinds of :data:`DALI_KINDS` in turn; a module of pipelines brings a sibling
@@ -635,7 +887,7 @@ def generate_tree(root: Path, n_files: int | None, dali_fraction: float, seed: i
     # [tool.dali-migrate] settings, so that a config around the checkout cannot skew the run.
     (root / "pyproject.toml").write_text("# generated by benchmarks/codemod_throughput.py\n")
     step = max(1, round(1 / dali_fraction)) if dali_fraction > 0 else 0
-    tree = Tree(root, kinds={k: 0 for k in DALI_KINDS})
+    tree = Tree(root, kinds=dict.fromkeys(DALI_KINDS, 0))
 
     def add(path: Path, text: str, dali: bool) -> None:
         ast.parse(text, str(path))  # every generated file is valid Python
@@ -726,8 +978,21 @@ class NoopCodemod(VisitorBasedCodemodCommand):
 
 def libcst_tool_command(jobs: int, root: Path) -> list[str]:
     # the command first: libcst.tool's first argument pass takes the first positional for it
-    return [sys.executable, "-m", "libcst.tool", "codemod", "-x", "codemod_throughput.NoopCodemod", "-j", str(jobs),
-            "--no-format", "--hide-progress", "-u", "0", str(root)]
+    return [
+        sys.executable,
+        "-m",
+        "libcst.tool",
+        "codemod",
+        "-x",
+        "codemod_throughput.NoopCodemod",
+        "-j",
+        str(jobs),
+        "--no-format",
+        "--hide-progress",
+        "-u",
+        "0",
+        str(root),
+    ]
 
 
 class TimedOut(Exception):
@@ -737,9 +1002,19 @@ class TimedOut(Exception):
 def libcst_tool_run(tree: Tree, jobs: int, timeout: float) -> None:
     """``python -m libcst.tool codemod`` with the no-op codemod over the whole tree; its process
     group is killed after ``timeout`` seconds (:class:`TimedOut`)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen(libcst_tool_command(jobs, tree.root), cwd=tree.root, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+    )
+    proc = subprocess.Popen(
+        libcst_tool_command(jobs, tree.root),
+        cwd=tree.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -763,7 +1038,11 @@ def cli_command(jobs: int | None, root: Path) -> list[str]:
 def cli_run(tree: Tree, jobs: int | None) -> None:
     """``dali-migrate --diff --format json TREE > /dev/null``, end to end."""
     proc = subprocess.run(
-        cli_command(jobs, tree.root), cwd=tree.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        cli_command(jobs, tree.root),
+        cwd=tree.root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     if proc.returncode not in (0, 1):  # 2: a file could not be processed or a usage error
         raise RuntimeError(f"dali-migrate exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
@@ -818,10 +1097,18 @@ def measure(measurements: list[Measurement], repeat: int) -> None:
                 m.fn()
             except TimedOut:
                 m.timed_out = round(time.perf_counter() - t0, 1)
-                print(f"  round {r + 1}/{repeat}  {m.name:<22} > {m.timed_out:.0f} s (stopped)", file=sys.stderr, flush=True)
+                print(
+                    f"  round {r + 1}/{repeat}  {m.name:<22} > {m.timed_out:.0f} s (stopped)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             m.times.append(time.perf_counter() - t0)
-            print(f"  round {r + 1}/{repeat}  {m.name:<22} {m.times[-1]:8.3f} s", file=sys.stderr, flush=True)
+            print(
+                f"  round {r + 1}/{repeat}  {m.name:<22} {m.times[-1]:8.3f} s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def profile_engine(tree: Tree, top: int) -> str:
@@ -857,39 +1144,98 @@ def machine_info() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--files", type=int, default=None, help="files in the tree (default 3000 unless --lines)")
-    ap.add_argument("--lines", type=int, default=None,
-                    help="generate files until the tree has this many lines (e.g. 1000000); modules then have "
-                         "200-1000 lines unless --size says otherwise")
-    ap.add_argument("--size", type=int, nargs=2, metavar=("MIN", "MAX"), default=None,
-                    help="lines of a module (default 50 400, or 200 1000 with --lines)")
-    ap.add_argument("--dali-fraction", type=float, default=0.01, help="fraction of DALI files (default 0.01)")
-    ap.add_argument("--jobs", type=int, default=None,
-                    help="worker processes for dali-migrate (default: the tool's default, one per core)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the median is reported")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--files", type=int, default=None, help="files in the tree (default 3000 unless --lines)"
+    )
+    ap.add_argument(
+        "--lines",
+        type=int,
+        default=None,
+        help="generate files until the tree has this many lines (e.g. 1000000); modules then have "
+        "200-1000 lines unless --size says otherwise",
+    )
+    ap.add_argument(
+        "--size",
+        type=int,
+        nargs=2,
+        metavar=("MIN", "MAX"),
+        default=None,
+        help="lines of a module (default 50 400, or 200 1000 with --lines)",
+    )
+    ap.add_argument(
+        "--dali-fraction", type=float, default=0.01, help="fraction of DALI files (default 0.01)"
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes for dali-migrate (default: the tool's default, one per core)",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="runs of each measurement; the median is reported"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated tree (default 0)")
-    ap.add_argument("--tree", type=Path, default=None,
-                    help="where the tree goes (default: a cache directory in the temp dir, named after the "
-                         "parameters, reused by later runs)")
-    ap.add_argument("--fresh", action="store_true", help="generate the tree again even when a cached one matches")
+    ap.add_argument(
+        "--tree",
+        type=Path,
+        default=None,
+        help="where the tree goes (default: a cache directory in the temp dir, named after the "
+        "parameters, reused by later runs)",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="generate the tree again even when a cached one matches",
+    )
     ap.add_argument("--clean", action="store_true", help="remove the tree afterwards")
-    ap.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old commands
-    ap.add_argument("--libcst-timeout", type=float, default=300.0, metavar="S",
-                    help="stop `python -m libcst.tool codemod` after S seconds and report '> S' (default 300; 0: skip it)")
-    ap.add_argument("--libcst-repeat", type=int, default=1, help="runs of the libcst.tool row (default 1)")
-    ap.add_argument("--parse-all", action="store_true", help="also time a bare libcst parse of every file")
-    ap.add_argument("--no-serial", action="store_true", help="skip the one-process rows (engine.run / cli with j=1)")
+    ap.add_argument(
+        "--keep", action="store_true", help=argparse.SUPPRESS
+    )  # the default now; kept for old commands
+    ap.add_argument(
+        "--libcst-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="stop `python -m libcst.tool codemod` after S seconds and report '> S' (default 300; "
+        "0: skip it)",
+    )
+    ap.add_argument(
+        "--libcst-repeat", type=int, default=1, help="runs of the libcst.tool row (default 1)"
+    )
+    ap.add_argument(
+        "--parse-all", action="store_true", help="also time a bare libcst parse of every file"
+    )
+    ap.add_argument(
+        "--no-serial",
+        action="store_true",
+        help="skip the one-process rows (engine.run / cli with j=1)",
+    )
     ap.add_argument("--json-out", type=Path, help="also write the results as JSON to this file")
-    ap.add_argument("--profile", type=int, metavar="N", default=0,
-                    help="also print the top N functions of a cProfile'd one-process engine run")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        metavar="N",
+        default=0,
+        help="also print the top N functions of a cProfile'd one-process engine run",
+    )
     args = ap.parse_args(argv)
     if args.files is None and args.lines is None:
         args.files = 3000
     size = tuple(args.size) if args.size else ((200, 1000) if args.lines else (50, 400))
-    if ((args.files is not None and args.files < 1) or (args.lines is not None and args.lines < 1)
-            or not 0 <= args.dali_fraction <= 1 or args.repeat < 1 or not 1 <= size[0] <= size[1]):
-        ap.error("need --files/--lines >= 1, 0 <= --dali-fraction <= 1, --repeat >= 1 and 1 <= MIN <= MAX")
+    if (
+        (args.files is not None and args.files < 1)
+        or (args.lines is not None and args.lines < 1)
+        or not 0 <= args.dali_fraction <= 1
+        or args.repeat < 1
+        or not 1 <= size[0] <= size[1]
+    ):
+        ap.error(
+            "need --files/--lines >= 1, 0 <= --dali-fraction <= 1, --repeat >= 1 and 1 <= MIN <= "
+            "MAX"
+        )
 
     machine = machine_info()
     # engine.run's own default: Options.jobs == 0 means one worker per core
@@ -901,26 +1247,44 @@ def main(argv: list[str] | None = None) -> int:
     tree = None if args.fresh else cached_tree(tree_root, params)
     if tree is None:
         what = f"{args.files} files" if args.files is not None else f"{args.lines} lines"
-        print(f"generating {what} ({args.dali_fraction:.2%} DALI, seed {args.seed}) under {tree_root}",
-              file=sys.stderr, flush=True)
-        tree = generate_tree(tree_root, args.files, args.dali_fraction, args.seed, n_lines=args.lines, size=size)
+        print(
+            f"generating {what} ({args.dali_fraction:.2%} DALI, seed {args.seed}) under "
+            f"{tree_root}",
+            file=sys.stderr,
+            flush=True,
+        )
+        tree = generate_tree(
+            tree_root, args.files, args.dali_fraction, args.seed, n_lines=args.lines, size=size
+        )
     else:
         print(f"reusing the tree under {tree_root}", file=sys.stderr, flush=True)
     try:
-        print(f"  {len(tree.files)} files, {len(tree.dali)} DALI ({tree.kinds}), {tree.lines} lines, "
-              f"{tree.bytes / 1e6:.1f} MB", file=sys.stderr)
+        print(
+            f"  {len(tree.files)} files, {len(tree.dali)} DALI ({tree.kinds}), {tree.lines} lines, "
+            f"{tree.bytes / 1e6:.1f} MB",
+            file=sys.stderr,
+        )
 
         n, n_dali = len(tree.files), len(tree.dali)
         j = effective_jobs
         summaries: list[Summary] = []  # of the main engine runs: checked below
         cli_m = Measurement(f"cli j={j}", n, str(j), lambda: cli_run(tree, args.jobs))
         cli1_m = Measurement("cli j=1", n, "1", lambda: cli_run(tree, 1))
-        run_m = Measurement(f"engine.run j={j}", n, str(j), lambda: summaries.append(engine_run(tree, jobs_opt)))
-        serial_m = Measurement("engine.run j=1", n, "1", lambda: summaries.append(engine_run(tree, 1)))
+        run_m = Measurement(
+            f"engine.run j={j}", n, str(j), lambda: summaries.append(engine_run(tree, jobs_opt))
+        )
+        serial_m = Measurement(
+            "engine.run j=1", n, "1", lambda: summaries.append(engine_run(tree, 1))
+        )
         scan_m = Measurement("scan + discovery", n, "1", lambda: scan_only(tree))
         dali_m = Measurement("parse DALI only", n_dali, "1", lambda: parse_and_print(tree.dali))
-        tool_m = Measurement(f"libcst.tool codemod j={j}", n, str(j),
-                             lambda: libcst_tool_run(tree, j, args.libcst_timeout), rounds=args.libcst_repeat)
+        tool_m = Measurement(
+            f"libcst.tool codemod j={j}",
+            n,
+            str(j),
+            lambda: libcst_tool_run(tree, j, args.libcst_timeout),
+            rounds=args.libcst_repeat,
+        )
         all_m = Measurement("parse all", n, "1", lambda: parse_and_print(tree.files))
         ms = [cli_m] + ([] if args.no_serial or j == 1 else [cli1_m]) + [run_m]
         ms += [] if args.no_serial or j == 1 else [serial_m]
@@ -950,27 +1314,46 @@ def main(argv: list[str] | None = None) -> int:
         }
         if cli1_m in ms:
             ratios["cli j=1 / parse DALI"] = ratio(cli1_m.median, dali_median)
-        ratios["migrate / parse, per DALI file (1 process)"] = ratio(per_file, ratio(dali_median, n_dali))
+        ratios["migrate / parse, per DALI file (1 process)"] = ratio(
+            per_file, ratio(dali_median, n_dali)
+        )
         if tool_m in ms:
             tool_s = tool_m.median if tool_m.times else None
-            ratios[f"libcst.tool / cli"] = ratio(tool_s, cli_m.median)
+            ratios["libcst.tool / cli"] = ratio(tool_s, cli_m.median)
         if all_m in ms:
             ratios["run / parse all"] = ratio(run_m.median, all_m.median)
 
         print()
-        print(f"dali-migrate {machine['dali_migrate']}, libcst {machine['libcst']}, Python {machine['python']}, "
-              f"{machine['cpu_count']} cores ({machine['usable_cores']} usable), jobs={j}")
-        print(f"tree: {n} files, {n_dali} DALI ({', '.join(f'{v} {k}' for k, v in tree.kinds.items())}), "
-              f"{tree.lines} lines ({tree.lines / n:.0f}/file, DALI {tree.dali_lines}); median of {args.repeat}")
-        print(f"engine summary: {s.scanned} scanned, {s.parsed} parsed, {s.changed} would change, {s.errors} errors")
+        print(
+            f"dali-migrate {machine['dali_migrate']}, libcst {machine['libcst']}, Python "
+            f"{machine['python']}, "
+            f"{machine['cpu_count']} cores ({machine['usable_cores']} usable), jobs={j}"
+        )
+        print(
+            f"tree: {n} files, {n_dali} DALI "
+            f"({', '.join(f'{v} {k}' for k, v in tree.kinds.items())}), "
+            f"{tree.lines} lines ({tree.lines / n:.0f}/file, DALI {tree.dali_lines}); median of "
+            f"{args.repeat}"
+        )
+        print(
+            f"engine summary: {s.scanned} scanned, {s.parsed} parsed, {s.changed} would change, "
+            f"{s.errors} errors"
+        )
         print()
-        print(f"{'measurement':<24} {'procs':>5} {'files':>6} {'median s':>9} {'min s':>8} {'max s':>8} {'files/s':>9}")
+        print(
+            f"{'measurement':<24} {'procs':>5} {'files':>6} {'median s':>9} {'min s':>8} "
+            f"{'max s':>8} {'files/s':>9}"
+        )
         for m in ms:
             if m.times:
-                print(f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {min(m.times):8.3f} "
-                      f"{max(m.times):8.3f} {m.files / m.median:9.0f}")
+                print(
+                    f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {min(m.times):8.3f} "
+                    f"{max(m.times):8.3f} {m.files / m.median:9.0f}"
+                )
             else:
-                print(f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {'':>8} {'':>8} {'':>9}")
+                print(
+                    f"{m.name:<24} {m.procs:>5} {m.files:>6} {m.shown():>9} {'':>8} {'':>8} {'':>9}"
+                )
         print()
         for k, v in ratios.items():
             if v is None and k.startswith("libcst.tool") and tool_m.timed_out is not None:
@@ -985,7 +1368,10 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmark": "codemod_throughput",
                 "timestamp": _dt.datetime.now().isoformat(timespec="seconds"),
                 "argv": sys.argv[1:] if argv is None else argv,
-                "machine": {**machine, "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+                "machine": {
+                    **machine,
+                    "loadavg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+                },
                 "jobs": j,
                 "repeat": args.repeat,
                 "seed": args.seed,

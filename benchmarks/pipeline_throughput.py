@@ -3,7 +3,8 @@ the program dali-migrate makes of it, run in one go on the same synthetic data.
 
     python benchmarks/pipeline_throughput.py                     # GPU if there is one, else CPU
     python benchmarks/pipeline_throughput.py --device cpu --batches 30
-    python benchmarks/pipeline_throughput.py --workloads rn50_train --extra benchmarks/experiments/rn50_train_two_contexts.py
+    python benchmarks/pipeline_throughput.py --workloads rn50_train \
+        --extra benchmarks/experiments/rn50_train_two_contexts.py
 
 Each side runs in its own subprocess, alternating, ``--repeat`` times; the median is reported.
 A side consumes every batch the way training does: each output becomes a torch tensor (through
@@ -31,7 +32,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE / "workloads"
 #: which synthetic data each workload reads
-DATA = {"rn50_train": "jpeg", "rn50_val": "jpeg", "numpy_volumes": "npy", "audio_spectrogram": "wav"}
+DATA = {
+    "rn50_train": "jpeg",
+    "rn50_val": "jpeg",
+    "numpy_volumes": "npy",
+    "audio_spectrogram": "wav",
+}
 
 RUNNER = r"""
 import importlib.util, json, resource, sys, time
@@ -73,7 +79,8 @@ steady = stamps[warmup:]
 rate = (len(steady) - 1) / (steady[-1] - steady[0])
 if not gpu:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print("RESULT " + json.dumps({"batches_per_s": rate, "first_batch_s": stamps[0] - start, "peak_bytes": peak}))
+result = {"batches_per_s": rate, "first_batch_s": stamps[0] - start, "peak_bytes": peak}
+print("RESULT " + json.dumps(result))
 """
 
 
@@ -94,12 +101,19 @@ def make_data(kind: str, root: Path, samples: int, scale: int = 1) -> Path:
             folder.mkdir(parents=True, exist_ok=True)
             h, w = int(rng.integers(300, 480)), int(rng.integers(360, 640))
             yy, xx = np.mgrid[0:h, 0:w]
-            img = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy) % 256], axis=-1) + rng.integers(0, 60, (h, w, 3))
-            Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(folder / f"img_{i:05d}.jpg", quality=90)
+            img = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy) % 256], axis=-1) + rng.integers(
+                0, 60, (h, w, 3)
+            )
+            Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(
+                folder / f"img_{i:05d}.jpg", quality=90
+            )
     elif kind == "npy":
         out.mkdir(parents=True)
         for i in range(samples):
-            np.save(out / f"vol_{i:05d}.npy", rng.integers(0, 255, size=(128, 128, 16 * scale)).astype(np.uint8))
+            np.save(
+                out / f"vol_{i:05d}.npy",
+                rng.integers(0, 255, size=(128, 128, 16 * scale)).astype(np.uint8),
+            )
     elif kind == "wav":
         for i in range(samples):
             folder = out / f"class_{i % 4}"
@@ -161,9 +175,20 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=20, help="batches before timing starts")
     ap.add_argument("--repeat", type=int, default=3, help="runs per side (median reported)")
     ap.add_argument("--samples", type=int, default=1024, help="files per synthetic dataset")
-    ap.add_argument("--scale", type=int, default=1,
-                    help="multiply the size of each volume / audio clip (how the ratio depends on the work per batch)")
-    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="hand-written variants <workload>_<name>.py")
+    ap.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="multiply the size of each volume / audio clip (how the ratio depends on the work "
+        "per batch)",
+    )
+    ap.add_argument(
+        "--extra",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="hand-written variants <workload>_<name>.py",
+    )
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
@@ -174,8 +199,11 @@ def main() -> int:
 
         device = "gpu" if torch.cuda.is_available() else "cpu"
     work = Path(tempfile.mkdtemp(prefix="dm-bench-"))
-    print(f"device={device} batches={args.batches} warmup={args.warmup} repeat={args.repeat} samples={args.samples}"
-          f" scale={args.scale}")
+    print(
+        f"device={device} batches={args.batches} warmup={args.warmup} repeat={args.repeat} "
+        f"samples={args.samples}"
+        f" scale={args.scale}"
+    )
     report = {"device": device, "args": {k: str(v) for k, v in vars(args).items()}, "workloads": {}}
     for workload in args.workloads:
         data = make_data(DATA[workload], work / "data", args.samples, args.scale)
@@ -183,7 +211,9 @@ def main() -> int:
         runs: dict[str, list[dict]] = {name: [] for name in paths}
         for _ in range(args.repeat):
             for name, path in paths.items():  # alternating sides, so drifts hit both
-                runs[name].append(run_side(path, data, args.batches, args.warmup, device, args.timeout))
+                runs[name].append(
+                    run_side(path, data, args.batches, args.warmup, device, args.timeout)
+                )
         summary = {}
         for name, results in runs.items():
             ok = [r for r in results if "error" not in r]
@@ -207,7 +237,8 @@ def main() -> int:
             s["ratio"] = ratio
             print(
                 f"  {name:<22} {s['batches_per_s']:9.2f} batches/s  x{ratio:5.2f}  "
-                f"first batch {s['first_batch_s']:6.2f} s  peak {s['peak_mib']:8.1f} MiB  runs {s['runs']}"
+                f"first batch {s['first_batch_s']:6.2f} s  peak {s['peak_mib']:8.1f} MiB  runs "
+                f"{s['runs']}"
             )
         report["workloads"][workload] = summary
     if args.json:

@@ -34,7 +34,9 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="dm-verify-"))
     rows, docs, bad = [], [], 0
-    cases = sorted(p for p in (ROOT / "fixtures" / "programs").iterdir() if (p / "new.py").is_file())
+    cases = sorted(
+        p for p in (ROOT / "fixtures" / "programs").iterdir() if (p / "new.py").is_file()
+    )
     for case in cases:
         if args.cases and case.name not in args.cases:
             continue
@@ -44,19 +46,30 @@ def main() -> int:
         if not data.exists():
             make_dataset({k: spec[k] for k in DATA_KEYS if k in spec}, data)
         started = time.perf_counter()
-        report = verify(case / "old.py", case / "new.py", data=data, device=args.device, timeout=args.timeout)
+        report = verify(
+            case / "old.py", case / "new.py", data=data, device=args.device, timeout=args.timeout
+        )
         doc = report.to_dict() if hasattr(report, "to_dict") else {}
         docs.append({"case": case.name, **doc})
         for p in report.pipelines:
             bad += p.verdict in ("mismatch", "error")
             detail = (getattr(p, "reason", "") or "").replace("|", "/").replace("\n", " ")[:120]
             rows.append(
-                f"| {case.name} | {p.name} | {report.device}{' (lowered)' if report.lowered else ''} | "
+                f"| {case.name} | {p.name} | "
+                f"{report.device}{' (lowered)' if report.lowered else ''} | "
                 f"**{p.verdict}** | {p.iterations} | {p.random_ops} | {detail} |"
             )
-        print(f"{case.name}: {', '.join(f'{p.name}={p.verdict}' for p in report.pipelines)} ({time.perf_counter() - started:.1f} s)", flush=True)
+        print(
+            f"{case.name}: {', '.join(f'{p.name}={p.verdict}' for p in report.pipelines)} "
+            f"({time.perf_counter() - started:.1f} s)",
+            flush=True,
+        )
     table = "\n".join(
-        ["| case | pipeline | device | verdict | iterations | random ops | details |", "|---|---|---|---|---|---|---|", *rows]
+        [
+            "| case | pipeline | device | verdict | iterations | random ops | details |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+        ]
     )
     print("\n" + table)
     if args.out:

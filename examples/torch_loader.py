@@ -1,4 +1,5 @@
 """Feeding PyTorch through DALIGenericIterator (PARTIAL): migrates to a small loader class."""
+
 from nvidia.dali import fn, pipeline_def
 from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
@@ -12,6 +13,8 @@ def loader_pipeline(root):
 
 
 pipe = loader_pipeline("/data/train")
-loader = DALIGenericIterator([pipe], ["data", "label"], reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
+loader = DALIGenericIterator(
+    [pipe], ["data", "label"], reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL
+)
 for batch in loader:
     data, label = batch[0]["data"], batch[0]["label"]

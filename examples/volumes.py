@@ -1,4 +1,5 @@
 """Statistics over a folder of .npy volumes."""
+
 import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 

@@ -32,8 +32,9 @@ import sys
 import types
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = REPO_ROOT / "src" / "dali_migrate" / "data" / "catalog.json"
@@ -78,7 +79,9 @@ def _walk(
         except Exception:  # a lazy attribute that fails to import: not an operator
             continue
         if isinstance(obj, types.ModuleType):
-            if (obj.__name__ == root or obj.__name__.startswith(root + ".")) and id(obj) not in seen:
+            if (obj.__name__ == root or obj.__name__.startswith(root + ".")) and id(
+                obj
+            ) not in seen:
                 yield from _walk(obj, root, prefix + name + ".", seen)
             continue
         yield prefix + name, obj
@@ -378,11 +381,15 @@ def diff_summary(old_text: str, new_text: str, limit: int = 40) -> str:
         changed = sorted(k for k in set(old_ops) & set(new_ops) if old_ops[k] != new_ops[k])
         for label, keys in (("added", added), ("removed", removed), ("changed", changed)):
             if keys:
-                lines.append(f"operators {label} ({len(keys)}): {', '.join(keys[:15])}"
-                             + (" ..." if len(keys) > 15 else ""))
-    diff = list(difflib.unified_diff(
-        old_text.splitlines(), new_text.splitlines(), "committed", "generated", lineterm="", n=1
-    ))
+                lines.append(
+                    f"operators {label} ({len(keys)}): {', '.join(keys[:15])}"
+                    + (" ..." if len(keys) > 15 else "")
+                )
+    diff = list(
+        difflib.unified_diff(
+            old_text.splitlines(), new_text.splitlines(), "committed", "generated", lineterm="", n=1
+        )
+    )
     lines.extend(diff[:limit])
     if len(diff) > limit:
         lines.append(f"... ({len(diff) - limit} more diff lines)")
@@ -400,12 +407,22 @@ def pinned_version(path: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
-                        help=f"catalog file (default: {DEFAULT_OUTPUT.relative_to(REPO_ROOT)})")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if OUTPUT differs from what would be generated")
-    parser.add_argument("--force", action="store_true",
-                        help="regenerate even if the installed DALI differs from the pinned one")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=DEFAULT_OUTPUT,
+        help=f"catalog file (default: {DEFAULT_OUTPUT.relative_to(REPO_ROOT)})",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if OUTPUT differs from what would be generated",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="regenerate even if the installed DALI differs from the pinned one",
+    )
     args = parser.parse_args(argv)
 
     import nvidia.dali

@@ -1,6 +1,7 @@
 """Audio: WAV decoding on the CPU, spectrograms on the GPU, in decibels."""
-from nvidia.dali import types
+
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 def audio_pipe(data_dir, *, batch_size=32):
@@ -21,4 +22,3 @@ def run(data_dir, batches, consume):
     for _ in range(batches):
         decibels, labels = next(pipe)
         consume(decibels.torch(), labels.torch())
-

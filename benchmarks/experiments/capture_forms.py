@@ -12,6 +12,7 @@ times, and repeats; both generators are endless and stay suspended between uses 
 Forms: see FORMS. "equal" compares every output of every step, bit for bit, with the form
 `eager` (random values included: capture mode reproduces eager random draws).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -220,9 +221,13 @@ def check(forms, runs: int, plan: str) -> None:
             if proc.returncode == 0:
                 with open(out, "rb") as f:
                     got = pickle.load(f)
-                equal.append(len(got) == len(expected) and all(
-                    a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
-                    for a, b in zip(got, expected)))
+                equal.append(
+                    len(got) == len(expected)
+                    and all(
+                        a[0] == b[0] and np.array_equal(a[1], b[1]) and np.array_equal(a[2], b[2])
+                        for a, b in zip(got, expected)
+                    )
+                )
             elif i == 0:
                 print("   ", (proc.stdout + proc.stderr).strip().splitlines()[-1][:150])
         eq = f"{sum(equal)}/{len(equal)}" if equal else "-"
@@ -233,7 +238,6 @@ def bench_one(form: str, batches: int, warmup: int, bs: int, root: str) -> tuple
     """Batches per second of the training pipeline alone, each batch read as a torch tensor,
     and the CPU time of the whole process (all threads) per batch, in ms."""
     import nvidia.dali.experimental.dynamic as ndd
-
     import torch
 
     ndd.set_num_threads(2)
@@ -259,16 +263,28 @@ def bench(forms, batches: int, repeat: int, bs: int) -> None:
     load = os.getloadavg()[0]
     for _ in range(repeat):  # round-robin, fresh process each, so drift hits every form alike
         for form in forms:
-            cmd = [sys.executable, __file__, form, "--bench-child", "--batches", str(batches),
-                   "--bs", str(bs), "--root", root]
+            cmd = [
+                sys.executable,
+                __file__,
+                form,
+                "--bench-child",
+                "--batches",
+                str(batches),
+                "--bs",
+                str(bs),
+                "--root",
+                root,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             lines = proc.stdout.strip().splitlines()
             if proc.returncode != 0 or not lines:
                 print(f"{form}: failed: {(proc.stdout + proc.stderr).strip()[-200:]}")
                 continue
             results[form].append(tuple(float(x) for x in lines[-1].split()))
-    print(f"device {device()}, batch {bs} (96x112 JPEGs), {batches} batches after 10 warm-up, "
-          f"{repeat} fresh processes per form, load average {load:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(
+        f"device {device()}, batch {bs} (96x112 JPEGs), {batches} batches after 10 warm-up, "
+        f"{repeat} fresh processes per form, load average {load:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
     base = statistics.median(r[0] for r in results["eager"]) if results.get("eager") else None
     print(f"{'form':24} {'batches/s':>9} {'min-max':>13} {'vs eager':>8} {'CPU ms/batch':>12}")
     for form, values in results.items():
@@ -306,8 +322,14 @@ def main() -> None:
     elif args.check:
         check(args.forms or list(FORMS), args.runs, args.plan)
     elif args.bench:
-        default = ["eager", "eager-lazy", "eager-sync-cpu", "capture-both", "capture-thread",
-                   "capture-tls-release"]
+        default = [
+            "eager",
+            "eager-lazy",
+            "eager-sync-cpu",
+            "capture-both",
+            "capture-thread",
+            "capture-tls-release",
+        ]
         bench(args.forms or default, args.batches, args.repeat, args.bs)
     elif len(args.forms) == 1:
         one(args.forms[0], args.plan, args.out)

@@ -11,6 +11,7 @@ tries to take the GIL back; the forced unwind meets a C++ frame that cannot be u
 
 The table runs each form `--runs` times in fresh processes and prints the exit codes.
 """
+
 from __future__ import annotations
 
 import argparse

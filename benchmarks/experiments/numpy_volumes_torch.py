@@ -1,6 +1,7 @@
 """Numpy reader: arrays moved to the GPU, cast, normalized and flipped at random."""
-from nvidia.dali import types
+
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 def volume_pipe(data_dir, *, batch_size=32, seed=5):
@@ -23,4 +24,3 @@ def run(data_dir, batches, consume):
     for _ in range(batches):
         (volumes,) = next(pipe)
         consume(volumes.torch())
-

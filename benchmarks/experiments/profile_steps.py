@@ -53,20 +53,28 @@ module.run(data_dir, batches + warmup, consume_and_arm)
 profiler.disable()
 areas = {}
 for (file, line, name), (cc, nc, tt, ct, callers) in pstats.Stats(profiler).stats.items():
-    area = next((a for a, key in AREAS if key in file), "C++ / builtins" if file == "~" else "other Python")
+    other = "C++ / builtins" if file == "~" else "other Python"
+    area = next((a for a, key in AREAS if key in file), other)
     if file == "~" and ("run" in name or "Run" in name or "Outputs" in name or "outputs" in name):
         area = "C++ run/outputs calls"
     areas[area] = areas.get(area, 0.0) + tt
 print("AREAS " + json.dumps(areas))
 top = sorted(pstats.Stats(profiler).stats.items(), key=lambda kv: -kv[1][2])[:8]
-print("TOP " + json.dumps([[f"{os.path.basename(f)}:{n}", tt] for (f, l, n), (cc, nc, tt, ct, c) in top]))""",
-).replace("import importlib.util, json, resource, sys, time",
-          "import importlib.util, json, resource, sys, time\nAREAS = " + repr(AREAS))
+rows = [[f"{os.path.basename(f)}:{n}", tt] for (f, l, n), (cc, nc, tt, ct, c) in top]
+print("TOP " + json.dumps(rows))""",
+).replace(
+    "import importlib.util, json, resource, sys, time",
+    "import importlib.util, json, resource, sys, time\nAREAS = " + repr(AREAS),
+)
 
 
 def run(code: str, path: Path, data: Path, batches: int, warmup: int, device: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, str(path), str(data), str(batches), str(warmup), device],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(data), str(batches), str(warmup), device],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     out: dict = {}
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -87,7 +95,12 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--samples", type=int, default=1024)
-    ap.add_argument("--scale", type=int, default=1, help="size multiplier of each volume / clip (as pipeline_throughput.py)")
+    ap.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="size multiplier of each volume / clip (as pipeline_throughput.py)",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     results: dict = {}
@@ -106,12 +119,22 @@ def main() -> int:
                 ms = 1000 / plain["batches_per_s"]
                 areas = profiled["areas"]
                 total = sum(areas.values())
-                print(f"  {side:9s} {ms:6.3f} ms/batch (profiled {1000 / profiled['batches_per_s']:6.3f})")
+                print(
+                    f"  {side:9s} {ms:6.3f} ms/batch (profiled "
+                    f"{1000 / profiled['batches_per_s']:6.3f})"
+                )
                 for area, t in sorted(areas.items(), key=lambda kv: -kv[1]):
                     if t / total >= 0.01:
-                        print(f"      {area:26s} {100 * t / total:5.1f} %  {1000 * t / args.batches:6.3f} ms/batch")
-                print("      top functions (own time): " + ", ".join(
-                    f"{name} {1000 * t / args.batches:.3f}" for name, t in profiled["top"][:6]))
+                        print(
+                            f"      {area:26s} {100 * t / total:5.1f} %  "
+                            f"{1000 * t / args.batches:6.3f} ms/batch"
+                        )
+                print(
+                    "      top functions (own time): "
+                    + ", ".join(
+                        f"{name} {1000 * t / args.batches:.3f}" for name, t in profiled["top"][:6]
+                    )
+                )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

@@ -1,6 +1,7 @@
 """Experiment: the migrated RN50 training program with capture=True on the epoch loop."""
-from nvidia.dali import types
+
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 def train_pipe(data_dir, *, batch_size=64, seed=12):
@@ -10,10 +11,16 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
         for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
             images = ndd.decoders.image(jpegs, device="gpu", output_type=types.RGB)
             mirror = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
-            images = ndd.random_resized_crop(images, size=(224, 224), random_area=[0.25, 1.0], rng=rng)
+            images = ndd.random_resized_crop(
+                images, size=(224, 224), random_area=[0.25, 1.0], rng=rng
+            )
             images = ndd.crop_mirror_normalize(
-                images, dtype=types.FLOAT16, output_layout="CHW",
-                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+                images,
+                dtype=types.FLOAT16,
+                output_layout="CHW",
+                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                mirror=mirror,
             )
             yield images, labels.gpu()
 

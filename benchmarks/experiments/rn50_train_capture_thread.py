@@ -2,11 +2,12 @@
 thread of its own (one batch per request, nothing runs ahead). DALI 2.4 allows one active
 capture-mode loop per thread; this form lets several pipelines of one program keep capture mode.
 """
+
 import queue
 import threading
 
-from nvidia.dali import types
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 class InThread:
@@ -47,9 +48,12 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
                 images, size=(224, 224), random_area=[0.25, 1.0], rng=rng
             )
             images = ndd.crop_mirror_normalize(
-                images, dtype=types.FLOAT16, output_layout="CHW",
+                images,
+                dtype=types.FLOAT16,
+                output_layout="CHW",
                 mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-                std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                mirror=mirror,
             )
             yield images, labels.gpu()
 

@@ -1,8 +1,9 @@
 """Experiment: the migrated RN50 training program in eager mode (no capture), each output
 .evaluate()d before the yield, so that no operator is still running when the program exits
 (DALI 2.4 aborts at exit otherwise). Compare with the eager form without .evaluate()."""
-from nvidia.dali import types
+
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 def train_pipe(data_dir, *, batch_size=64, seed=12):
@@ -16,9 +17,12 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
                 images, size=(224, 224), random_area=[0.25, 1.0], rng=rng
             )
             images = ndd.crop_mirror_normalize(
-                images, dtype=types.FLOAT16, output_layout="CHW",
+                images,
+                dtype=types.FLOAT16,
+                output_layout="CHW",
                 mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
-                std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                mirror=mirror,
             )
             yield images.evaluate(), labels.gpu().evaluate()
 

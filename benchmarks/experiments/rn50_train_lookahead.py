@@ -1,7 +1,8 @@
 """Experiment: decoding of the next batch is issued before the current batch is yielded (one
 context: the async worker gets the decode queued while the consumer waits on the current one)."""
-from nvidia.dali import types
+
 import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
 
 
 def train_pipe(data_dir, *, batch_size=64, seed=12):
@@ -20,8 +21,12 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
         mirror = ndd.random.coin_flip(batch_size=batch_size, probability=0.5, rng=rng)
         images = ndd.random_resized_crop(images, size=(224, 224), random_area=[0.25, 1.0], rng=rng)
         images = ndd.crop_mirror_normalize(
-            images, dtype=types.FLOAT16, output_layout="CHW",
-            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+            images,
+            dtype=types.FLOAT16,
+            output_layout="CHW",
+            mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+            std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+            mirror=mirror,
         )
         labels = labels.gpu()
         ahead = next(source)

@@ -1,9 +1,10 @@
 """Experiment: decoding runs in its own EvalContext (own worker thread, thread pool and CUDA
 stream), one batch ahead of the augmentation, which runs in a second context: the two stages
 overlap as the pipeline executor overlaps its stages."""
+
+import nvidia.dali.experimental.dynamic as ndd
 import torch
 from nvidia.dali import types
-import nvidia.dali.experimental.dynamic as ndd
 
 
 def train_pipe(data_dir, *, batch_size=64, seed=12):
@@ -25,10 +26,16 @@ def train_pipe(data_dir, *, batch_size=64, seed=12):
         ahead = next(source)
         with augment_ctx:
             mirror = ndd.random.coin_flip(batch_size=batch_size, probability=0.5, rng=rng)
-            images = ndd.random_resized_crop(images, size=(224, 224), random_area=[0.25, 1.0], rng=rng)
+            images = ndd.random_resized_crop(
+                images, size=(224, 224), random_area=[0.25, 1.0], rng=rng
+            )
             images = ndd.crop_mirror_normalize(
-                images, dtype=types.FLOAT16, output_layout="CHW",
-                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255], std=[0.229 * 255, 0.224 * 255, 0.225 * 255], mirror=mirror,
+                images,
+                dtype=types.FLOAT16,
+                output_layout="CHW",
+                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                mirror=mirror,
             )
             labels = labels.gpu()
         yield images, labels

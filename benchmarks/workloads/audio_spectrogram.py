@@ -1,4 +1,5 @@
 """Audio: WAV decoding on the CPU, spectrograms on the GPU, in decibels."""
+
 from nvidia.dali import fn, pipeline_def, types
 
 

@@ -1,4 +1,5 @@
 """Numpy reader: arrays moved to the GPU, cast, normalized and flipped at random."""
+
 from nvidia.dali import fn, pipeline_def, types
 
 

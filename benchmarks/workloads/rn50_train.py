@@ -1,4 +1,5 @@
 """RN50-style training input: GPU JPEG decoding, random resized crop, flip, normalize to fp16."""
+
 from nvidia.dali import fn, pipeline_def, types
 
 

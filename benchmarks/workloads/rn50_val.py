@@ -1,4 +1,5 @@
 """Validation input: GPU JPEG decoding, resize of the shorter side, center crop, normalize."""
+
 from nvidia.dali import fn, pipeline_def, types
 
 

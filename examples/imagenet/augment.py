@@ -1,4 +1,5 @@
 """Augmentations shared by the training and validation pipelines."""
+
 from nvidia.dali import fn, types
 
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]

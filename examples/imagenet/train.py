@@ -1,4 +1,5 @@
 """Train a classifier on an ImageNet-style folder tree."""
+
 import argparse
 
 from nvidia.dali import fn, pipeline_def

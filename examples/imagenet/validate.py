@@ -1,4 +1,5 @@
 """Top-1 accuracy of a model on the validation set."""
+
 import sys
 
 import nvidia.dali as dali
@@ -16,7 +17,9 @@ def val_pipeline(file_list, size=256, crop=224):
 
 
 def evaluate(model, file_list, samples):
-    pipe = val_pipeline(file_list, batch_size=50, num_threads=4, device_id=0, prefetch_queue_depth=2)
+    pipe = val_pipeline(
+        file_list, batch_size=50, num_threads=4, device_id=0, prefetch_queue_depth=2
+    )
     pipe.build()
     correct = 0
     for _ in range(samples // 50):

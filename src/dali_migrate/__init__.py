@@ -6,7 +6,8 @@ The library API (it never prints and never exits; errors derive from :class:`Mig
     result = migrate_source(code)          # fixes, diagnostics and the migrated code
     subset = apply_fixes(code, [f.id for f in result.fixes if f.rule != "DM104"])
     for file in migrate_paths(["src/"]):   # FileResult per file, in parallel, nothing written
-        print(file.path, file.status, [f.id for f in file.result.fixes] if file.result else file.error)
+        fixes = [f.id for f in file.result.fixes] if file.result else file.error
+        print(file.path, file.status, fixes)
 """
 
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Diagnostic",

@@ -9,13 +9,13 @@ import itertools
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
 from .context import FileContext, nesting, python_tree
-from .project import ModuleInfo
 from .fixes import (
     Diagnostic,
     Edit,
@@ -31,6 +31,7 @@ from .fixes import (
     splice,
     uniquify,
 )
+from .project import ModuleInfo
 from .registry import all_rules, import_rule_id, rules_for
 from .rules import FileState
 
@@ -78,7 +79,8 @@ def _analyse(
             state.diagnostics.append(
                 Diagnostic(
                     "DM100",
-                    "a pipeline of this file could not be migrated: local rewrites are withheld so the "
+                    "a pipeline of this file could not be migrated: local rewrites are withheld "
+                    "so the "
                     "file is not left half pipeline mode, half dynamic mode",
                     1,
                     0,
@@ -96,7 +98,9 @@ def _analyse(
     for rule in active:
         if rule.last:
             rule().run(state)
-    fixes = [f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)]
+    fixes = [
+        f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)
+    ]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)
     imports_enabled = any(r.id == import_rule_id() for r in active)
@@ -109,11 +113,25 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
     chosen, conflicting = select_consistent(list(chosen))
     diagnostics = list(a.diagnostics)
     for f in conflicting:
-        diagnostics.append(Diagnostic(f.rule, f"internal error: fix {f.id} overlaps another fix and was not applied", f.span.start_line, 0, "error"))
+        diagnostics.append(
+            Diagnostic(
+                f.rule,
+                f"internal error: fix {f.id} overlaps another fix and was not applied",
+                f.span.start_line,
+                0,
+                "error",
+            )
+        )
     code, applied, broken = apply_edits_checked(ctx.source, chosen)
     for f in broken:
         diagnostics.append(
-            Diagnostic(f.rule, f"internal error: fix {f.id} would not parse and was not applied", f.span.start_line, 0, "error")
+            Diagnostic(
+                f.rule,
+                f"internal error: fix {f.id} would not parse and was not applied",
+                f.span.start_line,
+                0,
+                "error",
+            )
         )
     taken_edits = [e for f in applied for e in f.edits]
     applied_ids = {f.id for f in applied}
@@ -140,8 +158,18 @@ def _assemble(a: _Analysis, chosen: Sequence[Fix], todo_markers: bool = True) ->
                 fixes.append(imp)
                 applied = applied + [imp]
             else:
-                diagnostics.append(Diagnostic(imp.rule, "internal error: the import fix was not applied", 1, 0, "error"))
-    return Result(source=ctx.source, code=code, fixes=fixes, diagnostics=diagnostics, applied=[f.id for f in applied])
+                diagnostics.append(
+                    Diagnostic(
+                        imp.rule, "internal error: the import fix was not applied", 1, 0, "error"
+                    )
+                )
+    return Result(
+        source=ctx.source,
+        code=code,
+        fixes=fixes,
+        diagnostics=diagnostics,
+        applied=[f.id for f in applied],
+    )
 
 
 @dataclass(frozen=True)
@@ -264,6 +292,7 @@ def migrate_source(
     :mod:`dali_migrate.project`; :func:`migrate_paths` and the CLI find it themselves).
     Raises :class:`SourceParseError` when ``code`` is not valid Python.
     """
+
     def run(tree: ast.Module) -> Result:
         a = _analyse(code, path, select, ignore, project, tree)
         chosen = [f for f in a.fixes if unsafe or f.safety == "safe"]

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 __all__ = ["OpInfo", "Catalog", "get_catalog", "KINDS"]
 
@@ -134,7 +135,7 @@ def load_catalog_data() -> dict[str, Any]:
     return json.loads(ref.read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_catalog() -> Catalog:
     """The packaged catalog (loaded once)."""
     return Catalog(load_catalog_data())

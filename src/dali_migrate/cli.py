@@ -16,18 +16,18 @@ from ._interrupt import guard_loading, loaded
 if os.path.basename(sys.argv[0] if sys.argv else "") in ("dali-migrate", "dali-migrate.exe"):
     guard_loading()  # started as the console script: the heavy imports follow
 
-import importlib.util  # noqa: E402 - after the Ctrl-C guard
-import json  # noqa: E402
-import traceback  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import importlib.util
+import json
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-import click  # noqa: E402
-from rich.markup import escape  # noqa: E402
+import click
+from rich.markup import escape
 
-from . import __version__  # noqa: E402
-from .engine import (  # noqa: E402
+from . import __version__
+from .engine import (
     ConfigError,
     FileResult,
     Options,
@@ -36,8 +36,8 @@ from .engine import (  # noqa: E402
     load_config,
     run,
 )
-from .registry import all_rules, get_rule, unknown_rules  # noqa: E402
-from .report import diagnostic_markup, json_report, rule_explanation, sarif_report  # noqa: E402
+from .registry import all_rules, get_rule, unknown_rules
+from .report import diagnostic_markup, json_report, rule_explanation, sarif_report
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 #: the reader of the output went away (``dali-migrate --diff src | head``): the status of a
@@ -81,7 +81,12 @@ def _list_rules() -> None:
 
 def _print_text(fr: FileResult, mode: str, err) -> None:
     if fr.status == "error":
-        err.print(f"[red]error[/red]: {escape(fr.error or '')}", highlight=False, markup=True, soft_wrap=True)
+        err.print(
+            f"[red]error[/red]: {escape(fr.error or '')}",
+            highlight=False,
+            markup=True,
+            soft_wrap=True,
+        )
         return
     if fr.diff and mode in ("diff", "check"):
         click.echo(fr.diff, nl=False)
@@ -91,15 +96,23 @@ def _print_text(fr: FileResult, mode: str, err) -> None:
 
 def _print_summary(summary: Summary, mode: str, err) -> None:
     verb = {"diff": "would change", "check": "would change", "write": "changed"}[mode]
-    parts = [f"{summary.scanned} files scanned", f"{summary.parsed} parsed", f"{summary.changed} {verb}"]
+    parts = [
+        f"{summary.scanned} files scanned",
+        f"{summary.parsed} parsed",
+        f"{summary.changed} {verb}",
+    ]
     if summary.errors:
         parts.append(f"[red]{summary.errors} errors[/red]")
     err.print(", ".join(parts), highlight=False)
     if summary.fixes_by_rule:
-        err.print("fixes: " + ", ".join(f"{r} x{n}" for r, n in sorted(summary.fixes_by_rule.items())), highlight=False)
+        err.print(
+            "fixes: " + ", ".join(f"{r} x{n}" for r, n in sorted(summary.fixes_by_rule.items())),
+            highlight=False,
+        )
     if summary.diagnostics_by_severity:
         err.print(
-            "diagnostics: " + ", ".join(f"{n} {s}" for s, n in sorted(summary.diagnostics_by_severity.items())),
+            "diagnostics: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(summary.diagnostics_by_severity.items())),
             highlight=False,
         )
     if summary.todos:
@@ -153,7 +166,9 @@ def _check_combinations(args: Args) -> None:
     if args.verify_first and args.mode != "write":
         raise click.UsageError("--verify goes with --write: it decides what is written")
     if args.verify_kwargs and not args.verify_first:
-        raise click.UsageError("--kwargs goes with --write --verify: the pipelines' arguments to run them with")
+        raise click.UsageError(
+            "--kwargs goes with --write --verify: the pipelines' arguments to run them with"
+        )
     if args.verify_first and not all(_importable(m) for m in ("numpy", "nvidia.dali")):
         raise click.UsageError(
             "--verify runs the pipelines and needs DALI and numpy: "
@@ -231,19 +246,37 @@ class _MigrationCommand(click.Command):
 
 @click.command(cls=_MigrationCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default).")
-@click.option("--write", "mode", flag_value="write", help="Rewrite the files in place (atomically).")
+@click.option(
+    "--diff", "mode", flag_value="diff", help="Print a unified diff of the migration (default)."
+)
+@click.option(
+    "--write", "mode", flag_value="write", help="Rewrite the files in place (atomically)."
+)
 @click.option(
     "--check",
     "mode",
     flag_value="check",
     help="Exit 1 if any file would change, or still holds a TODO(dali-migrate) marker (for CI).",
 )
-@click.option("--select", multiple=True, help="Only these rules (ids or prefixes, comma-separated: DM1,DM200).")
-@click.option("--ignore", multiple=True, help="Skip these rules (ids or prefixes, comma-separated).")
+@click.option(
+    "--select",
+    multiple=True,
+    help="Only these rules (ids or prefixes, comma-separated: DM1,DM200).",
+)
+@click.option(
+    "--ignore", multiple=True, help="Skip these rules (ids or prefixes, comma-separated)."
+)
 @click.option("--unsafe", is_flag=True, default=None, help="Also apply fixes marked unsafe.")
-@click.option("--exclude", multiple=True, help="Glob of paths to skip (repeatable), e.g. 'tests/*'.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Worker processes (default: one per core).")
+@click.option(
+    "--exclude", multiple=True, help="Glob of paths to skip (repeatable), e.g. 'tests/*'."
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Worker processes (default: one per core).",
+)
 @click.option(
     "-i",
     "--interactive",
@@ -277,14 +310,21 @@ class _MigrationCommand(click.Command):
     "--decisions",
     "decisions_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Decisions file of --interactive (default .dali-migrate/decisions.json); without -i, apply "
-    "the decisions it holds, asking nothing.",
+    help="Decisions file of --interactive (default .dali-migrate/decisions.json); without -i, "
+    "apply the decisions it holds, asking nothing.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True, help="Output format."
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
 )
 @click.option("--no-progress", is_flag=True, help="Never show the progress bar.")
-@click.option("--explain", metavar="RULE", help="Print what a rule does, with a before/after, and exit.")
+@click.option(
+    "--explain", metavar="RULE", help="Print what a rule does, with a before/after, and exit."
+)
 @click.option("--list-rules", is_flag=True, help="List the rules and exit.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 @click.version_option(__version__, "-V", "--version", prog_name="dali-migrate")
@@ -316,7 +356,9 @@ def main(**params: Any) -> None:
     except KeyboardInterrupt:
         # a second Ctrl-C during the clean-up: no traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        click.echo("interrupted: files already written are complete; the others are untouched", err=True)
+        click.echo(
+            "interrupted: files already written are complete; the others are untouched", err=True
+        )
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         _quiet_stdout()
@@ -370,7 +412,12 @@ def _run(paths, options: Options, fmt: str, no_progress: bool) -> int:
     task = None
     if show_progress:
         progress = Progress(
-            TextColumn("migrating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True
+            TextColumn("migrating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
         )
 
     def on_progress(done: int, total: int) -> None:

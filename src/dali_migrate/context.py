@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
-from libcst.metadata.position_provider import PositionProvidingCodegenState
 from libcst.metadata import (
     CodePosition,
     CodeRange,
@@ -20,6 +20,7 @@ from libcst.metadata import (
     ScopeProvider,
     WhitespaceInclusivePositionProvider,
 )
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .catalog import Catalog, OpInfo, get_catalog
 from .fixes import (
@@ -61,12 +62,19 @@ class FileContext:
         # placeholders over the same lines: see dali_part).
         self.wrapped_dali = wrapped_dali_imports(self.source, self.tree)
         if REDUCE_TO_DALI_PART:
-            foreign = [*(self.project.foreign if self.project is not None else ()), *self.wrapped_dali]
+            foreign = [
+                *(self.project.foreign if self.project is not None else ()),
+                *self.wrapped_dali,
+            ]
             part = dali_part(self.source, foreign, self.tree)
         else:
             part = DaliPart(self.source)
         self.analysed_source = part.aligned or part.source
-        self._skipped, self._skipped_text, self._skipped_names = part.skipped, part.skipped_text, None
+        self._skipped, self._skipped_text, self._skipped_names = (
+            part.skipped,
+            part.skipped_text,
+            None,
+        )
         self.module = cst.parse_module(part.source)
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -89,7 +97,10 @@ class FileContext:
         """Positions of every node of the module (both kinds: one code generation)."""
         if self._layout is None:
             syntactic, inclusive = _positions(self.module)
-            self._layout = {PositionProvider: syntactic, WhitespaceInclusivePositionProvider: inclusive}
+            self._layout = {
+                PositionProvider: syntactic,
+                WhitespaceInclusivePositionProvider: inclusive,
+            }
         return self._layout
 
     def _name_meta(self) -> dict:
@@ -154,10 +165,14 @@ class FileContext:
                 if t is cst.Import:
                     for a in node.names:
                         if dotted(a.name).startswith("nvidia"):
-                            names.add(a.asname.name.value if a.asname else dotted(a.name).split(".")[0])
+                            names.add(
+                                a.asname.name.value if a.asname else dotted(a.name).split(".")[0]
+                            )
                 elif t is cst.ImportFrom:
-                    if node.module is not None and dotted(node.module).startswith("nvidia") and not isinstance(
-                        node.names, cst.ImportStar
+                    if (
+                        node.module is not None
+                        and dotted(node.module).startswith("nvidia")
+                        and not isinstance(node.names, cst.ImportStar)
                     ):
                         for a in node.names:
                             names.add(a.asname.name.value if a.asname else dotted(a.name))
@@ -174,7 +189,9 @@ class FileContext:
 
         self.module.visit(V())
         self._nodes = nodes
-        self._parents = parents  # what ParentNodeProvider computes (a child's parent: the node visiting it)
+        self._parents = (
+            parents  # what ParentNodeProvider computes (a child's parent: the node visiting it)
+        )
         return frozenset(names)
 
     def module_nodes(self) -> list[cst.CSTNode]:
@@ -294,7 +311,9 @@ class FileContext:
     def stmt_span(self, stmt: cst.CSTNode) -> tuple[int, int]:
         """Offsets of a whole statement: its leading comment lines through its newline."""
         r = self.ws_positions[stmt]
-        return self.lines.offset(r.start.line, r.start.column), self.lines.offset(r.end.line, r.end.column)
+        return self.lines.offset(r.start.line, r.start.column), self.lines.offset(
+            r.end.line, r.end.column
+        )
 
     def stmt_edit(self, old: cst.CSTNode, new: Iterable[cst.CSTNode]) -> Edit:
         """Replace a whole statement (leading comments and newline included) by ``new``."""
@@ -303,12 +322,16 @@ class FileContext:
 
     def leading_comments(self, stmt: cst.CSTNode) -> str:
         """The comment and blank lines above a statement, as they are in the source."""
-        return self.source[self.stmt_span(stmt)[0] : self.lines.offset(self.positions[stmt].start.line, 0)]
+        return self.source[
+            self.stmt_span(stmt)[0] : self.lines.offset(self.positions[stmt].start.line, 0)
+        ]
 
     def text(self, node: cst.CSTNode) -> str:
         r = self.positions[node]
         return self.source[
-            self.lines.offset(r.start.line, r.start.column) : self.lines.offset(r.end.line, r.end.column)
+            self.lines.offset(r.start.line, r.start.column) : self.lines.offset(
+                r.end.line, r.end.column
+            )
         ]
 
     def line_of(self, node: cst.CSTNode) -> int:
@@ -324,7 +347,9 @@ class FileContext:
 
     def enclosing_statement(self, node: cst.CSTNode) -> cst.CSTNode:
         cur = node
-        while cur is not None and not isinstance(cur, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        while cur is not None and not isinstance(
+            cur, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        ):
             cur = self.parents.get(cur)
         return cur if cur is not None else node
 
@@ -379,7 +404,11 @@ class FileContext:
     def todo(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:
         """Leave ``node`` as it is and propose a TODO marker above its statement."""
         stmt = self.enclosing_statement(node)
-        first = stmt.decorators[0] if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators else stmt
+        first = (
+            stmt.decorators[0]
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators
+            else stmt
+        )
         line = self.positions[first].start.line
         indent = "".join(self.indents(stmt))
         text = f"{indent}{TODO_PREFIX} {rule}: {one_line(message)}"
@@ -387,10 +416,14 @@ class FileContext:
         if not self._has_marker_above(line, rule):
             off = self.lines.offset(line, 0)
             marker = Edit(off, off, text + self.module.default_newline)
-        return Diagnostic(rule, message, self.first_line(node), self.positions[node].start.column, "todo", marker)
+        return Diagnostic(
+            rule, message, self.first_line(node), self.positions[node].start.column, "todo", marker
+        )
 
     def info(self, rule: str, node: cst.CSTNode, message: str) -> Diagnostic:
-        return Diagnostic(rule, message, self.line_of(node), self.positions[node].start.column, "info")
+        return Diagnostic(
+            rule, message, self.line_of(node), self.positions[node].start.column, "info"
+        )
 
     def _line_text(self, line: int) -> str:
         if line < 1 or line > len(self.lines.starts):
@@ -451,7 +484,9 @@ def _positions(module: cst.Module) -> tuple[dict, dict]:
     """(PositionProvider's, WhitespaceInclusivePositionProvider's) ranges of ``module``."""
     holder = _Computed()
     state = _BothPositionsState(
-        default_indent=module.default_indent, default_newline=module.default_newline, provider=holder
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        provider=holder,
     )
     module._codegen(state)
     return holder._computed, state.inclusive
@@ -528,7 +563,9 @@ class DaliPart(NamedTuple):
 
 #: a call that may import DALI under another name: ``try_import_dali()``, ``import_dali()``,
 #: ``importlib.import_module("nvidia.dali")``, ``pytest.importorskip("nvidia.dali")``
-WRAPPER_CALL = re.compile(r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|\b(?:import_module|importorskip)\s*\(")
+WRAPPER_CALL = re.compile(
+    r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|\b(?:import_module|importorskip)\s*\("
+)
 
 
 def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[str, tuple[str, str]]:
@@ -544,14 +581,26 @@ def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[st
         return {}
     found = {}
     for stmt in tree.body:
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)):
+        if not (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.value, ast.Call)
+        ):
             continue
         target, call = stmt.targets[0], stmt.value
-        func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        named = call.args and isinstance(call.args[0], ast.Constant) and str(call.args[0].value).startswith("nvidia.dali")
+        func = (
+            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        )
+        named = (
+            call.args
+            and isinstance(call.args[0], ast.Constant)
+            and str(call.args[0].value).startswith("nvidia.dali")
+        )
         wrapper = re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
         module = str(call.args[0].value) if named else "nvidia.dali"
-        if isinstance(target, ast.Name) and (wrapper or (func in ("import_module", "importorskip") and named)):
+        if isinstance(target, ast.Name) and (
+            wrapper or (func in ("import_module", "importorskip") and named)
+        ):
             found[target.id] = (f"{ast.unparse(call.func)}(...)", module)
     return found
 
@@ -622,7 +671,9 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
     while True:
         if pending:
             seen_words |= pending
-            pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(pending, key=len, reverse=True))) + r")\b")
+            pattern = re.compile(
+                r"\b(?:" + "|".join(map(re.escape, sorted(pending, key=len, reverse=True))) + r")\b"
+            )
             for i in range(len(units)):
                 if not relevant[i] and pattern.search(texts[i]):
                     relevant[i] = True
@@ -634,7 +685,9 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
             visited[i] = True
             if relevant[i]:
                 pending |= bound[i] - seen_words
-            new_uses = {n.id for s in units[i][2] for n in ast.walk(s) if isinstance(n, ast.Name)} - uses
+            new_uses = {
+                n.id for s in units[i][2] for n in ast.walk(s) if isinstance(n, ast.Name)
+            } - uses
             if new_uses:
                 uses |= new_uses
                 grew = True
@@ -642,7 +695,9 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
             for i in range(len(units)):
                 if not relevant[i] and not needed[i] and bound[i] & uses:
                     needed[i] = True
-        if not pending and not any(not visited[i] and (relevant[i] or needed[i]) for i in range(len(units))):
+        if not pending and not any(
+            not visited[i] and (relevant[i] or needed[i]) for i in range(len(units))
+        ):
             break
     keep = [r or n for r, n in zip(relevant, needed)]
     if all(keep):
@@ -660,7 +715,9 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
             end = out[n][len(body) :]
             mark = "0" if a == b else "(" if n == a - 1 else ")" if n == b - 1 else ""
             aligned[n] = mark.ljust(len(body)) + end
-            out[n] = ("0" if a == b else 'f"""' if n == a - 1 else '"""' if n == b - 1 else "") + end
+            out[n] = (
+                "0" if a == b else 'f"""' if n == a - 1 else '"""' if n == b - 1 else ""
+            ) + end
     return DaliPart("".join(out), tuple(skipped), "".join(skipped_text), "".join(aligned))
 
 
@@ -678,9 +735,7 @@ def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str], 
                 reads.add(node.id)
         elif t is ast.Attribute:
             names.add(node.attr)
-        elif t is ast.arg:
-            names.add(node.arg)
-        elif t is ast.keyword and node.arg:
+        elif t is ast.arg or t is ast.keyword and node.arg:
             names.add(node.arg)
         elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             names.add(node.name)
@@ -713,7 +768,9 @@ def _bound_names(stmts: list, text: str) -> set[str]:
                 if isinstance(node, ast.Global):
                     names.update(node.names)
                 elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+                    names.update(
+                        (a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"
+                    )
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for node in _outside_scopes(stmt):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -729,6 +786,9 @@ def _outside_scopes(stmt: ast.AST):
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and node is not stmt:
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+            and node is not stmt
+        ):
             continue
         stack.extend(ast.iter_child_nodes(node))

@@ -12,10 +12,11 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Literal
 
 from .api import migrate_source
 from .fixes import TODO_PREFIX, Diagnostic, Result, SourceParseError, one_line
@@ -101,7 +102,9 @@ class Summary:
             self.errors += 1
         if fr.result is not None:
             self.parsed += 1
-            markers = sum(line.lstrip().startswith(TODO_PREFIX) for line in fr.result.code.splitlines())
+            markers = sum(
+                line.lstrip().startswith(TODO_PREFIX) for line in fr.result.code.splitlines()
+            )
             self.todos += markers
             self.todo_files += markers > 0
             applied = set(fr.result.applied)
@@ -143,7 +146,10 @@ def unified_diff(path: str, old: str, new: str) -> str:
 
 
 def process_file(
-    path: str, options: Options, project: ModuleInfo | None = None, known: tuple[str, Result] | None = None
+    path: str,
+    options: Options,
+    project: ModuleInfo | None = None,
+    known: tuple[str, Result] | None = None,
 ) -> FileResult:
     """Migrate one file; never raises for a bad file (the result says what went wrong).
     ``project``: what other modules of the run say about this one (it may then not mention DALI).
@@ -156,7 +162,11 @@ def process_file(
     if project is None and not mentions_dali(sf.raw):
         return FileResult(path, "skipped")
     try:
-        result = known[1] if known is not None and known[0] == sf.text else _migrate(sf.text, path, options, project)
+        result = (
+            known[1]
+            if known is not None and known[0] == sf.text
+            else _migrate(sf.text, path, options, project)
+        )
         held_back = False
         if options.mode == "write" and options.verify and result.changed:
             result, held_back = _verified(path, sf.text, result, options)
@@ -171,7 +181,13 @@ def process_file(
         return FileResult(path, "error", error=f"{path}: internal error: {describe(e)}")
     if not result.changed:
         return FileResult(path, "unchanged", result=result, project=project)
-    fr = FileResult(path, "changed", result=result, diff=unified_diff(path, sf.text, result.code), project=project)
+    fr = FileResult(
+        path,
+        "changed",
+        result=result,
+        diff=unified_diff(path, sf.text, result.code),
+        project=project,
+    )
     if options.mode == "write":
         try:
             write_source(sf, result.code)
@@ -187,7 +203,7 @@ def describe(e: BaseException, limit: int = 300) -> str:
     recurse past the limit or fail)."""
     try:
         message = str(e)
-    except Exception:  # noqa: BLE001 - RecursionError included: the type is still worth saying
+    except Exception:
         message = "(its message could not be made)"
     text = one_line(f"{type(e).__name__}: {message}" if message else type(e).__name__)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -224,7 +240,11 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
     if vm.report is not None:
         for p in vm.report.pipelines:
             if p.verdict in ("match", "skipped"):
-                what = "verified: outputs match" if p.verdict == "match" else f"not verified: {p.reason}"
+                what = (
+                    "verified: outputs match"
+                    if p.verdict == "match"
+                    else f"not verified: {p.reason}"
+                )
                 notes.append(Diagnostic("verify", f"pipeline {p.name}: {what}", 1, 0, "info"))
     diagnostics = [*result.diagnostics, *notes]
     verified = replace(result, code=vm.code, applied=list(vm.applied), diagnostics=diagnostics)
@@ -233,7 +253,12 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
 
 def _migrate(text: str, path: str, options: Options, project: ModuleInfo | None) -> Result:
     return migrate_source(
-        text, path=path, select=options.select or None, ignore=options.ignore or None, unsafe=options.unsafe, project=project
+        text,
+        path=path,
+        select=options.select or None,
+        ignore=options.ignore or None,
+        unsafe=options.unsafe,
+        project=project,
     )
 
 
@@ -269,7 +294,10 @@ def run(
 
 
 def _process(
-    files: list[Path], options: Options, progress: Callable[[int, int], None] | None, roots: list[Path] | None = None
+    files: list[Path],
+    options: Options,
+    progress: Callable[[int, int], None] | None,
+    roots: list[Path] | None = None,
 ) -> Iterator[FileResult]:
     total = len(files)
     candidates = list(_candidates(files))
@@ -314,7 +342,9 @@ def _watch_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _process_with(candidates, dali, total, options, progress, roots, pool, jobs) -> Iterator[FileResult]:
+def _process_with(
+    candidates, dali, total, options, progress, roots, pool, jobs
+) -> Iterator[FileResult]:
     done = 0
     files = [Path(path) for path, _ in candidates]
     # pipelines defined in one module and run in another: settled before any file is migrated
@@ -325,7 +355,11 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     def migrate_in_plan(items: list[tuple[str, str, ModuleInfo]]) -> None:
         inputs = [_project_inputs(info) for _, _, info in items]
         work = [(text, path, options, info) for text, path, info in items]
-        outcomes = pool.map(_plan_migration, work) if pool is not None and len(work) > 1 else map(_plan_migration, work)
+        outcomes = (
+            pool.map(_plan_migration, work)
+            if pool is not None and len(work) > 1
+            else map(_plan_migration, work)
+        )
         for (text, path, info), before, (reports, result) in zip(items, inputs, outcomes):
             info.use_reasons, info.migrated, info.first_made = reports
             if result is not None:
@@ -349,7 +383,9 @@ def _process_with(candidates, dali, total, options, progress, roots, pool, jobs)
     if pool is not None and len(todo) > 1:
         # small chunks: a Ctrl-C waits for the chunks under way (workers finish what they started)
         chunk = min(MAX_CHUNK, max(1, len(todo) // (jobs * 4)))
-        for fr in pool.map(process_file, todo, [options] * len(todo), infos, knowns, chunksize=chunk):
+        for fr in pool.map(
+            process_file, todo, [options] * len(todo), infos, knowns, chunksize=chunk
+        ):
             done += 1
             if progress:
                 progress(done, total)

@@ -13,9 +13,9 @@ import ast
 import bisect
 import hashlib
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Protocol, Sequence, TypeVar
-
+from typing import Literal, Protocol, TypeVar
 
 Safety = Literal["safe", "unsafe"]
 TODO_PREFIX = "# TODO(dali-migrate):"
@@ -131,7 +131,8 @@ class Fix:
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """Code left unmigrated (``todo``), a note on behaviour (``info``) or a rule failure (``error``)."""
+    """Code left unmigrated (``todo``), a note on behaviour (``info``) or a rule failure
+    (``error``)."""
 
     rule: str
     message: str
@@ -256,7 +257,13 @@ def splice(source: str, edits: Sequence[Edit]) -> str:
 def parses(code: str) -> bool:
     """Is ``code`` valid Python? (CPython's own parser: far cheaper than a libcst parse)."""
     try:
-        compile(code, "<dali-migrate>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_TYPE_COMMENTS, dont_inherit=True)
+        compile(
+            code,
+            "<dali-migrate>",
+            "exec",
+            ast.PyCF_ONLY_AST | ast.PyCF_TYPE_COMMENTS,
+            dont_inherit=True,
+        )
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True
@@ -286,7 +293,10 @@ def drop_nested(fixes: list[Fix]) -> list[Fix]:
 
 
 def select_consistent(fixes: Sequence[Fix]) -> tuple[list[Fix], list[Fix]]:
-    """Take fixes in order, skipping any that overlaps one already taken; returns (taken, skipped)."""
+    """Take fixes in order, skipping any that overlaps one already taken.
+
+    Returns (taken, skipped).
+    """
     taken: list[Fix] = []
     skipped: list[Fix] = []
     covered = _Coverage()

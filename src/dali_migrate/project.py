@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
 
 from .sourcefile import SourceError, read_bytes
 
@@ -90,14 +90,18 @@ def module_names(path: Path, roots: Iterable[Path]) -> tuple[str, ...]:
     return best or (path.stem,)
 
 
-def _definitions(path: str, tree: ast.Module, names: tuple[str, ...], source: str) -> list[_Definition]:
+def _definitions(
+    path: str, tree: ast.Module, names: tuple[str, ...], source: str
+) -> list[_Definition]:
     out = []
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
             continue
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
-            dec_name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            dec_name = (
+                target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+            )
             if dec_name not in PIPELINE_DEF_NAMES:
                 continue
             kwargs = {k.arg: k.value for k in dec.keywords} if isinstance(dec, ast.Call) else {}
@@ -109,7 +113,9 @@ def _definitions(path: str, tree: ast.Module, names: tuple[str, ...], source: st
                 name=node.name,
                 defined_in=path,
                 params=params,
-                num_threads=_segment(source, threads) if isinstance(threads, ast.Constant) else None,
+                num_threads=_segment(source, threads)
+                if isinstance(threads, ast.Constant)
+                else None,
                 batch_size_given="batch_size" in kwargs or "max_batch_size" in kwargs,
                 seed_given="seed" in kwargs,
             )
@@ -146,7 +152,9 @@ def _statements(body: list) -> Iterable[ast.stmt]:
                 stack.extend(reversed(block))
 
 
-def _imports(tree: ast.Module, own_names: tuple[str, ...], is_package: bool) -> list[tuple[str, str, str]]:
+def _imports(
+    tree: ast.Module, own_names: tuple[str, ...], is_package: bool
+) -> list[tuple[str, str, str]]:
     """(module, name, local alias) for each ``from module import name`` (relative ones resolved)."""
     out = []
     package = own_names[0].split(".") if is_package else own_names[0].split(".")[:-1]
@@ -155,7 +163,9 @@ def _imports(tree: ast.Module, own_names: tuple[str, ...], is_package: bool) -> 
             continue
         module = node.module or ""
         if node.level:
-            base = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+            base = (
+                package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+            )
             module = ".".join([*base, module] if module else base)
         for alias in node.names:
             out.append((module, alias.name, alias.asname or alias.name))
@@ -190,6 +200,7 @@ def discover(
         if str(p) not in known_names:
             known_names[str(p)] = module_names(p, roots)
         return known_names[str(p)]
+
     for p in files:
         if str(p) in dali_files:
             text = read(p)
@@ -204,7 +215,9 @@ def discover(
     for d in definitions:
         for m in d.module_names:
             key = (m, d.pipeline.name)
-            by_module[key] = None if key in by_module and by_module[key] is not d else d  # ambiguous -> None
+            by_module[key] = (
+                None if key in by_module and by_module[key] is not d else d
+            )  # ambiguous -> None
     wanted = {d.pipeline.name.encode() for d in definitions}
     infos: dict[str, ModuleInfo] = {}
     for p in files:
@@ -249,14 +262,19 @@ def settle(
     migrated: set[tuple[str, str]] = set()
     definers = [(path, info) for path, info in infos.items() if info.external_uses]
     for path, info in definers:
-        info.external_uses = {name: tuple(reasons.get((path, name), ())) for name in info.external_uses}
+        info.external_uses = {
+            name: tuple(reasons.get((path, name), ())) for name in info.external_uses
+        }
     for fp in _captured(importers):
         infos[fp.defined_in].capture.add(fp.name)
     analyse(definers)
     for path, info in definers:
         migrated |= {(path, name) for name in info.migrated}
     for info in infos.values():
-        info.foreign = {a: replace(fp, migrated=(fp.defined_in, fp.name) in migrated) for a, fp in info.foreign.items()}
+        info.foreign = {
+            a: replace(fp, migrated=(fp.defined_in, fp.name) in migrated)
+            for a, fp in info.foreign.items()
+        }
         info.use_reasons.clear()
         info.migrated.clear()
         info.first_made = None
@@ -270,7 +288,9 @@ def _captured(importers: list[tuple[str, ModuleInfo]]) -> list[ForeignPipeline]:
     for _, info in importers:
         for key in {(fp.defined_in, fp.name) for fp in info.foreign.values()}:
             importing[key] = importing.get(key, 0) + 1
-    chosen = [info.foreign[info.first_made] for _, info in importers if info.first_made in info.foreign]
+    chosen = [
+        info.foreign[info.first_made] for _, info in importers if info.first_made in info.foreign
+    ]
     return [fp for fp in chosen if importing[(fp.defined_in, fp.name)] == 1]
 
 

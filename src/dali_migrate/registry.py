@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 from .rules import Rule
 
@@ -44,7 +44,15 @@ def rules_for(select: Sequence[str] | None, ignore: Sequence[str] | None) -> lis
     if select:
         rules = [r for r in rules if _matches(r, select) or r.id == import_rule_id()]
     if ignore:
-        rules = [r for r in rules if not (r.id in ignore or r.name in ignore or (r.id != import_rule_id() and _matches(r, ignore)))]
+        rules = [
+            r
+            for r in rules
+            if not (
+                r.id in ignore
+                or r.name in ignore
+                or (r.id != import_rule_id() and _matches(r, ignore))
+            )
+        ]
     return rules
 
 

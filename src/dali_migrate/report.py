@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePath
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from rich.markup import escape
@@ -20,7 +21,9 @@ from .fixes import Diagnostic, Edit, Fix, LineIndex
 from .registry import all_rules
 from .rules import Rule
 
-SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+SARIF_SCHEMA = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
 SARIF_VERSION = "2.1.0"
 #: the base every relative artifact URI of a SARIF log is resolved against (the working directory)
 SRCROOT = "SRCROOT"
@@ -29,7 +32,7 @@ _SEVERITY_COLOUR = {"todo": "yellow", "info": "blue", "error": "red"}
 _SEVERITY_LEVEL = {"todo": "warning", "info": "note", "error": "error"}
 
 
-# -- text -------------------------------------------------------------------------------------------
+# -- text ------------------------------------------------------------------------------------------
 
 
 def rule_explanation(rule: type[Rule]) -> str:
@@ -40,12 +43,13 @@ def rule_explanation(rule: type[Rule]) -> str:
 
 
 def diagnostic_markup(path: str, d: Diagnostic) -> str:
-    """One rich-markup line ``path:line:col: RULE severity: message`` (paths and messages escaped)."""
+    """One rich-markup line ``path:line:col: RULE severity: message`` (paths, messages escaped)."""
     colour = _SEVERITY_COLOUR[d.severity]
-    return f"{escape(path)}:{d.line}:{d.col}: [{colour}]{d.rule} {d.severity}[/{colour}]: {escape(d.message)}"
+    where = f"{escape(path)}:{d.line}:{d.col}"
+    return f"{where}: [{colour}]{d.rule} {d.severity}[/{colour}]: {escape(d.message)}"
 
 
-# -- JSON -------------------------------------------------------------------------------------------
+# -- JSON ------------------------------------------------------------------------------------------
 
 
 def json_report(results: Iterable[FileResult], summary: Summary, mode: str) -> dict[str, Any]:
@@ -58,7 +62,7 @@ def json_report(results: Iterable[FileResult], summary: Summary, mode: str) -> d
     }
 
 
-# -- SARIF ------------------------------------------------------------------------------------------
+# -- SARIF -----------------------------------------------------------------------------------------
 
 
 def sarif_report(results: Iterable[FileResult], *, root: Path | None = None) -> dict[str, Any]:
@@ -88,7 +92,9 @@ def sarif_report(results: Iterable[FileResult], *, root: Path | None = None) -> 
         lines = LineIndex(fr.result.source)
         applied = set(fr.result.applied)
         for fix in fr.result.fixes:
-            sarif_results.append(_fix_result(fix, fix.id in applied, fr.written, location, lines, rule_index))
+            sarif_results.append(
+                _fix_result(fix, fix.id in applied, fr.written, location, lines, rule_index)
+            )
         for d in fr.result.diagnostics:
             sarif_results.append(_diagnostic_result(d, location, lines, rule_index))
     base = (root or Path.cwd()).resolve().as_uri().rstrip("/") + "/"
@@ -102,7 +108,9 @@ def sarif_report(results: Iterable[FileResult], *, root: Path | None = None) -> 
         },
         "originalUriBaseIds": {SRCROOT: {"uri": base}},
         "columnKind": "unicodeCodePoints",
-        "invocations": [{"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}],
+        "invocations": [
+            {"executionSuccessful": not notifications, "toolExecutionNotifications": notifications}
+        ],
         "results": sarif_results,
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
@@ -138,14 +146,20 @@ def _region(lines: LineIndex, start: int, end: int) -> dict[str, int]:
     }
 
 
-def _sarif_fix(description: str, location: dict[str, Any], edits: Sequence[Edit], lines: LineIndex) -> dict[str, Any]:
+def _sarif_fix(
+    description: str, location: dict[str, Any], edits: Sequence[Edit], lines: LineIndex
+) -> dict[str, Any]:
     return {
         "description": {"text": description},
         "artifactChanges": [
             {
                 "artifactLocation": location,
                 "replacements": [
-                    {"deletedRegion": _region(lines, e.start, e.end), "insertedContent": {"text": e.text}} for e in edits
+                    {
+                        "deletedRegion": _region(lines, e.start, e.end),
+                        "insertedContent": {"text": e.text},
+                    }
+                    for e in edits
                 ],
             }
         ],
@@ -153,7 +167,12 @@ def _sarif_fix(description: str, location: dict[str, Any], edits: Sequence[Edit]
 
 
 def _fix_result(
-    fix: Fix, applied: bool, written: bool, location: dict[str, Any], lines: LineIndex, rule_index: dict[str, int]
+    fix: Fix,
+    applied: bool,
+    written: bool,
+    location: dict[str, Any],
+    lines: LineIndex,
+    rule_index: dict[str, int],
 ) -> dict[str, Any]:
     start, end = fix.edits[0].start, fix.edits[-1].end
     return {
@@ -161,7 +180,14 @@ def _fix_result(
         **({"ruleIndex": rule_index[fix.rule]} if fix.rule in rule_index else {}),
         "level": "warning" if fix.safety == "safe" else "note",
         "message": {"text": fix.message},
-        "locations": [{"physicalLocation": {"artifactLocation": location, "region": _region(lines, start, end)}}],
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": location,
+                    "region": _region(lines, start, end),
+                }
+            }
+        ],
         "partialFingerprints": {"fixId/v1": fix.id},
         "fixes": [_sarif_fix(fix.message, location, fix.edits, lines)],
         "properties": {
@@ -194,6 +220,7 @@ def _diagnostic_result(
         "properties": {"severity": d.severity},
     }
     if d.marker is not None:
-        result["fixes"] = [_sarif_fix(f"add a TODO marker: {d.message}", location, [d.marker], lines)]
+        result["fixes"] = [
+            _sarif_fix(f"add a TODO marker: {d.message}", location, [d.marker], lines)
+        ]
     return result
-

@@ -20,10 +20,11 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Literal, Sequence, TextIO
+from typing import Literal, TextIO
 
 import click
 from rich.console import Console
@@ -61,7 +62,7 @@ class ReviewError(Exception):
     """A problem that stops the review before it starts (e.g. an unreadable decisions file)."""
 
 
-# -- remembered decisions ---------------------------------------------------------------------------
+# -- remembered decisions --------------------------------------------------------------------------
 
 
 class Decisions:
@@ -91,9 +92,13 @@ class Decisions:
             raise ReviewError(f"{path}: not a decisions file of version {DECISIONS_VERSION}")
         files = doc.get("files")
         if not isinstance(files, dict) or not all(
-            isinstance(ids, dict) and all(v in ("accepted", "rejected") for v in ids.values()) for ids in files.values()
+            isinstance(ids, dict) and all(v in ("accepted", "rejected") for v in ids.values())
+            for ids in files.values()
         ):
-            raise ReviewError(f'{path}: not a decisions file: "files" must map paths to {{fix id: accepted|rejected}}')
+            raise ReviewError(
+                f'{path}: not a decisions file: "files" must map paths to '
+                f'{{fix id: accepted|rejected}}'
+            )
         return cls(path, files)
 
     def get(self, file: str, fix_id: str) -> Decision | None:
@@ -105,9 +110,14 @@ class Decisions:
 
     def save(self) -> None:
         """Write the store atomically (temp file + rename), creating its directory."""
-        doc = {"version": DECISIONS_VERSION, "files": {f: dict(sorted(ids.items())) for f, ids in sorted(self.files.items())}}
+        doc = {
+            "version": DECISIONS_VERSION,
+            "files": {f: dict(sorted(ids.items())) for f, ids in sorted(self.files.items())},
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix="." + self.path.name + ".", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix="." + self.path.name + ".", suffix=".tmp"
+        )
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=2)
@@ -122,11 +132,11 @@ class Decisions:
 
 
 def decisions_key(path: str | os.PathLike[str]) -> str:
-    """How a file is named in the decisions store: relative to the working directory, ``/``-separated."""
+    """A file's name in the decisions store: relative to the working directory, ``/``-separated."""
     return Path(os.path.relpath(os.path.abspath(path))).as_posix()
 
 
-# -- answers ----------------------------------------------------------------------------------------
+# -- answers ---------------------------------------------------------------------------------------
 
 
 class Answers:
@@ -199,7 +209,7 @@ def _cbreak(fd: int) -> list | None:
     return saved
 
 
-# -- one file under review --------------------------------------------------------------------------
+# -- one file under review -------------------------------------------------------------------------
 
 
 def _reviewable(result: Result, unsafe: bool) -> list[Fix]:
@@ -240,7 +250,10 @@ class FileReview:
         return {f.id: f for f in self.fixes}
 
     def decided(self, fix: Fix) -> bool:
-        return any(fix.id in s for s in (self.accepted, self.rejected, self.earlier, self.blocked, self.left))
+        return any(
+            fix.id in s
+            for s in (self.accepted, self.rejected, self.earlier, self.blocked, self.left)
+        )
 
     def next_undecided(self) -> Fix | None:
         return next((f for f in self.fixes if not self.decided(f)), None)
@@ -296,12 +309,12 @@ class FileReview:
         return gone
 
     def decisions(self) -> dict[str, Decision]:
-        out: dict[str, Decision] = {i: "accepted" for i in self.accepted}
-        out.update({i: "rejected" for i in self.rejected})
+        out: dict[str, Decision] = dict.fromkeys(self.accepted, "accepted")
+        out.update(dict.fromkeys(self.rejected, "rejected"))
         return out
 
 
-# -- the review -------------------------------------------------------------------------------------
+# -- the review ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -377,12 +390,19 @@ class Review:
     def _analyse(self, state: FileReview, code: str) -> Result:
         o = self.options
         return migrate_source(
-            code, path=state.path, select=o.select or None, ignore=o.ignore or None, unsafe=o.unsafe, project=state.project
+            code,
+            path=state.path,
+            select=o.select or None,
+            ignore=o.ignore or None,
+            unsafe=o.unsafe,
+            project=state.project,
         )
 
     def _review(self, state: FileReview) -> None:
         self.tally.files += 1
-        state.earlier = {f.id for f in state.fixes if self.decisions.get(state.key, f.id) == "rejected"}
+        state.earlier = {
+            f.id for f in state.fixes if self.decisions.get(state.key, f.id) == "rejected"
+        }
         if self.answers is not None:
             self._file_header(state)
         rest: Literal["ask", "accept", "reject"] = "ask"
@@ -408,7 +428,9 @@ class Review:
         if self.answers is None:
             self._replay_line(state)
 
-    def _replay(self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None) -> None:
+    def _replay(
+        self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None
+    ) -> None:
         """Apply ``fix`` if it was accepted, and so was everything it needs; else leave it."""
         missing = [f.id for f in unit if self.decisions.get(state.key, f.id) != "accepted"]
         if remembered == "accepted" and not missing:
@@ -416,9 +438,14 @@ class Review:
             return
         state.left.add(fix.id)
         if remembered == "accepted":
-            self.out.print(f"{escape(fix.id)} is not applied: it needs {escape(', '.join(missing))}, not accepted")
+            self.out.print(
+                f"{escape(fix.id)} is not applied: it needs {escape(', '.join(missing))}, not "
+                "accepted"
+            )
 
-    def _ask(self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None) -> Literal["ask", "accept", "reject"]:
+    def _ask(
+        self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None
+    ) -> Literal["ask", "accept", "reject"]:
         """Show ``fix`` (with ``unit``, what it pulls in) and act on the answer; returns how to
         treat the rest of the file."""
         self._show(state, fix, unit, remembered)
@@ -426,7 +453,11 @@ class Review:
         while True:
             self.out.print(PROMPT, end="", markup=False)
             key = self.answers.read()
-            self.out.print(key if key is not None else "(end of input: quitting)", markup=False, highlight=False)
+            self.out.print(
+                key if key is not None else "(end of input: quitting)",
+                markup=False,
+                highlight=False,
+            )
             if key is None or key == "q":
                 self.quitting = True
                 return "ask"
@@ -442,7 +473,9 @@ class Review:
                     return "ask"
             elif key == "?":
                 rule = get_rule(fix.rule)
-                self.out.print(rule_explanation(rule) if rule else fix.rule, markup=False, highlight=False)
+                self.out.print(
+                    rule_explanation(rule) if rule else fix.rule, markup=False, highlight=False
+                )
             else:
                 self.out.print(f"unknown answer {key!r}; the answers are:", markup=False)
                 for k, meaning in KEYS.items():
@@ -459,13 +492,18 @@ class Review:
             title += f", {len(state.earlier)} skipped as decided in an earlier review"
         self.out.print(Separator(title, style="bold"))
         if n and state.has_imports:
-            self.out.print("imports (DM100) are updated to match what you accept when the file is written")
+            self.out.print(
+                "imports (DM100) are updated to match what you accept when the file is written"
+            )
 
-    def _show(self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None) -> None:
+    def _show(
+        self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None
+    ) -> None:
         offered = [f for f in state.fixes if f.id not in state.earlier]
         self.out.print()
         self.out.print(
-            f"[bold]\\[{offered.index(fix) + 1}/{len(offered)}] {escape(fix.rule)}[/bold] ({fix.safety})  "
+            f"[bold]\\[{offered.index(fix) + 1}/{len(offered)}] {escape(fix.rule)}[/bold] "
+            f"({fix.safety})  "
             f"{escape(state.path)}:{fix.span.start_line}  [dim]{escape(fix.id)}[/dim]"
         )
         self.out.print(escape(fix.message))
@@ -480,15 +518,22 @@ class Review:
         by_id = state.by_id
         accepted = [e for i in state.to_apply for e in by_id[i].edits]
         before = splice(state.base, accepted)
-        diff = unified_diff(state.path, before, splice(state.base, accepted + [e for f in unit for e in f.edits]))
+        diff = unified_diff(
+            state.path, before, splice(state.base, accepted + [e for f in unit for e in f.edits])
+        )
         body = diff.split("\n", 2)[2] if diff.count("\n") >= 2 else diff  # the file is named above
         if self.out.is_terminal:
-            self.out.print(Syntax(body, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+            self.out.print(
+                Syntax(body, "diff", theme="ansi_dark", background_color="default", word_wrap=True)
+            )
         else:
             self.out.print(body, end="", markup=False, highlight=False)
 
     def _replay_line(self, state: FileReview) -> None:
-        counts = [f"{len(state.accepted)} applied", f"{len(state.earlier) + len(state.blocked)} skipped"]
+        counts = [
+            f"{len(state.accepted)} applied",
+            f"{len(state.earlier) + len(state.blocked)} skipped",
+        ]
         if state.left:
             counts.append(f"{len(state.left)} not decided")
         self.out.print(f"{escape(state.path)}: {', '.join(counts)}")
@@ -528,7 +573,10 @@ class Review:
             state.accept(unit)
             return True
         for f in state.rebase(edited, result, unit, self.options.unsafe):
-            self.out.print(f"{escape(f.id)} is left out: the edited file no longer has it ({escape(f.message)})")
+            self.out.print(
+                f"{escape(f.id)} is left out: the edited file no longer has it "
+                f"({escape(f.message)})"
+            )
         return True
 
     def _finish(self, state: FileReview) -> None:
@@ -540,7 +588,9 @@ class Review:
                 write_source(state.source, final)
                 t.written += 1
         except (SourceError, MigrateError) as e:
-            self._error(f"{state.path}: not written: {e}" if isinstance(e, MigrateError) else str(e))
+            self._error(
+                f"{state.path}: not written: {e}" if isinstance(e, MigrateError) else str(e)
+            )
             return
         t.applied += len(state.accepted)
         t.skipped += len(state.rejected)
@@ -554,7 +604,7 @@ class Review:
             self.tally.errors += 1
         self.err.print(f"[red]error[/red]: {escape(message)}")
 
-    # -- the end ------------------------------------------------------------------------------------
+    # -- the end -----------------------------------------------------------------------------------
 
     def summary(self) -> None:
         t = self.tally
@@ -589,7 +639,9 @@ def edit_text(text: str, source: SourceFile) -> str:
             path.write_bytes(text.encode(source.encoding))
             proc = subprocess.run([*shlex.split(editor), str(path)])
         except UnicodeError as e:
-            raise ReviewError(f"cannot encode the proposed result as {source.encoding}: {e}") from None
+            raise ReviewError(
+                f"cannot encode the proposed result as {source.encoding}: {e}"
+            ) from None
         except OSError as e:
             raise ReviewError(f"cannot run the editor {editor!r}: {e.strerror or e}") from None
         if proc.returncode != 0:
@@ -631,7 +683,10 @@ def review(
             try:
                 decisions.save()
             except OSError as e:
-                err.print(f"[red]error[/red]: {escape(str(store_path))}: decisions not saved: {escape(str(e))}")
+                err.print(
+                    f"[red]error[/red]: {escape(str(store_path))}: decisions not saved: "
+                    f"{escape(str(e))}"
+                )
                 session.tally.errors += 1
     session.summary()
     if interactive:

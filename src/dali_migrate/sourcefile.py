@@ -19,9 +19,9 @@ import stat
 import tempfile
 import threading
 import tokenize
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 __all__ = [
     "DEFAULT_EXCLUDES",
@@ -35,10 +35,7 @@ __all__ = [
 ]
 
 # Every character str.splitlines() breaks on, escaped so that a message stays on one line.
-_LINE_BREAKS = {
-    ord(c): repr(c)[1:-1]
-    for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-}
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 def _one_line(text: str) -> str:
@@ -153,7 +150,7 @@ def read_source(path: Path) -> SourceFile:
         raise SourceError(path, _decode_reason(raw, encoding, exc)) from None
     except LookupError as exc:  # e.g. a cookie naming a non-text codec such as rot13
         raise SourceError(path, f"unknown encoding cookie ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way ('undefined')
+    except Exception as exc:
         raise SourceError(path, f"cannot decode as {encoding} ({_short(exc)})") from None
     if not _round_trips(text, encoding, raw):
         # unicode_escape, punycode, idna, utf-16 under an ASCII cookie...: what would be written
@@ -166,14 +163,14 @@ def read_source(path: Path) -> SourceFile:
 def _round_trips_back(data: bytes, encoding: str, text: str) -> bool:
     try:
         return data.decode(encoding) == text
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
 def _round_trips(text: str, encoding: str, raw: bytes) -> bool:
     try:
         return text.encode(encoding) == raw
-    except Exception:  # noqa: BLE001 - a codec that cannot encode what it decoded
+    except Exception:
         return False
 
 
@@ -220,7 +217,7 @@ def write_source(sf: SourceFile, new_text: str) -> None:
         ) from None
     except LookupError as exc:
         raise SourceError(path, f"unknown encoding ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - any codec may fail its own way
+    except Exception as exc:
         raise SourceError(path, f"cannot encode as {sf.encoding} ({_short(exc)})") from None
     if not _round_trips_back(data, sf.encoding, new_text):
         reason = f"the {sf.encoding} codec would not read back what it wrote (not written)"
@@ -313,6 +310,7 @@ def _check_unchanged(path: Path, target: Path, st: os.stat_result, raw: bytes) -
             current = fh.read()
     except OSError as exc:
         raise SourceError(path, f"{_os_reason(exc)} (not written)") from None
+
     def key(s: os.stat_result) -> tuple[int, int, int, int]:
         return s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns
 
@@ -376,9 +374,7 @@ def _normalize_patterns(exclude: Sequence[str]) -> list[str]:
 
 
 def _excluded(rel: str, name: str, patterns: Sequence[str]) -> bool:
-    return any(
-        fnmatch.fnmatchcase(rel, pat) or fnmatch.fnmatchcase(name, pat) for pat in patterns
-    )
+    return any(fnmatch.fnmatchcase(rel, pat) or fnmatch.fnmatchcase(name, pat) for pat in patterns)
 
 
 def _skip_dir(entry: os.DirEntry[str], rel: str, patterns: Sequence[str]) -> bool:
@@ -437,9 +433,7 @@ def _walk(root: Path, patterns: Sequence[str]) -> Iterator[Path]:
         yield root / rel
 
 
-def iter_python_files(
-    paths: Sequence[str | Path], exclude: Sequence[str] = ()
-) -> Iterator[Path]:
+def iter_python_files(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> Iterator[Path]:
     """Yield the Python files named by ``paths``, each once, in a deterministic order.
 
     Files given explicitly are yielded as given (whatever their suffix); directories are walked

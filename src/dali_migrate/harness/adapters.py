@@ -38,15 +38,24 @@ class AdapterInfo:
 
 
 def load_adapter_info(source: str, default_name: str) -> AdapterInfo:
-    """Check an adapter statically (it runs only in the sides' subprocesses) and read NAME/KWARGS."""
+    """Check an adapter statically and read NAME/KWARGS."""
     tree = ast.parse(source)
-    functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    functions = {
+        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     missing = [f for f in ("build_old", "new_batches") if f not in functions]
     if missing:
-        raise ValueError(f"the adapter defines no {' and no '.join(missing)}() (see dali_migrate.harness.adapters)")
+        raise ValueError(
+            f"the adapter defines no {' and no '.join(missing)}() (see "
+            "dali_migrate.harness.adapters)"
+        )
     info = AdapterInfo(default_name)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             target = node.targets[0].id
             if target in ("NAME", "KWARGS"):
                 try:

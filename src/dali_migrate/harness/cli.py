@@ -55,7 +55,9 @@ def _render(report, console) -> None:
     where = f"on {report.device}"
     if report.lowered:
         where += ", lowered to CPU"
-    console.print(f"[bold]verify[/] {escape(report.old)} -> {escape(report.new)} ({where})", soft_wrap=True)
+    console.print(
+        f"[bold]verify[/] {escape(report.old)} -> {escape(report.new)} ({where})", soft_wrap=True
+    )
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("program" if getattr(report, "mode", "") == "program" else "pipeline")
     table.add_column("verdict")
@@ -67,8 +69,14 @@ def _render(report, console) -> None:
     table.add_column("details", overflow="fold")
     for p in report.pipelines:
         speed = [f"{p.bench['ratio']:.2f}x" if p.bench else "-"] if benched else []
-        table.add_row(escape(p.name), f"[{styles[p.verdict]}]{p.verdict}[/]", str(p.iterations), str(p.random_ops),
-                      *speed, escape(p.summary()))
+        table.add_row(
+            escape(p.name),
+            f"[{styles[p.verdict]}]{p.verdict}[/]",
+            str(p.iterations),
+            str(p.random_ops),
+            *speed,
+            escape(p.summary()),
+        )
     console.print(table)
     for p in report.pipelines:
         for line in p.rng[1:4]:
@@ -76,11 +84,15 @@ def _render(report, console) -> None:
         for line in p.notes:
             console.print(f"  [dim]{escape(p.name)}: {escape(line)}[/]", soft_wrap=True)
     for line in getattr(report, "not_run", [])[:10]:
-        console.print(f"  [yellow]not run[/] (runs the program on import): {escape(line)}",
-                      soft_wrap=True)
+        console.print(
+            f"  [yellow]not run[/] (runs the program on import): {escape(line)}", soft_wrap=True
+        )
     if report.lowered:
-        console.print(f"  [dim]lowered to CPU: {len(report.lowering)} change(s) ({escape(', '.join(sorted(set(report.lowering)))[:300])})[/]",
-                      soft_wrap=True)
+        console.print(
+            f"  [dim]lowered to CPU: {len(report.lowering)} change(s) "
+            f"({escape(', '.join(sorted(set(report.lowering)))[:300])})[/]",
+            soft_wrap=True,
+        )
 
 
 def _random_outputs(value: str | None) -> list[int] | None:
@@ -92,49 +104,147 @@ def _random_outputs(value: str | None) -> list[int] | None:
         raise click.BadParameter("a comma-separated list of output indices, e.g. 0,1") from None
 
 
-@click.command(name="verify", epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    name="verify", epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.argument("old", type=click.Path())
 @click.argument("new", type=click.Path())
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--program", "program", is_flag=True,
-              help="Run OLD and NEW as whole programs (python OLD ARGS...) and compare exit "
-              "status, standard output, files written and returned values; OLD/NEW may be "
-              "project folders with --entry.")
-@click.option("--entry", metavar="[MODULE][:FUNCTION]",
-              help="With --program: a function to call with ARGS (main, or pkg.train:main), or "
-              "the module of a project folder to run (pkg.train, as python -m).")
-@click.option("--random-outputs", "random_outputs", metavar="0,1",
-              help="With --program --entry FUNCTION: returned outputs computed by random "
-              "operators; only their dtype and shape are compared.")
+@click.option(
+    "--program",
+    "program",
+    is_flag=True,
+    help="Run OLD and NEW as whole programs (python OLD ARGS...) and compare exit "
+    "status, standard output, files written and returned values; OLD/NEW may be "
+    "project folders with --entry.",
+)
+@click.option(
+    "--entry",
+    metavar="[MODULE][:FUNCTION]",
+    help="With --program: a function to call with ARGS (main, or pkg.train:main), or "
+    "the module of a project folder to run (pkg.train, as python -m).",
+)
+@click.option(
+    "--random-outputs",
+    "random_outputs",
+    metavar="0,1",
+    help="With --program --entry FUNCTION: returned outputs computed by random "
+    "operators; only their dtype and shape are compared.",
+)
 @click.option("--pipeline", "pipeline", metavar="NAME", help="Verify only this pipeline of OLD.")
-@click.option("--kwargs", "kwargs_text", metavar="JSON|FILE",
-              help="Pipeline arguments: a JSON object or a .json/.toml file. Data arguments left out get synthetic data.")
-@click.option("--data", "data", type=click.Path(exists=True), help="Your data: the path every data argument (file_root=...) of the pipelines gets; for a folder, "
-              "file arguments (path=, index_path=, annotations_file=) get its one .tfrecord/.idx/.json file.")
-@click.option("--iterations", type=click.IntRange(min=1), help="Batches to compare (default: one past the first epoch boundary).")
-@click.option("--max-iterations", type=click.IntRange(min=1), default=50, show_default=True,
-              help="Cap on the default number of batches.")
-@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
-              help="cpu lowers both sides to CPU (mixed/gpu -> cpu, .gpu() dropped); auto picks gpu when one is visible.")
+@click.option(
+    "--kwargs",
+    "kwargs_text",
+    metavar="JSON|FILE",
+    help="Pipeline arguments: a JSON object or a .json/.toml file. Data arguments left out get "
+    "synthetic data.",
+)
+@click.option(
+    "--data",
+    "data",
+    type=click.Path(exists=True),
+    help="Your data: the path every data argument (file_root=...) of the pipelines gets; for a "
+    "folder, "
+    "file arguments (path=, index_path=, annotations_file=) get its one .tfrecord/.idx/.json file.",
+)
+@click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    help="Batches to compare (default: one past the first epoch boundary).",
+)
+@click.option(
+    "--max-iterations",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Cap on the default number of batches.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "gpu", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="cpu lowers both sides to CPU (mixed/gpu -> cpu, .gpu() dropped); auto picks gpu when "
+    "one is visible.",
+)
 @click.option("--atol", multiple=True, metavar="[DTYPE=]TOL", help="Absolute tolerance for floats.")
 @click.option("--rtol", multiple=True, metavar="[DTYPE=]TOL", help="Relative tolerance for floats.")
-@click.option("--samples", type=click.IntRange(min=1), default=8, show_default=True, help="Size of synthetic datasets.")
-@click.option("--image-format", type=click.Choice(["jpeg", "png"]), default="jpeg", show_default=True,
-              help="Synthetic images for readers.file.")
-@click.option("--adapter", type=click.Path(exists=True, dir_okay=False),
-              help="A Python file with build_old(old, **kw) and new_batches(new, **kw) (hand-written migrations).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT_S,
-              show_default=True, help="Seconds per side (more than 0).")
-@click.option("--memory-mb", type=click.IntRange(min=0), default=DEFAULT_MEMORY_MB, show_default=True,
-              help="Memory cap per side (0: none).")
-@click.option("--keep", type=click.Path(file_okay=False), help="Keep the copies, specs and results in this directory.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--bench", type=click.IntRange(min=0), default=0, metavar="BATCHES",
-              help="Also time BATCHES batches of each side of every matching pipeline and report new/old throughput.")
+@click.option(
+    "--samples",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Size of synthetic datasets.",
+)
+@click.option(
+    "--image-format",
+    type=click.Choice(["jpeg", "png"]),
+    default="jpeg",
+    show_default=True,
+    help="Synthetic images for readers.file.",
+)
+@click.option(
+    "--adapter",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A Python file with build_old(old, **kw) and new_batches(new, **kw) (hand-written "
+    "migrations).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds per side (more than 0).",
+)
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MEMORY_MB,
+    show_default=True,
+    help="Memory cap per side (0: none).",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    help="Keep the copies, specs and results in this directory.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--bench",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="BATCHES",
+    help="Also time BATCHES batches of each side of every matching pipeline and report new/old "
+    "throughput.",
+)
 @click.option("--debug", is_flag=True, help="Show the tracebacks of errors.")
-def verify_command(old, new, args, program, entry, random_outputs, pipeline, kwargs_text, data,
-                   iterations, max_iterations, device, atol, rtol, samples, image_format, adapter,
-                   timeout, memory_mb, keep, fmt, bench, debug) -> None:
+def verify_command(
+    old,
+    new,
+    args,
+    program,
+    entry,
+    random_outputs,
+    pipeline,
+    kwargs_text,
+    data,
+    iterations,
+    max_iterations,
+    device,
+    atol,
+    rtol,
+    samples,
+    image_format,
+    adapter,
+    timeout,
+    memory_mb,
+    keep,
+    fmt,
+    bench,
+    debug,
+) -> None:
     """Prove that NEW computes what OLD computes: every output of every batch, sample by sample.
 
     Each pipeline of OLD (a @pipeline_def function, a Pipeline subclass or a factory returning
@@ -153,24 +263,47 @@ def verify_command(old, new, args, program, entry, random_outputs, pipeline, kwa
 
     fail = _usage_error
     if args and not program:
-        fail(f"unexpected extra argument(s) {' '.join(args)!r} "
-             "(program arguments go with --program)")
+        fail(
+            f"unexpected extra argument(s) {' '.join(args)!r} (program arguments go with --program)"
+        )
     if not program and (entry or random_outputs):
         fail("--entry and --random-outputs go with --program")
     try:
         check_dependencies()
-        common = dict(device=device, atol=list(atol) or None, rtol=list(rtol) or None,
-                      timeout=timeout, memory_mb=memory_mb, workdir=keep)
+        common = {
+            "device": device,
+            "atol": list(atol) or None,
+            "rtol": list(rtol) or None,
+            "timeout": timeout,
+            "memory_mb": memory_mb,
+            "workdir": keep,
+        }
         if program:
             from .program import verify_program
 
-            report = verify_program(old, new, args=list(args), entry=entry,
-                                    random_outputs=_random_outputs(random_outputs), **common)
+            report = verify_program(
+                old,
+                new,
+                args=list(args),
+                entry=entry,
+                random_outputs=_random_outputs(random_outputs),
+                **common,
+            )
         else:
-            report = _run_pipelines(old, new, kwargs_text, common, pipeline=pipeline, data=data,
-                                    iterations=iterations, max_iterations=max_iterations,
-                                    samples=samples, image_format=image_format, adapter=adapter,
-                                    bench=bench)
+            report = _run_pipelines(
+                old,
+                new,
+                kwargs_text,
+                common,
+                pipeline=pipeline,
+                data=data,
+                iterations=iterations,
+                max_iterations=max_iterations,
+                samples=samples,
+                image_format=image_format,
+                adapter=adapter,
+                bench=bench,
+            )
     except (ValueError, VerifyDependencyError, click.BadParameter) as e:
         fail(str(e.format_message() if isinstance(e, click.BadParameter) else e))
     if fmt == "json":

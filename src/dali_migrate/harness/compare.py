@@ -33,11 +33,18 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 
 @dataclass
 class Tolerances:
-    per_dtype: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    per_dtype: dict[str, tuple[float, float]] = field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCES)
+    )
 
     @classmethod
-    def parse(cls, atol: list[str] | str | float | None = None, rtol: list[str] | str | float | None = None) -> "Tolerances":
-        """From ``--atol``/``--rtol`` values: ``"1e-5"`` (every float dtype) or ``"float32=1e-5"``."""
+    def parse(
+        cls,
+        atol: list[str] | str | float | None = None,
+        rtol: list[str] | str | float | None = None,
+    ) -> Tolerances:
+        """From ``--atol``/``--rtol`` values: ``"1e-5"`` (every float dtype) or
+        ``"float32=1e-5"``."""
         tol = cls()
         for index, values in ((0, atol), (1, rtol)):
             if values is None:
@@ -125,8 +132,12 @@ def _scalar(x):
         return x
 
 
-def compare_runs(old: list[list[dict]], new: list[list[dict]], tolerances: Tolerances | None = None,
-                 shapes_only: set[int] | None = None) -> Comparison:
+def compare_runs(
+    old: list[list[dict]],
+    new: list[list[dict]],
+    tolerances: Tolerances | None = None,
+    shapes_only: set[int] | None = None,
+) -> Comparison:
     """Compare two runs: per iteration a list of outputs ``{"layout", "dtype", "samples"}``
     (see ``side.to_output``). The outputs whose indices are in ``shapes_only`` are compared by
     dtype and shape, not by value."""
@@ -135,32 +146,67 @@ def compare_runs(old: list[list[dict]], new: list[list[dict]], tolerances: Toler
     tol = tolerances or Tolerances()
     result = Comparison(iterations=min(len(old), len(new)))
     if len(old) != len(new):
-        result.add(Difference(min(len(old), len(new)), -1, None, "iterations",
-                              f"{len(old)} iterations before, {len(new)} after"))
+        result.add(
+            Difference(
+                min(len(old), len(new)),
+                -1,
+                None,
+                "iterations",
+                f"{len(old)} iterations before, {len(new)} after",
+            )
+        )
     for it, (o_out, n_out) in enumerate(zip(old, new)):
         result.outputs = max(result.outputs, len(o_out))
         if len(o_out) != len(n_out):
-            result.add(Difference(it, -1, None, "outputs", f"{len(o_out)} outputs before, {len(n_out)} after"))
+            result.add(
+                Difference(
+                    it, -1, None, "outputs", f"{len(o_out)} outputs before, {len(n_out)} after"
+                )
+            )
             continue
         for k, (o, n) in enumerate(zip(o_out, n_out)):
-            if o.get("layout") is not None and n.get("layout") is not None and o["layout"] != n["layout"]:
-                result.add(Difference(it, k, None, "layout", f"layout {o['layout']!r} before, {n['layout']!r} after"))
+            if (
+                o.get("layout") is not None
+                and n.get("layout") is not None
+                and o["layout"] != n["layout"]
+            ):
+                result.add(
+                    Difference(
+                        it,
+                        k,
+                        None,
+                        "layout",
+                        f"layout {o['layout']!r} before, {n['layout']!r} after",
+                    )
+                )
             os_, ns_ = o["samples"], n["samples"]
             if len(os_) != len(ns_):
-                result.add(Difference(it, k, None, "samples", f"{len(os_)} samples before, {len(ns_)} after"))
+                result.add(
+                    Difference(
+                        it, k, None, "samples", f"{len(os_)} samples before, {len(ns_)} after"
+                    )
+                )
                 result.samples_differing += abs(len(os_) - len(ns_))
             for s, (a, b) in enumerate(zip(os_, ns_)):
                 result.samples_compared += 1
                 a, b = np.asarray(a), np.asarray(b)
                 if a.dtype != b.dtype:
                     result.samples_differing += 1
-                    result.add(Difference(it, k, s, "dtype", f"dtype {a.dtype} before, {b.dtype} after"))
+                    result.add(
+                        Difference(it, k, s, "dtype", f"dtype {a.dtype} before, {b.dtype} after")
+                    )
                     continue
                 if a.shape != b.shape:
                     result.samples_differing += 1
-                    result.add(Difference(it, k, s, "shape", f"shape {a.shape} before, {b.shape} after"))
+                    result.add(
+                        Difference(it, k, s, "shape", f"shape {a.shape} before, {b.shape} after")
+                    )
                     continue
-                pair = tol.for_dtype(a.dtype.name) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else None
+                pair = (
+                    tol.for_dtype(a.dtype.name)
+                    if a.dtype.kind == "f" or a.dtype.name == "bfloat16"
+                    else None
+                )
                 if shapes_only and k in shapes_only:
                     continue
                 if pair is None:
@@ -187,7 +233,15 @@ def compare_runs(old: list[list[dict]], new: list[list[dict]], tolerances: Toler
                         result.max_rel_err = max(result.max_rel_err, float(rel_err.max()))
                 first = tuple(int(i) for i in np.argwhere(bad)[0]) if a.ndim else ()
                 result.add(
-                    Difference(it, k, s, "values", f"values differ in {int(bad.sum())} of {a.size} elements",
-                               list(first), _scalar(a[first]), _scalar(b[first]))
+                    Difference(
+                        it,
+                        k,
+                        s,
+                        "values",
+                        f"values differ in {int(bad.sum())} of {a.size} elements",
+                        list(first),
+                        _scalar(a[first]),
+                        _scalar(b[first]),
+                    )
                 )
     return result

@@ -51,9 +51,9 @@ def _image(c: int, i: int):
     rng = np.random.default_rng(1000 * c + i)
     h, w = (int(v) for v in rng.integers(20, 61, size=2))
     yy, xx = np.mgrid[0:h, 0:w]
-    img = np.stack([xx * 255 // w, yy * 255 // h, np.full((h, w), 60 * c + 10 * i)], axis=-1) + rng.integers(
-        0, 40, size=(h, w, 3)
-    )
+    img = np.stack(
+        [xx * 255 // w, yy * 255 // h, np.full((h, w), 60 * c + 10 * i)], axis=-1
+    ) + rng.integers(0, 40, size=(h, w, 3))
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
@@ -126,9 +126,19 @@ def _write_tfrecord(root: Path, count: int) -> dict[str, str]:
         for i in range(count):
             buf = io.BytesIO()
             Image.fromarray(_image(i % 3, i)).save(buf, format="JPEG", quality=90)
-            ex = _example({"image/encoded": _bytes_feature(buf.getvalue()), "image/class/label": _int64_feature([i % 3])})
+            ex = _example(
+                {
+                    "image/encoded": _bytes_feature(buf.getvalue()),
+                    "image/class/label": _int64_feature([i % 3]),
+                }
+            )
             header = struct.pack("<Q", len(ex))
-            chunk = header + struct.pack("<I", _masked_crc(header)) + ex + struct.pack("<I", _masked_crc(ex))
+            chunk = (
+                header
+                + struct.pack("<I", _masked_crc(header))
+                + ex
+                + struct.pack("<I", _masked_crc(ex))
+            )
             f.write(chunk)
             idx.write(f"{offset} {len(chunk)}\n")
             offset += len(chunk)
@@ -148,12 +158,20 @@ def _write_coco(root: Path, count: int) -> dict[str, str]:
         for k in range(2):
             bbox = [1 + k, 1 + i % 3, 5 + i % 4, 4 + k]
             annotations.append(
-                {"id": len(annotations) + 1, "image_id": i + 1, "category_id": 1 + (i + k) % 3, "bbox": bbox,
-                 "area": bbox[2] * bbox[3], "iscrowd": 0}
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": i + 1,
+                    "category_id": 1 + (i + k) % 3,
+                    "bbox": bbox,
+                    "area": bbox[2] * bbox[3],
+                    "iscrowd": 0,
+                }
             )
     categories = [{"id": c, "name": f"class_{c}"} for c in (1, 2, 3)]
     ann = root / "annotations.json"
-    ann.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
+    ann.write_text(
+        json.dumps({"images": images, "annotations": annotations, "categories": categories})
+    )
     return {"file_root": str(images_dir), "annotations_file": str(ann)}
 
 
@@ -174,7 +192,7 @@ def _write_wav(path: Path, c: int, i: int) -> None:
 
 
 def make_dataset(spec: dict, root: Path) -> Dataset:
-    """Write the synthetic data ``spec`` asks for under ``root`` (created); deterministic content."""
+    """Write the synthetic data ``spec`` asks for under ``root`` (created), deterministically."""
     import numpy as np
 
     root = Path(root)
@@ -197,7 +215,9 @@ def make_dataset(spec: dict, root: Path) -> Dataset:
         dtype = np.dtype(spec.get("dtype", "uint8"))
         for i in range(spec["count"]):
             rng = np.random.default_rng(i)
-            np.save(root / f"arr_{i:03d}.npy", rng.integers(0, 100, size=spec["shape"]).astype(dtype))
+            np.save(
+                root / f"arr_{i:03d}.npy", rng.integers(0, 100, size=spec["shape"]).astype(dtype)
+            )
         count = spec["count"]
     elif kind == "tfrecord":
         paths = _write_tfrecord(root, spec["count"])
@@ -214,7 +234,9 @@ def make_dataset(spec: dict, root: Path) -> Dataset:
 _READER_KINDS = {"file": "jpeg_folders", "numpy": "npy", "tfrecord": "tfrecord", "coco": "coco"}
 
 
-def spec_for_reader(reader: str, samples: int, *, audio: bool = False, image_format: str = "jpeg") -> dict | None:
+def spec_for_reader(
+    reader: str, samples: int, *, audio: bool = False, image_format: str = "jpeg"
+) -> dict | None:
     """The dataset spec for a reader (``"file"``, ``"numpy"``, ``"tfrecord"``, ``"coco"``) with
     about ``samples`` samples, or None when the harness cannot synthesize data for it."""
     kind = _READER_KINDS.get(reader.lower())
@@ -224,7 +246,11 @@ def spec_for_reader(reader: str, samples: int, *, audio: bool = False, image_for
         per_class = max(1, -(-samples // 2))
         if audio:
             return {"kind": "wav_folders", "classes": 2, "per_class": per_class}
-        return {"kind": "png_folders" if image_format == "png" else "jpeg_folders", "classes": 2, "per_class": per_class}
+        return {
+            "kind": "png_folders" if image_format == "png" else "jpeg_folders",
+            "classes": 2,
+            "per_class": per_class,
+        }
     if kind == "npy":
         return {"kind": "npy", "count": samples, "shape": [6, 5, 3], "dtype": "uint8"}
     return {"kind": kind, "count": samples}

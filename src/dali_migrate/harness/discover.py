@@ -14,15 +14,38 @@ __all__ = ["CallSite", "PipelineInfo", "ReaderUse", "discover"]
 
 #: reader call name (last attribute, lower case, without ``readers.``) -> reader kind
 _READER_NAMES = {
-    "file": "file", "file_reader": "file", "filereader": "file",
-    "numpy": "numpy", "numpy_reader": "numpy", "numpyreader": "numpy",
-    "tfrecord": "tfrecord", "tfrecord_reader": "tfrecord", "tfrecordreader": "tfrecord",
-    "coco": "coco", "coco_reader": "coco", "cocoreader": "coco",
-    "caffe": "caffe", "caffe2": "caffe2", "mxnet": "mxnet", "nemo_asr": "nemo_asr", "video": "video",
-    "video_resize": "video", "webdataset": "webdataset", "sequence": "sequence",
+    "file": "file",
+    "file_reader": "file",
+    "filereader": "file",
+    "numpy": "numpy",
+    "numpy_reader": "numpy",
+    "numpyreader": "numpy",
+    "tfrecord": "tfrecord",
+    "tfrecord_reader": "tfrecord",
+    "tfrecordreader": "tfrecord",
+    "coco": "coco",
+    "coco_reader": "coco",
+    "cocoreader": "coco",
+    "caffe": "caffe",
+    "caffe2": "caffe2",
+    "mxnet": "mxnet",
+    "nemo_asr": "nemo_asr",
+    "video": "video",
+    "video_resize": "video",
+    "webdataset": "webdataset",
+    "sequence": "sequence",
 }
 #: reader arguments that name data on disk
-PATH_ARGUMENTS = ("file_root", "files", "file_list", "path", "index_path", "annotations_file", "manifest_filepaths", "filenames")
+PATH_ARGUMENTS = (
+    "file_root",
+    "files",
+    "file_list",
+    "path",
+    "index_path",
+    "annotations_file",
+    "manifest_filepaths",
+    "filenames",
+)
 
 
 @dataclass
@@ -150,29 +173,37 @@ class _Body(ast.NodeVisitor):
                         ok, value = _literal(kw.value)
                         if ok:
                             use.literal[kw.arg] = value
-                        else:  # an expression over a parameter, e.g. os.path.join(data_dir, "train")
+                        else:  # an expression over a parameter: os.path.join(data_dir, "train")
                             names = {n.id for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
                             for p in sorted(names & self.params):
                                 use.bound.setdefault(kw.arg, p)
                 if kw.arg == "random_shuffle":
-                    use.random_shuffle = not (isinstance(kw.value, ast.Constant) and not kw.value.value)
+                    use.random_shuffle = not (
+                        isinstance(kw.value, ast.Constant) and not kw.value.value
+                    )
             self.readers.append(use)
         if "audio" in name.split(".")[-1].lower() or name.endswith("decoders.audio"):
             self.audio = True
         last = name.split(".")[-1]
-        if ".random." in f".{name}." or last in ("coin_flip", "uniform", "normal_distribution") or "random" in last.lower():
+        if (
+            ".random." in f".{name}."
+            or last in ("coin_flip", "uniform", "normal_distribution")
+            or "random" in last.lower()
+        ):
             self.random_ops += 1
         self.generic_visit(node)
 
 
-def _params(fn: ast.FunctionDef, skip_self: bool = False) -> tuple[list[str], dict[str, Any], list[str]]:
+def _params(
+    fn: ast.FunctionDef, skip_self: bool = False
+) -> tuple[list[str], dict[str, Any], list[str]]:
     args = fn.args
     positional = args.posonlyargs + args.args
     if skip_self and positional:
         positional = positional[1:]
     names = [a.arg for a in positional] + [a.arg for a in args.kwonlyargs]
     defaults: dict[str, Any] = {}
-    for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+    for a, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
         defaults[a.arg] = _literal(d)[1]
     for a, d in zip(args.kwonlyargs, args.kw_defaults):
         if d is not None:
@@ -183,7 +214,11 @@ def _params(fn: ast.FunctionDef, skip_self: bool = False) -> tuple[list[str], di
 
 def _call_site(tree: ast.Module, info: PipelineInfo) -> CallSite | None:
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == info.name):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == info.name
+        ):
             continue
         site = CallSite(node.lineno)
         given = [(name, arg) for name, arg in zip(info.params, node.args)]
@@ -204,10 +239,18 @@ def _builds_pipeline(node: ast.AST) -> str | None:
     """The name a function assigns a ``Pipeline(...)`` to and returns, if it does."""
     assigned = set()
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and _dotted(sub.value.func).split(".")[-1] == "Pipeline":
+        if (
+            isinstance(sub, ast.Assign)
+            and isinstance(sub.value, ast.Call)
+            and _dotted(sub.value.func).split(".")[-1] == "Pipeline"
+        ):
             assigned |= {t.id for t in sub.targets if isinstance(t, ast.Name)}
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Name) and sub.value.id in assigned:
+        if (
+            isinstance(sub, ast.Return)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id in assigned
+        ):
             return sub.value.id
     return None
 
@@ -257,30 +300,72 @@ def discover(code: str) -> list[PipelineInfo]:
             if is_def:
                 body = body_of(node, names)
                 found.append(
-                    PipelineInfo(node.name, "pipeline_def", node.lineno, names, defaults, required,
-                                 kwargs, body.readers, body.audio, body.random_ops,
-                                 bool(kwargs.get("enable_conditionals")),
-                                 decorator_names=names_given, fed=body.fed)
+                    PipelineInfo(
+                        node.name,
+                        "pipeline_def",
+                        node.lineno,
+                        names,
+                        defaults,
+                        required,
+                        kwargs,
+                        body.readers,
+                        body.audio,
+                        body.random_ops,
+                        bool(kwargs.get("enable_conditionals")),
+                        decorator_names=names_given,
+                        fed=body.fed,
+                    )
                 )
             elif _builds_pipeline(node):
                 body = body_of(node, names)
-                found.append(PipelineInfo(node.name, "factory", node.lineno, names, defaults, required, {},
-                                          body.readers, body.audio, body.random_ops))
+                found.append(
+                    PipelineInfo(
+                        node.name,
+                        "factory",
+                        node.lineno,
+                        names,
+                        defaults,
+                        required,
+                        {},
+                        body.readers,
+                        body.audio,
+                        body.random_ops,
+                    )
+                )
         elif isinstance(node, ast.ClassDef) and node.name in pipeline_classes:
-            init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+            init = next(
+                (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+                None,
+            )
             names, defaults, required = _params(init, skip_self=True) if init else ([], {}, [])
             body = _Body(set(names))
             body.visit(node)
             kind = "base_class" if init is None and node.name in derived_from else "pipeline_class"
-            info = PipelineInfo(node.name, kind, node.lineno, names, defaults, required, {},
-                                body.readers, body.audio, body.random_ops)
+            info = PipelineInfo(
+                node.name,
+                kind,
+                node.lineno,
+                names,
+                defaults,
+                required,
+                {},
+                body.readers,
+                body.audio,
+                body.random_ops,
+            )
             if kind == "base_class":
                 info.derived = derived_from[node.name]
             found.append(info)
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and any(_is_pipeline_def(d)[0] for d in item.decorator_list):
-                    found.append(PipelineInfo(f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []))
+                if isinstance(item, ast.FunctionDef) and any(
+                    _is_pipeline_def(d)[0] for d in item.decorator_list
+                ):
+                    found.append(
+                        PipelineInfo(
+                            f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []
+                        )
+                    )
     for info in found:
         info.call_site = _call_site(tree, info)
     _attach_iterators(tree, found)
@@ -306,7 +391,11 @@ def _attach_iterators(tree: ast.Module, found: list[PipelineInfo]) -> None:
     made_by: dict[str, str] = {}
     names = {i.name for i in found}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
             if node.value.func.id in names:
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -343,7 +432,13 @@ def _attach_iterators(tree: ast.Module, found: list[PipelineInfo]) -> None:
             kw_values[k] = value
         info = by_name[made_by[target.id]]
         if ok and info.iterator is None:
-            info.iterator = {"module": module, "class": cls, "args": values, "kwargs": kw_values, "as_list": as_list}
+            info.iterator = {
+                "module": module,
+                "class": cls,
+                "args": values,
+                "kwargs": kw_values,
+                "as_list": as_list,
+            }
 
 
 def _option_dest(call: ast.Call) -> str | None:
@@ -386,8 +481,11 @@ def argparse_defaults(code: str) -> dict[str, Any]:
         return {}
     found: dict[str, Any] = {}
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "add_argument"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
             continue
         dest = _option_dest(node)
         ok, value = _option_default(node)

@@ -88,10 +88,18 @@ class _CpuLowering(cst.CSTTransformer):
     # def f(device="gpu"): ...
     def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
         name = updated.name.value
-        if updated.default is not None and _is_device_name(name) and _accelerated_string(updated.default):
+        if (
+            updated.default is not None
+            and _is_device_name(name)
+            and _accelerated_string(updated.default)
+        ):
             self.changes.append(f'{name}="{updated.default.evaluated_value}" -> "cpu"')
             return updated.with_changes(default=_cpu_like(updated.default))
-        if name == "device_id" and updated.default is not None and not m.matches(updated.default, m.Name("None")):
+        if (
+            name == "device_id"
+            and updated.default is not None
+            and not m.matches(updated.default, m.Name("None"))
+        ):
             self.changes.append("device_id -> None")
             return updated.with_changes(default=cst.Name("None"))
         return updated
@@ -104,7 +112,9 @@ class _CpuLowering(cst.CSTTransformer):
             and _is_device_name(updated.targets[0].target.value)
             and _accelerated_string(updated.value)
         ):
-            self.changes.append(f'{updated.targets[0].target.value}="{updated.value.evaluated_value}" -> "cpu"')
+            self.changes.append(
+                f'{updated.targets[0].target.value}="{updated.value.evaluated_value}" -> "cpu"'
+            )
             return updated.with_changes(value=_cpu_like(updated.value))
         return updated
 
@@ -115,20 +125,30 @@ class _CpuLowering(cst.CSTTransformer):
             if func.attr.value == "gpu" and not updated.args:
                 self.changes.append(".gpu() dropped")
                 return func.value
-            if func.attr.value == "to_device" and len(updated.args) == 1 and _accelerated_string(updated.args[0].value):
+            if (
+                func.attr.value == "to_device"
+                and len(updated.args) == 1
+                and _accelerated_string(updated.args[0].value)
+            ):
                 self.changes.append('.to_device("gpu") dropped')
                 return func.value
         # Pipeline(batch_size, num_threads, device_id, ...) and, in a Pipeline subclass,
         # super().__init__(batch_size, num_threads, device_id, ...): the third positional argument
-        is_pipeline_ctor = m.matches(func, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline")))
+        is_pipeline_ctor = m.matches(
+            func, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline"))
+        )
         is_super_init = (
             bool(self._pipeline_classes)
             and self._pipeline_classes[-1]
-            and m.matches(func, m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__")))
+            and m.matches(
+                func, m.Attribute(value=m.Call(func=m.Name("super")), attr=m.Name("__init__"))
+            )
         )
         if is_pipeline_ctor or is_super_init:
             positional = [i for i, a in enumerate(updated.args) if a.keyword is None and not a.star]
-            if len(positional) >= 3 and not m.matches(updated.args[positional[2]].value, m.Name("None")):
+            if len(positional) >= 3 and not m.matches(
+                updated.args[positional[2]].value, m.Name("None")
+            ):
                 args = list(updated.args)
                 args[positional[2]] = args[positional[2]].with_changes(value=cst.Name("None"))
                 self.changes.append("device_id -> None")
@@ -137,7 +157,10 @@ class _CpuLowering(cst.CSTTransformer):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._pipeline_classes.append(
-            any(m.matches(b.value, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline"))) for b in node.bases)
+            any(
+                m.matches(b.value, m.Name("Pipeline") | m.Attribute(attr=m.Name("Pipeline")))
+                for b in node.bases
+            )
         )
 
     def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
@@ -167,7 +190,11 @@ class _CallsOf(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value in self.names:
             self.found = True
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("build", "run", "schedule_run"):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+            "build",
+            "run",
+            "schedule_run",
+        ):
             self.found = True
 
 
@@ -213,8 +240,10 @@ def _imported_locals(stmt: cst.BaseSmallStatement, local_modules: set[str]) -> s
             return {(a.asname.name.value if a.asname else a.name.value) for a in stmt.names}
     relative = isinstance(stmt, cst.ImportFrom) and stmt.relative
     if relative and not isinstance(stmt.names, cst.ImportStar):
-        return {(a.asname.name.value if a.asname else cst.Module([]).code_for_node(a.name))
-                for a in stmt.names}
+        return {
+            (a.asname.name.value if a.asname else cst.Module([]).code_for_node(a.name))
+            for a in stmt.names
+        }
     if isinstance(stmt, cst.Import):
         out = set()
         for a in stmt.names:
@@ -230,8 +259,10 @@ def _describe(module: cst.Module, stmt: cst.CSTNode, line: int) -> str:
     return f"line {line}: {text[:80]}{'...' if len(text) > 80 else ''}"
 
 
-def split_entry_points(code: str, local_modules: set[str] | frozenset = frozenset(),
-                       ) -> tuple[str, list[str]]:
+def split_entry_points(
+    code: str,
+    local_modules: set[str] | frozenset = frozenset(),
+) -> tuple[str, list[str]]:
     """The module without the statements that *run the program* when it is imported, and
     those statements ("line N: text"). A module-level statement is left out when it calls one
     of the module's own functions or classes, a name imported from the program's own modules

@@ -37,8 +37,9 @@ class VerifiedMigration:
         return bool(self.applied)
 
 
-def _whole_program(path: Path, code: str, new_code: str, args: list[str], entry: str | None,
-                   options: dict) -> PipelineReport:
+def _whole_program(
+    path: Path, code: str, new_code: str, args: list[str], entry: str | None, options: dict
+) -> PipelineReport:
     """The file run whole, as it is and as migrated (a copy, its folder on the import path)."""
     import tempfile
 
@@ -51,8 +52,9 @@ def _whole_program(path: Path, code: str, new_code: str, args: list[str], entry:
         for target, text in ((old, code), (new, new_code)):
             target.parent.mkdir()
             target.write_text(text, encoding="utf-8")
-        report = verify_program(old, new, args=args, entry=entry,
-                                extra_paths=[str(path.parent.resolve())], **keep)
+        report = verify_program(
+            old, new, args=args, entry=entry, extra_paths=[str(path.parent.resolve())], **keep
+        )
     (entry_report,) = report.pipelines
     entry_report.name = PROGRAM
     return entry_report
@@ -65,9 +67,16 @@ def _fix_pipelines(fix, names: list[str]) -> set[str]:
     return found
 
 
-def verify_migration(path: str | os.PathLike, code: str | None = None, *, result=None,
-                     kwargs: dict | None = None, program_args: list[str] | None = None,
-                     program_entry: str | None = None, **options) -> VerifiedMigration:
+def verify_migration(
+    path: str | os.PathLike,
+    code: str | None = None,
+    *,
+    result=None,
+    kwargs: dict | None = None,
+    program_args: list[str] | None = None,
+    program_entry: str | None = None,
+    **options,
+) -> VerifiedMigration:
     """Migrate ``path`` (or ``code``, the source of ``path``), verify, keep what verifies.
 
     ``result``: a :class:`dali_migrate.Result` already computed for this source; ``kwargs``:
@@ -85,15 +94,24 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
     if not result.changed:
         return VerifiedMigration(str(path), code)
     try:
-        report = verify_code(code, result.code, old_name=path.name, new_name=path.name,
-                             base_dir=path.parent, kwargs=kwargs, **options)
+        report = verify_code(
+            code,
+            result.code,
+            old_name=path.name,
+            new_name=path.name,
+            base_dir=path.parent,
+            kwargs=kwargs,
+            **options,
+        )
     except InputError as e:  # the migrated code itself cannot be run: nothing of it is written
         report = VerifyReport(str(path), str(path), options.get("device", "auto"), False)
         report.pipelines.append(PipelineReport(PROGRAM, "error", str(e), side="new"))
     if program_args is not None:
         whole = _whole_program(path, code, result.code, program_args, program_entry, options)
         report.pipelines.append(whole)
-    failing: dict[str, PipelineReport] = {p.name: p for p in report.pipelines if p.verdict in ("mismatch", "error")}
+    failing: dict[str, PipelineReport] = {
+        p.name: p for p in report.pipelines if p.verdict in ("mismatch", "error")
+    }
     applied_ids = set(result.applied) or {f.id for f in result.fixes if f.safety == "safe"}
     rejected: set[str] = set()
     diagnostics = []
@@ -105,22 +123,32 @@ def verify_migration(path: str | os.PathLike, code: str | None = None, *, result
             rejected.add(fix.id)
             for name in bad:
                 p = failing[name]
-                diagnostics.append(Diagnostic(
-                    rule=fix.rule, line=fix.line or fix.span.start_line, severity="error",
-                    message=f"not written: verify found {p.verdict} for pipeline {name}: {p.summary()}",
-                ))
+                diagnostics.append(
+                    Diagnostic(
+                        rule=fix.rule,
+                        line=fix.line or fix.span.start_line,
+                        severity="error",
+                        message=f"not written: verify found {p.verdict} for pipeline {name}: "
+                        f"{p.summary()}",
+                    )
+                )
     changed = True
     while changed:  # fixes that need a rejected fix go too
         changed = False
         for fix in result.fixes:
-            if fix.id in applied_ids and fix.id not in rejected and any(d in rejected for d in fix.depends_on):
+            if (
+                fix.id in applied_ids
+                and fix.id not in rejected
+                and any(d in rejected for d in fix.depends_on)
+            ):
                 rejected.add(fix.id)
                 changed = True
     whole = failing.get(PROGRAM)
-    if whole is not None:  # the file as a whole does not run the same (or at all): it stays as it was
+    if (
+        whole is not None
+    ):  # the file as a whole does not run the same (or at all): it stays as it was
         rejected |= applied_ids
-        message = (f"not written: verify found {whole.verdict} for the whole file: "
-                   f"{whole.summary()}")
+        message = f"not written: verify found {whole.verdict} for the whole file: {whole.summary()}"
         diagnostics.append(Diagnostic(rule="verify", line=1, severity="error", message=message))
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the

@@ -68,7 +68,8 @@ side = importlib.util.module_from_spec(loader)
 loader.loader.exec_module(side)
 if result is not None:
     try:
-        found = [side.to_outputs(item) for item in (result if isinstance(result, list) else [result])]
+        items = result if isinstance(result, list) else [result]
+        found = [side.to_outputs(item) for item in items]
     except Exception:  # not arrays or batches: compared as text
         found = repr(result)
     with open(spec["out"], "wb") as f:
@@ -126,8 +127,11 @@ class ProgramRun:
             return f"used more than {self.memory_mb} MiB of memory (killed)"
         code = self.exit_code
         if code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ \
+            name = (
+                signal.Signals(-code).name
+                if -code in signal.Signals._value2member_map_
                 else f"signal {-code}"
+            )
             text = f"was killed by {name} (exit status {128 - code})"
             if _ABORT in self.stderr:
                 text += f", aborted: \"{_ABORT}\""
@@ -176,11 +180,17 @@ def _command(spec: ProgramSpec, root: Path, workdir: Path) -> list[str]:
     module, function = spec.target()
     script = root / spec.path.name if spec.path.is_file() else None
     if function is not None:
-        call = {"argv0": str(script or root), "args": spec.args, "root": str(root),
-                "file": str(script) if module is None else None,
-                "module": module or (script.stem if script else ""), "function": function,
-                "call_args": [_literal(a) for a in spec.args], "side": str(_SIDE),
-                "out": str(workdir.parent / (workdir.name + "-result.pkl"))}
+        call = {
+            "argv0": str(script or root),
+            "args": spec.args,
+            "root": str(root),
+            "file": str(script) if module is None else None,
+            "module": module or (script.stem if script else ""),
+            "function": function,
+            "call_args": [_literal(a) for a in spec.args],
+            "side": str(_SIDE),
+            "out": str(workdir.parent / (workdir.name + "-result.pkl")),
+        }
         spec_file = workdir.parent / (workdir.name + "-call.pkl")
         spec_file.write_bytes(pickle.dumps(call))
         return [sys.executable, "-c", _CALL_ENTRY, str(spec_file)]
@@ -196,7 +206,8 @@ def _environment(root: Path, device: str, extra_paths: list[str]) -> dict[str, s
     env.setdefault("PYTHONHASHSEED", "0")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's folders
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(root), *extra_paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+        [str(root), *extra_paths, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+    )
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
@@ -223,9 +234,16 @@ def _watch_memory(proc: subprocess.Popen, memory_mb: int, flag: threading.Event)
         time.sleep(0.2)
 
 
-def run_program(spec: ProgramSpec, root: Path, workdir: Path, *, timeout: float,
-                memory_mb: int = 0, device: str = "cpu",
-                extra_paths: list[str] = ()) -> ProgramRun:
+def run_program(
+    spec: ProgramSpec,
+    root: Path,
+    workdir: Path,
+    *,
+    timeout: float,
+    memory_mb: int = 0,
+    device: str = "cpu",
+    extra_paths: list[str] = (),
+) -> ProgramRun:
     """Run one side (its code under ``root``; ``extra_paths`` also on its import path) in
     ``workdir``, which must be empty."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -239,13 +257,21 @@ def run_program(spec: ProgramSpec, root: Path, workdir: Path, *, timeout: float,
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=workdir, env=_environment(root, device, list(extra_paths)),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=preexec, start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        cwd=workdir,
+        env=_environment(root, device, list(extra_paths)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=preexec,
+        start_new_session=True,
+    )
     memory_killed = threading.Event()
     if limit and device != "cpu":
-        threading.Thread(target=_watch_memory, args=(proc, memory_mb, memory_killed),
-                         daemon=True).start()
+        threading.Thread(
+            target=_watch_memory, args=(proc, memory_mb, memory_killed), daemon=True
+        ).start()
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -253,10 +279,17 @@ def run_program(spec: ProgramSpec, root: Path, workdir: Path, *, timeout: float,
         timed_out = True
         _kill_group(proc)
         out, err = proc.communicate()
-    run = ProgramRun(None if timed_out or memory_killed.is_set() else proc.returncode,
-                     out.decode(errors="replace"), err.decode(errors="replace"),
-                     time.monotonic() - started, timed_out, memory_killed.is_set(),
-                     files=_files(workdir), timeout=timeout, memory_mb=memory_mb)
+    run = ProgramRun(
+        None if timed_out or memory_killed.is_set() else proc.returncode,
+        out.decode(errors="replace"),
+        err.decode(errors="replace"),
+        time.monotonic() - started,
+        timed_out,
+        memory_killed.is_set(),
+        files=_files(workdir),
+        timeout=timeout,
+        memory_mb=memory_mb,
+    )
     result = workdir.parent / (workdir.name + "-result.pkl")
     if result.exists():
         with open(result, "rb") as f:
@@ -302,8 +335,11 @@ def prepared_root(spec: ProgramSpec, device: str, work: Path, lowering: list[str
 
 
 def _is_package(folder: Path) -> bool:
-    return folder.name not in _SKIP_DIRS and not folder.name.startswith(".") and (
-        folder / "__init__.py").is_file()
+    return (
+        folder.name not in _SKIP_DIRS
+        and not folder.name.startswith(".")
+        and (folder / "__init__.py").is_file()
+    )
 
 
 def _python_files(root: Path) -> list[Path]:
@@ -378,31 +414,41 @@ def _exit_verdict(old: ProgramRun, new: ProgramRun) -> ProgramComparison | None:
         return None
     if old.ended_normally and new.ended_normally and old.exit_code == new.exit_code:
         why = old.stderr_tail(1) or "no message"
-        return ProgramComparison("error", f"both sides exited with status {old.exit_code}: {why}",
-                                 side="both")
+        return ProgramComparison(
+            "error", f"both sides exited with status {old.exit_code}: {why}", side="both"
+        )
     if not old.ended_normally and not new.ended_normally:
-        return ProgramComparison("error", f"OLD {old.describe()}; NEW {new.describe()}",
-                                 side="both")
+        return ProgramComparison(
+            "error", f"OLD {old.describe()}; NEW {new.describe()}", side="both"
+        )
     failing = "new" if new.exit_code != 0 or not new.ended_normally else "old"
     bad, good = (new, old) if failing == "new" else (old, new)
-    reason = (f"{failing.upper()} {bad.describe()}, "
-              f"{'OLD' if failing == 'new' else 'NEW'} {good.describe()}")
+    reason = (
+        f"{failing.upper()} {bad.describe()}, "
+        f"{'OLD' if failing == 'new' else 'NEW'} {good.describe()}"
+    )
     last = bad.stderr_tail(1)
     if last and _ABORT not in last:
         reason += f": {last[:300]}"
     return ProgramComparison("mismatch", reason, side=failing)
 
 
-def compare_programs(old: ProgramRun, new: ProgramRun, *, replacements: dict[str, str],
-                     tolerances: Tolerances | None = None,
-                     random_outputs: set[int] | None = None) -> ProgramComparison:
+def compare_programs(
+    old: ProgramRun,
+    new: ProgramRun,
+    *,
+    replacements: dict[str, str],
+    tolerances: Tolerances | None = None,
+    random_outputs: set[int] | None = None,
+) -> ProgramComparison:
     """The verdict on two runs: exit status first, then standard output, files, results."""
     verdict = _exit_verdict(old, new)
     if verdict is not None:
         return verdict
     problems: list[str] = []
-    stdout = _first_line_difference(_normalized(old.stdout, replacements),
-                                    _normalized(new.stdout, replacements))
+    stdout = _first_line_difference(
+        _normalized(old.stdout, replacements), _normalized(new.stdout, replacements)
+    )
     if stdout:
         problems.append(f"standard output differs at {stdout}")
     problems += _file_differences(old.files, new.files)
@@ -412,16 +458,18 @@ def compare_programs(old: ProgramRun, new: ProgramRun, *, replacements: dict[str
             problems.append("only one side returned results")
         elif isinstance(old.results, str) or isinstance(new.results, str):
             if old.results != new.results:
-                problems.append(f"returned values differ: OLD {str(old.results)[:200]!r}, "
-                                f"NEW {str(new.results)[:200]!r}")
+                problems.append(
+                    f"returned values differ: OLD {str(old.results)[:200]!r}, "
+                    f"NEW {str(new.results)[:200]!r}"
+                )
         else:
-            comparison = compare_runs(old.results, new.results, tolerances,
-                                      shapes_only=random_outputs)
+            comparison = compare_runs(
+                old.results, new.results, tolerances, shapes_only=random_outputs
+            )
             if not comparison.equal:
                 problems.append(f"returned values differ: {_where(comparison)}")
     if problems:
-        return ProgramComparison("mismatch", problems[0], notes=problems[1:],
-                                 comparison=comparison)
+        return ProgramComparison("mismatch", problems[0], notes=problems[1:], comparison=comparison)
     lines = len(old.stdout.splitlines())
     what = f"exit status 0, {lines} line(s) of output, {len(old.files)} file(s)"
     if comparison is not None:
@@ -473,17 +521,29 @@ def _check_program(path: Path, role: str, entry: str | None) -> None:
 
     if path.is_dir():
         if not entry:
-            raise InputError(f"{role} {path}: a folder; say which module runs it (--entry MODULE "
-                             "or MODULE:FUNCTION)")
+            raise InputError(
+                f"{role} {path}: a folder; say which module runs it (--entry MODULE "
+                "or MODULE:FUNCTION)"
+            )
         return
     read_source(path, role)
 
 
-def verify_program(old: str | os.PathLike, new: str | os.PathLike, *, args: list[str] = (),
-                   entry: str | None = None, device: str = "auto", timeout: float | None = None,
-                   memory_mb: int | None = None, atol=None, rtol=None,
-                   random_outputs: list[int] | None = None,
-                   workdir: str | os.PathLike | None = None, extra_paths: list[str] = ()):
+def verify_program(
+    old: str | os.PathLike,
+    new: str | os.PathLike,
+    *,
+    args: list[str] = (),
+    entry: str | None = None,
+    device: str = "auto",
+    timeout: float | None = None,
+    memory_mb: int | None = None,
+    atol=None,
+    rtol=None,
+    random_outputs: list[int] | None = None,
+    workdir: str | os.PathLike | None = None,
+    extra_paths: list[str] = (),
+):
     """Run OLD and NEW as whole programs and compare them (see the module docstring); returns
     a :class:`~dali_migrate.harness.verify.VerifyReport` with one entry, named after the
     program. ``extra_paths``: more folders on both sides' import path."""
@@ -510,33 +570,52 @@ def verify_program(old: str | os.PathLike, new: str | os.PathLike, *, args: list
             spec = ProgramSpec(path.resolve(), entry, arguments)
             root = prepared_root(spec, resolved, work / role / "src", lowering)
             cwd = work / role / "cwd"
-            runs[role] = run_program(spec, root, cwd, timeout=timeout, memory_mb=memory_mb,
-                                     device=resolved, extra_paths=list(extra_paths))
+            runs[role] = run_program(
+                spec,
+                root,
+                cwd,
+                timeout=timeout,
+                memory_mb=memory_mb,
+                device=resolved,
+                extra_paths=list(extra_paths),
+            )
             replacements.update(_replacements(root, cwd))
             replacements.update(_replacements(spec.root(), cwd))
-        outcome = compare_programs(runs["old"], runs["new"], replacements=replacements,
-                                   tolerances=Tolerances.parse(atol, rtol),
-                                   random_outputs=set(random_outputs or ()))
+        outcome = compare_programs(
+            runs["old"],
+            runs["new"],
+            replacements=replacements,
+            tolerances=Tolerances.parse(atol, rtol),
+            random_outputs=set(random_outputs or ()),
+        )
     finally:
         if own:
             shutil.rmtree(work, ignore_errors=True)
     name = entry or Path(old).name
-    report = PipelineReport(name, outcome.verdict, outcome.reason, side=outcome.side,
-                            comparison=outcome.comparison, notes=list(outcome.notes),
-                            arguments={"args": arguments},
-                            seconds=time.monotonic() - started)
+    report = PipelineReport(
+        name,
+        outcome.verdict,
+        outcome.reason,
+        side=outcome.side,
+        comparison=outcome.comparison,
+        notes=list(outcome.notes),
+        arguments={"args": arguments},
+        seconds=time.monotonic() - started,
+    )
     returned = runs["old"].results
     report.iterations = len(returned) if isinstance(returned, list) else 0
     for role in ("old", "new"):
         run = runs[role]
         report.notes.append(f"{role.upper()} {run.describe()} after {run.seconds:.1f} s")
         if run.exit_code != 0 and run.stderr.strip():
-            report.traceback += (f"--- {role.upper()} standard error (end) ---\n"
-                                 f"{run.stderr_tail()}\n")
+            report.traceback += (
+                f"--- {role.upper()} standard error (end) ---\n{run.stderr_tail()}\n"
+            )
     randoms = _random_ops(Path(old))
     if randoms and not random_outputs:
         report.notes.append(
             f"OLD calls {randoms} random operator(s): their values differ by design in a "
-            "whole-program run (the per-pipeline mode replays them); --random-outputs")
+            "whole-program run (the per-pipeline mode replays them); --random-outputs"
+        )
     lowered = resolved == "cpu" and bool(lowering)
     return VerifyReport(str(old), str(new), resolved, lowered, lowering, [report], mode="program")

@@ -51,13 +51,18 @@ def check_dali_version() -> str:
     version = getattr(dali, "__version__", "?")
     if not version.startswith(SUPPORTED_DALI):
         raise UnsupportedDali(
-            f"the record/replay hooks of dali-migrate verify are pinned to DALI {', '.join(v + 'x' for v in SUPPORTED_DALI)};"
+            "the record/replay hooks of dali-migrate verify are pinned to DALI "
+            f"{', '.join(v + 'x' for v in SUPPORTED_DALI)};"
             f" found DALI {version}. Its private random-state hook may differ: refusing to guess."
         )
     from nvidia.dali.experimental.dynamic import random as ndd_random
 
-    if getattr(ndd_random, "_STATE_WORDS", None) != STATE_WORDS or not callable(getattr(ndd_random, "_draw_state", None)):
-        raise UnsupportedDali(f"DALI {version} has no ndd.random._draw_state drawing {STATE_WORDS} words")
+    if getattr(ndd_random, "_STATE_WORDS", None) != STATE_WORDS or not callable(
+        getattr(ndd_random, "_draw_state", None)
+    ):
+        raise UnsupportedDali(
+            f"DALI {version} has no ndd.random._draw_state drawing {STATE_WORDS} words"
+        )
     return version
 
 
@@ -264,9 +269,15 @@ def _ops_classes():
             if name.startswith("_"):
                 continue
             value = getattr(mod, name, None)
-            if isinstance(value, pytypes.ModuleType) and value.__name__.startswith("nvidia.dali.ops"):
+            if isinstance(value, pytypes.ModuleType) and value.__name__.startswith(
+                "nvidia.dali.ops"
+            ):
                 stack.append(value)
-            elif isinstance(value, type) and hasattr(value, "schema_name") and id(value) not in seen_classes:
+            elif (
+                isinstance(value, type)
+                and hasattr(value, "schema_name")
+                and id(value) not in seen_classes
+            ):
                 seen_classes.add(id(value))
                 out.append(value)
     return out
@@ -291,7 +302,10 @@ def install_replayer(replay: dict) -> Replayer:
             replayer.random_ops.append(op)
             pipe = Pipeline.current()
             state = fn.external_source(
-                source=replayer.state_source(k, pipe.max_batch_size), batch=True, dtype=types.UINT32, device="cpu",
+                source=replayer.state_source(k, pipe.max_batch_size),
+                batch=True,
+                dtype=types.UINT32,
+                device="cpu",
                 name=f"__dali_migrate_random_state_{k}",
             )
             return original_call(self, *inputs, _random_state=state, **kwargs)
@@ -305,7 +319,11 @@ def install_replayer(replay: dict) -> Replayer:
 
         def __init__(self, *args, **kwargs):
             k = len(replayer.readers)
-            info = {"op": op, "seed": kwargs.get("seed"), "random_shuffle": kwargs.get("random_shuffle")}
+            info = {
+                "op": op,
+                "seed": kwargs.get("seed"),
+                "random_shuffle": kwargs.get("random_shuffle"),
+            }
             seed = replayer.reader_seed(k)
             if seed is not None:
                 kwargs["seed"] = seed

@@ -52,9 +52,15 @@ class _ForkServer:
 
     def __init__(self) -> None:
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
-        self.proc = subprocess.Popen([sys.executable, "-m", "dali_migrate.harness.side", "--serve"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dali_migrate.harness.side", "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.ready = False
         threading.Thread(target=self._read, daemon=True).start()
@@ -114,7 +120,11 @@ _POOL_LOCK = threading.Lock()
 
 
 def _use_fork_server(device: str) -> bool:
-    return device == "cpu" and os.environ.get("DALI_MIGRATE_VERIFY_FORK", "1") != "0" and hasattr(os, "fork")
+    return (
+        device == "cpu"
+        and os.environ.get("DALI_MIGRATE_VERIFY_FORK", "1") != "0"
+        and hasattr(os, "fork")
+    )
 
 
 def _acquire() -> _ForkServer:
@@ -139,8 +149,14 @@ def shutdown_fork_servers() -> None:
             _POOL.pop().close()
 
 
-def run_side(spec: dict, workdir: Path, *, timeout: float = DEFAULT_TIMEOUT_S, memory_mb: int = DEFAULT_MEMORY_MB,
-             device: str = "cpu") -> dict:
+def run_side(
+    spec: dict,
+    workdir: Path,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    device: str = "cpu",
+) -> dict:
     """Run ``dali_migrate.harness.side`` on ``spec`` in a fresh process; returns its result dict
     (see ``side.main``), or an error result for a crash, a timeout or the memory cap."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -171,11 +187,30 @@ def run_side(spec: dict, workdir: Path, *, timeout: float = DEFAULT_TIMEOUT_S, m
         _release(server)
         log = workdir / "output.log"
         output = log.read_text(errors="replace") if log.exists() else ""
-        return _collect(result_path, code, timed_out, False, output, time.monotonic() - started, timeout, memory_mb, limit, device)
+        return _collect(
+            result_path,
+            code,
+            timed_out,
+            False,
+            output,
+            time.monotonic() - started,
+            timeout,
+            memory_mb,
+            limit,
+            device,
+        )
 
     cmd = [sys.executable, "-m", "dali_migrate.harness.side", str(spec_path)]
-    proc = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, preexec_fn=preexec, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=preexec,
+        start_new_session=True,
+    )
     killed_for_memory = threading.Event()
 
     def watch() -> None:  # RSS watchdog for runs that cannot have an address-space limit
@@ -195,18 +230,54 @@ def run_side(spec: dict, workdir: Path, *, timeout: float = DEFAULT_TIMEOUT_S, m
         timed_out = True
         _kill_group(proc)
         output, _ = proc.communicate()
-    return _collect(result_path, proc.returncode, timed_out, killed_for_memory.is_set(), output,
-                    time.monotonic() - started, timeout, memory_mb, limit, device)
+    return _collect(
+        result_path,
+        proc.returncode,
+        timed_out,
+        killed_for_memory.is_set(),
+        output,
+        time.monotonic() - started,
+        timeout,
+        memory_mb,
+        limit,
+        device,
+    )
 
 
-def _collect(result_path: Path, code: int | None, timed_out: bool, memory_killed: bool, output: str, elapsed: float,
-             timeout: float, memory_mb: int, limit: int | None, device: str) -> dict:
+def _collect(
+    result_path: Path,
+    code: int | None,
+    timed_out: bool,
+    memory_killed: bool,
+    output: str,
+    elapsed: float,
+    timeout: float,
+    memory_mb: int,
+    limit: int | None,
+    device: str,
+) -> dict:
     tail = (output or "")[-3000:]
 
     def failure(kind: str, message: str) -> dict:
-        return {"ok": False, "iterations": [], "draws": [], "readers": [], "random_ops": [], "notes": [],
-                "mode": None, "ended_early": None, "capture_draws": [], "seconds": elapsed,
-                "error": {"type": kind, "message": message, "traceback": tail, "phase": "process", "harness": False}}
+        return {
+            "ok": False,
+            "iterations": [],
+            "draws": [],
+            "readers": [],
+            "random_ops": [],
+            "notes": [],
+            "mode": None,
+            "ended_early": None,
+            "capture_draws": [],
+            "seconds": elapsed,
+            "error": {
+                "type": kind,
+                "message": message,
+                "traceback": tail,
+                "phase": "process",
+                "harness": False,
+            },
+        }
 
     if timed_out:
         return failure("Timeout", f"did not finish within {timeout:g} s (killed)")
@@ -221,10 +292,14 @@ def _collect(result_path: Path, code: int | None, timed_out: bool, memory_killed
     if code is None:
         return failure("Crash", "the fork server died")
     if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        name = (
+            signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        )
         hint = " (out of memory under the address-space cap?)" if limit and device == "cpu" else ""
         return failure("Crash", f"killed by {name}{hint}")
     last = next((line for line in reversed(tail.strip().splitlines()) if line.strip()), "")
     if "MemoryError" in tail or "std::bad_alloc" in tail:
-        return failure("MemoryLimit", f"ran out of memory under the {memory_mb} MiB cap: {last[:300]}")
+        return failure(
+            "MemoryLimit", f"ran out of memory under the {memory_mb} MiB cap: {last[:300]}"
+        )
     return failure("Crash", f"exited with status {code} without a result: {last[:300]}")

@@ -21,17 +21,35 @@ import math
 import pickle
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: pipeline construction arguments (the rest of a call's keywords are the function's own)
 PIPELINE_KWARGS = frozenset(
     {
-        "batch_size", "num_threads", "device_id", "seed", "exec_pipelined", "prefetch_queue_depth",
-        "exec_async", "bytes_per_sample", "set_affinity", "max_streams", "default_cuda_stream_priority",
-        "enable_memory_stats", "enable_checkpointing", "py_num_workers", "py_start_method",
-        "py_callback_pickler", "output_dtype", "output_ndim", "enable_conditionals", "exec_dynamic",
-        "experimental_exec_dynamic", "debug",
+        "batch_size",
+        "num_threads",
+        "device_id",
+        "seed",
+        "exec_pipelined",
+        "prefetch_queue_depth",
+        "exec_async",
+        "bytes_per_sample",
+        "set_affinity",
+        "max_streams",
+        "default_cuda_stream_priority",
+        "enable_memory_stats",
+        "enable_checkpointing",
+        "py_num_workers",
+        "py_start_method",
+        "py_callback_pickler",
+        "output_dtype",
+        "output_ndim",
+        "enable_conditionals",
+        "exec_dynamic",
+        "experimental_exec_dynamic",
+        "debug",
     }
 )
 
@@ -75,35 +93,68 @@ def to_output(x) -> dict:
     if mod.startswith("nvidia.dali.experimental.dynamic"):
         import nvidia.dali.experimental.dynamic as ndd
 
-        name = "Batch" if isinstance(x, ndd.Batch) else "Tensor" if isinstance(x, ndd.Tensor) else name
+        name = (
+            "Batch" if isinstance(x, ndd.Batch) else "Tensor" if isinstance(x, ndd.Tensor) else name
+        )
         if name == "Batch":
             b = x.cpu() if x.device.device_type != "cpu" else x
             samples = [np.asarray(t) for t in b.tensors]
-            return {"container": "dali", "layout": b.layout or "", "samples": samples,
-                    "dtype": samples[0].dtype.name if samples else str(b.dtype)}
+            return {
+                "container": "dali",
+                "layout": b.layout or "",
+                "samples": samples,
+                "dtype": samples[0].dtype.name if samples else str(b.dtype),
+            }
         if name == "Tensor":
             t = x.cpu() if x.device.device_type != "cpu" else x
             arr = np.asarray(t)
             layout = t.layout or ""
             samples = list(arr) if arr.ndim else [arr]
-            return {"container": "dali", "layout": layout[1:] if layout else "", "samples": samples, "dtype": arr.dtype.name}
+            return {
+                "container": "dali",
+                "layout": layout[1:] if layout else "",
+                "samples": samples,
+                "dtype": arr.dtype.name,
+            }
     if mod.startswith("nvidia.dali") and name.startswith("TensorList"):
         tl = x.as_cpu() if name == "TensorListGPU" else x
         samples = [np.array(tl[i]) for i in range(len(tl))]
-        return {"container": "dali", "layout": tl.layout() or "", "samples": samples,
-                "dtype": samples[0].dtype.name if samples else str(tl.dtype)}
+        return {
+            "container": "dali",
+            "layout": tl.layout() or "",
+            "samples": samples,
+            "dtype": samples[0].dtype.name if samples else str(tl.dtype),
+        }
     if mod.startswith("torch"):
         arr = x.detach().cpu().numpy()
-        return {"container": "torch", "layout": None, "samples": list(arr) if arr.ndim else [arr], "dtype": arr.dtype.name}
+        return {
+            "container": "torch",
+            "layout": None,
+            "samples": list(arr) if arr.ndim else [arr],
+            "dtype": arr.dtype.name,
+        }
     if isinstance(x, np.ndarray):
-        return {"container": "numpy", "layout": None, "samples": list(x) if x.ndim else [x], "dtype": x.dtype.name}
+        return {
+            "container": "numpy",
+            "layout": None,
+            "samples": list(x) if x.ndim else [x],
+            "dtype": x.dtype.name,
+        }
     if isinstance(x, (list, tuple)):
         samples = [to_output(s)["samples"] for s in x]
         flat = [s[0] if len(s) == 1 else np.stack(s) for s in samples]
-        return {"container": "list", "layout": None, "samples": flat, "dtype": flat[0].dtype.name if flat else ""}
+        return {
+            "container": "list",
+            "layout": None,
+            "samples": flat,
+            "dtype": flat[0].dtype.name if flat else "",
+        }
     arr = np.asarray(x)
     if arr.dtype == object:
-        raise TypeError(f"an output of type {mod}.{type(x).__qualname__} cannot be compared (not an array or a DALI batch)")
+        raise TypeError(
+            f"an output of type {mod}.{type(x).__qualname__} cannot be compared (not an array or "
+            "a DALI batch)"
+        )
     return {"container": "scalar", "layout": None, "samples": [arr], "dtype": arr.dtype.name}
 
 
@@ -135,7 +186,10 @@ def _call_with_supported(fn: Callable, kwargs: dict, notes: list[str]) -> Any:
     accepted = {k: v for k, v in kwargs.items() if k in params}
     dropped = sorted(set(kwargs) - set(accepted))
     if dropped:
-        notes.append(f"new side: {getattr(fn, '__name__', fn)}() does not take {', '.join(dropped)}; not passed")
+        notes.append(
+            f"new side: {getattr(fn, '__name__', fn)}() does not take {', '.join(dropped)}; not "
+            "passed"
+        )
     return fn(**accepted)
 
 
@@ -183,7 +237,10 @@ def _stepper(obj, notes: list[str]):
             except StopIteration:
                 if state["fresh"]:
                     raise
-                note = "new side: the iterable ended an epoch; iterated it again (as pipe.run() continues)"
+                note = (
+                    "new side: the iterable ended an epoch; "
+                    "iterated it again (as pipe.run() continues)"
+                )
                 if note not in notes:
                     notes.append(note)
                 state["it"], state["fresh"] = iter(obj), True
@@ -194,14 +251,17 @@ def _stepper(obj, notes: list[str]):
         return step, "iterable"
     if callable(obj):
         return obj, "callable"
-    raise TypeError(f"the new code gave a {type(obj).__name__}, which is neither iterable nor callable")
+    raise TypeError(
+        f"the new code gave a {type(obj).__name__}, which is neither iterable nor callable"
+    )
 
 
 def _is_epoch(item) -> bool:
     import types as pytypes
 
     return isinstance(item, (pytypes.GeneratorType, map, filter, zip)) or (
-        hasattr(item, "__next__") and not isinstance(item, (tuple, list, dict))
+        hasattr(item, "__next__")
+        and not isinstance(item, (tuple, list, dict))
         and not (type(item).__module__ or "").startswith(("nvidia", "numpy", "torch"))
     )
 
@@ -247,17 +307,26 @@ def run_new(spec: dict, result: dict) -> None:
             planned = min(cap, i + 1)
         elif recorder.epochs_started == 0 and i == 1:
             batch = len(result["iterations"][0][0]["samples"]) if result["iterations"][0] else 0
-            epoch = _pipeline_epoch_batches(obj) if mode == "pipeline" else recorder.epoch_batches(batch)
+            epoch = (
+                _pipeline_epoch_batches(obj)
+                if mode == "pipeline"
+                else recorder.epoch_batches(batch)
+            )
             planned = _auto_iterations(epoch, cap)
             if epoch and epoch + 2 > cap:
-                notes.append(f"an epoch has {epoch} batches, more than the cap of {cap} iterations: compared {cap}")
+                notes.append(
+                    f"an epoch has {epoch} batches, more than the cap of {cap} iterations: "
+                    f"compared {cap}"
+                )
         if planned is None and i >= cap:
             notes.append(f"no epoch boundary within {cap} iterations: compared {cap}")
             break
     result["readers"] = recorder.readers
     result["capture_draws"] = recorder.capture_groups
     if recorder.capture_groups:
-        notes.append("new side used capture=True: its random states were recorded from the capture pipeline")
+        notes.append(
+            "new side used capture=True: its random states were recorded from the capture pipeline"
+        )
 
 
 def _pipeline_epoch_batches(pipe) -> int | None:
@@ -297,7 +366,9 @@ def _old_pipeline(spec: dict):
     from nvidia.dali.pipeline import Pipeline
 
     if not isinstance(pipe, Pipeline):
-        raise SideError(f"`{spec.get('name') or 'build_old'}` gave a {type(pipe).__name__}, not a Pipeline")
+        raise SideError(
+            f"`{spec.get('name') or 'build_old'}` gave a {type(pipe).__name__}, not a Pipeline"
+        )
     return pipe
 
 
@@ -380,18 +451,26 @@ def run_bench(spec: dict, result: dict) -> None:
         torch, gpu = None, False
 
     def consume(item) -> None:
-        outputs = item if isinstance(item, (tuple, list)) else tuple(item.values()) if isinstance(item, dict) else (item,)
+        outputs = (
+            item
+            if isinstance(item, (tuple, list))
+            else tuple(item.values())
+            if isinstance(item, dict)
+            else (item,)
+        )
         for x in outputs:
             try:
                 if hasattr(x, "torch"):  # an ndd Batch or Tensor
                     x.torch()
                 elif hasattr(x, "as_tensor"):  # a pipeline-mode TensorList
                     t = x.as_tensor()
-                    torch.from_dlpack(t) if torch is not None and hasattr(t, "__dlpack__") else np.asarray(t)
+                    torch.from_dlpack(t) if torch is not None and hasattr(
+                        t, "__dlpack__"
+                    ) else np.asarray(t)
                 else:
                     np.asarray(x)
             except Exception:
-                pass  # ragged data (no dense tensor): the step has produced it, which is what is timed
+                pass  # ragged data (no dense tensor): the step has produced it, that is timed
         if gpu:
             torch.cuda.current_stream().synchronize()
 
@@ -415,8 +494,19 @@ def main(argv: list[str]) -> int:
     with open(spec_path, "rb") as f:
         spec = pickle.load(f)
     out = Path(spec["out"])
-    result: dict = {"ok": False, "error": None, "iterations": [], "draws": [], "readers": [], "random_ops": [],
-                    "notes": [], "mode": None, "phase": "import", "ended_early": None, "capture_draws": []}
+    result: dict = {
+        "ok": False,
+        "error": None,
+        "iterations": [],
+        "draws": [],
+        "readers": [],
+        "random_ops": [],
+        "notes": [],
+        "mode": None,
+        "phase": "import",
+        "ended_early": None,
+        "capture_draws": [],
+    }
     code = 0
     try:
         if spec.get("bench"):
@@ -449,8 +539,8 @@ def serve() -> int:
     import os
 
     import numpy  # noqa: F401  (preload what every side imports)
-    import nvidia.dali.experimental.dynamic  # noqa: F401
-    import nvidia.dali.fn  # noqa: F401
+    import nvidia.dali.experimental.dynamic
+    import nvidia.dali.fn
     import nvidia.dali.pipeline  # noqa: F401
 
     from . import rng  # noqa: F401

@@ -35,7 +35,10 @@ class VerificationFailed(AssertionError):
 
 
 def format_report(report: VerifyReport) -> str:
-    lines = [f"verify {report.old} -> {report.new} on {report.device}{' (lowered to CPU)' if report.lowered else ''}:"]
+    lines = [
+        f"verify {report.old} -> {report.new} on "
+        f"{report.device}{' (lowered to CPU)' if report.lowered else ''}:"
+    ]
     for p in report.pipelines:
         lines.append(f"  {p.name}: {p.verdict}: {p.summary()}")
         lines.extend(f"    rng: {r}" for r in p.rng[:3])

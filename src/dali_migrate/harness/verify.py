@@ -28,8 +28,18 @@ from .datasets import Dataset, make_dataset, spec_for_reader
 from .lower import lower_to_cpu, split_entry_points
 from .runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, run_side
 
-__all__ = ["InputError", "PipelineReport", "VerifyDependencyError", "VerifyOptions", "VerifyReport",
-           "check_dependencies", "has_gpu", "read_source", "verify", "verify_code"]
+__all__ = [
+    "InputError",
+    "PipelineReport",
+    "VerifyDependencyError",
+    "VerifyOptions",
+    "VerifyReport",
+    "check_dependencies",
+    "has_gpu",
+    "read_source",
+    "verify",
+    "verify_code",
+]
 
 VERDICTS = ("match", "mismatch", "error", "skipped")
 #: pipeline-construction arguments (they go to ``Pipeline``, not to the definition function)
@@ -61,8 +71,10 @@ class PipelineReport:
             "side": self.side,
             "iterations": self.iterations,
             "random_ops": self.random_ops,
-            "arguments": {k: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
-                          for k, v in self.arguments.items()},
+            "arguments": {
+                k: repr(v) if not isinstance(v, (int, float, str, bool, type(None))) else v
+                for k, v in self.arguments.items()
+            },
             "comparison": self.comparison.to_dict() if self.comparison else None,
             "rng": self.rng,
             "notes": self.notes,
@@ -78,7 +90,11 @@ class PipelineReport:
                 return self.reason or "match"
             return f"{c.samples_compared} samples in {c.iterations} iterations identical"
         if self.verdict in ("skipped", "error"):
-            return f"{self.side} side: {self.reason}" if self.verdict == "error" and self.side else self.reason
+            return (
+                f"{self.side} side: {self.reason}"
+                if self.verdict == "error" and self.side
+                else self.reason
+            )
         parts = []
         if self.rng:
             parts.append(self.rng[0])
@@ -94,7 +110,10 @@ class PipelineReport:
                 where += f", index {tuple(f.index)}"
             text = f"{where}: {f.message}"
             if f.what == "values":
-                text += f" (old {f.old_value!r}, new {f.new_value!r}; max abs err {c.max_abs_err:.3g}, max rel err {c.max_rel_err:.3g})"
+                text += (
+                    f" (old {f.old_value!r}, new {f.new_value!r}; max abs err {c.max_abs_err:.3g},"
+                    f" max rel err {c.max_rel_err:.3g})"
+                )
             text += f"; {c.samples_differing} of {c.samples_compared} samples differ"
             parts.append(text)
         return "; ".join(parts) or self.reason
@@ -154,7 +173,9 @@ def has_gpu() -> bool:
     """Whether an NVIDIA GPU is visible (without importing CUDA or DALI)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
-    if Path("/proc/driver/nvidia/gpus").is_dir() and any(Path("/proc/driver/nvidia/gpus").iterdir()):
+    if Path("/proc/driver/nvidia/gpus").is_dir() and any(
+        Path("/proc/driver/nvidia/gpus").iterdir()
+    ):
         return True
     return Path("/dev/nvidia0").exists()
 
@@ -174,9 +195,14 @@ class _Data:
         self._made: dict[str, Dataset] = {}
 
     def for_reader(self, reader: _discover.ReaderUse, audio: bool) -> Dataset:
-        spec = spec_for_reader(reader.kind, self.samples, audio=audio, image_format=self.image_format)
+        spec = spec_for_reader(
+            reader.kind, self.samples, audio=audio, image_format=self.image_format
+        )
         if spec is None:
-            raise _Skip(f"no synthetic data for readers.{reader.kind} (line {reader.line}); pass the data with --kwargs")
+            raise _Skip(
+                f"no synthetic data for readers.{reader.kind} (line {reader.line}); pass the data "
+                "with --kwargs"
+            )
         key = hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
         if key not in self._made:
             target = self.root / f"{spec['kind']}-{key}"
@@ -185,7 +211,9 @@ class _Data:
                 if target.exists():
                     shutil.rmtree(target)
                 ds = make_dataset(spec, target)
-                (target / ".dataset.json").write_text(json.dumps({"spec": spec, "paths": ds.paths, "count": ds.count}))
+                (target / ".dataset.json").write_text(
+                    json.dumps({"spec": spec, "paths": ds.paths, "count": ds.count})
+                )
                 done.touch()
             meta = json.loads((target / ".dataset.json").read_text())
             self._made[key] = Dataset(spec["kind"], target, meta["paths"], meta["count"])
@@ -193,8 +221,12 @@ class _Data:
 
 
 #: reader arguments that name one file, and the suffixes such a file has in a dataset folder
-_FILE_ARGUMENTS = {"path": (".tfrecord", ".rec", ".tfr"), "index_path": (".idx", ".index"),
-                   "annotations_file": (".json",), "file_list": (".txt", ".lst")}
+_FILE_ARGUMENTS = {
+    "path": (".tfrecord", ".rec", ".tfr"),
+    "index_path": (".idx", ".index"),
+    "annotations_file": (".json",),
+    "file_list": (".txt", ".lst"),
+}
 
 
 def _user_data_for(data_path: str, argument: str) -> str:
@@ -210,8 +242,9 @@ def _user_data_for(data_path: str, argument: str) -> str:
     return data_path
 
 
-def _from_settings(site: _discover.CallSite | None, settings: dict, values: dict, user: dict,
-                   notes: list[str]) -> None:
+def _from_settings(
+    site: _discover.CallSite | None, settings: dict, values: dict, user: dict, notes: list[str]
+) -> None:
     """Arguments OLD passes as ``args.NAME`` where it builds the pipeline get the default of its
     command-line option ``--NAME`` (argparse), as a run without options would."""
     if site is None:
@@ -223,21 +256,28 @@ def _from_settings(site: _discover.CallSite | None, settings: dict, values: dict
         attr = expr.rpartition(".")[2] if expr.count(".") == 1 else ""
         if attr.isidentifier() and attr in settings:
             values[param] = settings[attr]
-            notes.append(f"{param}: {settings[attr]!r}, the default of the command-line option "
-                         f"--{attr.replace('_', '-')} (OLD passes {expr})")
+            notes.append(
+                f"{param}: {settings[attr]!r}, the default of the command-line option "
+                f"--{attr.replace('_', '-')} (OLD passes {expr})"
+            )
 
 
 def _missing(names: list[str], site: _discover.CallSite | None) -> _Skip:
     """The skip that names the arguments without a value and the --kwargs that supplies them."""
     exprs = [f"{n} as `{site.expressions[n]}`" for n in names if site and n in site.expressions]
     why = f" (OLD passes {', '.join(exprs)} where it builds the pipeline)" if exprs else ""
-    example = json.dumps({n: "VALUE" for n in names}).replace('"VALUE"', "<value>")
+    example = json.dumps(dict.fromkeys(names, "VALUE")).replace('"VALUE"', "<value>")
     return _Skip(f"no value for {', '.join(names)}{why}; pass it with --kwargs '{example}'")
 
 
-def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: str,
-               data_path: str | None = None, settings: dict | None = None,
-               ) -> tuple[dict, dict, list[str]]:
+def _arguments(
+    info: _discover.PipelineInfo,
+    user: dict,
+    data: _Data,
+    device: str,
+    data_path: str | None = None,
+    settings: dict | None = None,
+) -> tuple[dict, dict, list[str]]:
     """(function kwargs, pipeline kwargs, notes) for one pipeline."""
     notes: list[str] = []
     values: dict[str, Any] = {}
@@ -263,8 +303,12 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
     if missing:
         raise _missing(missing, site)
     if info.kind == "pipeline_def":
-        fn_kwargs = {k: v for k, v in values.items() if k in info.params or k not in PIPELINE_KWARGS}
-        pipe_kwargs = {k: v for k, v in values.items() if k in PIPELINE_KWARGS and k not in info.params}
+        fn_kwargs = {
+            k: v for k, v in values.items() if k in info.params or k not in PIPELINE_KWARGS
+        }
+        pipe_kwargs = {
+            k: v for k, v in values.items() if k in PIPELINE_KWARGS and k not in info.params
+        }
     else:
         fn_kwargs, pipe_kwargs = values, {}
     if device == "cpu":
@@ -273,8 +317,10 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
                 d["device_id"] = None
         if info.decorator_kwargs.get("debug") is True and "debug" not in pipe_kwargs:
             pipe_kwargs["debug"] = False
-            notes.append("debug mode off on the CPU (DALI 2.4's debug mode needs CUDA even for CPU "
-                         "pipelines); the outputs are those of the normal mode")
+            notes.append(
+                "debug mode off on the CPU (DALI 2.4's debug mode needs CUDA even for CPU "
+                "pipelines); the outputs are those of the normal mode"
+            )
     return fn_kwargs, pipe_kwargs, notes
 
 
@@ -284,7 +330,8 @@ def _arguments(info: _discover.PipelineInfo, user: dict, data: _Data, device: st
 def _replay_from(new: dict) -> dict:
     draws = [[list(w) for _, w in it] for it in new["draws"]]
     groups = list(new.get("capture_draws") or [])
-    if groups:  # capture mode draws states ahead, a group per iteration: give them to the iterations in order
+    # capture mode draws states ahead, a group per iteration: give them to the iterations in order
+    if groups:
         for i, it in enumerate(draws):
             if not it and groups:
                 draws[i] = [list(w) for _, w in groups.pop(0)]
@@ -304,7 +351,8 @@ def _rng_problems(old: dict, new: dict, replay: dict) -> list[str]:
             )
         elif any(a != b and b not in ("?", "advance") for a, b in zip(ops, names)):
             problems.append(
-                f"iteration {i}: random states drawn in a different order: old pipeline {_short(ops)}, new code {_short(names)}"
+                f"iteration {i}: random states drawn in a different order: old pipeline "
+                f"{_short(ops)}, new code {_short(names)}"
             )
     return problems
 
@@ -319,9 +367,14 @@ def _reader_notes(old: dict, new: dict) -> list[str]:
     if len(o) != len(n):
         notes.append(f"the new code built {len(n)} reader(s), the old pipeline {len(o)}")
     for k, r in enumerate(o):
-        if r.get("seed") is not None and r.get("seed_used") is not None and r["seed"] != r["seed_used"]:
+        if (
+            r.get("seed") is not None
+            and r.get("seed_used") is not None
+            and r["seed"] != r["seed_used"]
+        ):
             notes.append(
-                f"reader {k} ({r['op'].replace('__', '.')}): seed {r['seed']} of OLD replaced by the new code's {r['seed_used']} to align the shuffles"
+                f"reader {k} ({r['op'].replace('__', '.')}): seed {r['seed']} of OLD replaced by "
+                f"the new code's {r['seed_used']} to align the shuffles"
             )
     return notes
 
@@ -333,27 +386,70 @@ def _cache_key(*parts: Any) -> str:
     return h.hexdigest()[:24]
 
 
-def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, paths: dict, sys_path: list[str],
-                device: str, iterations: int | None, max_iterations: int, timeout: float, memory_mb: int,
-                tolerances: Tolerances, work: Path, cache_dir: Path | None, iterator: dict | None = None,
-                bench: int = 0) -> PipelineReport:
+def _verify_one(
+    name: str,
+    kind: str,
+    fn_kwargs: dict,
+    pipe_kwargs: dict,
+    *,
+    paths: dict,
+    sys_path: list[str],
+    device: str,
+    iterations: int | None,
+    max_iterations: int,
+    timeout: float,
+    memory_mb: int,
+    tolerances: Tolerances,
+    work: Path,
+    cache_dir: Path | None,
+    iterator: dict | None = None,
+    bench: int = 0,
+) -> PipelineReport:
     started = time.monotonic()
     report = PipelineReport(name, "match", arguments={**fn_kwargs, **pipe_kwargs})
-    base = {"name": name, "iterator": iterator, "kwargs": fn_kwargs, "pipe_kwargs": pipe_kwargs, "sys_path": sys_path,
-            "adapter": paths.get("adapter"), "max_iterations": max_iterations, "device": device}
-    new = run_side({**base, "role": "new", "module": paths["new"], "iterations": iterations}, work / "new",
-                   timeout=timeout, memory_mb=memory_mb, device=device)
+    base = {
+        "name": name,
+        "iterator": iterator,
+        "kwargs": fn_kwargs,
+        "pipe_kwargs": pipe_kwargs,
+        "sys_path": sys_path,
+        "adapter": paths.get("adapter"),
+        "max_iterations": max_iterations,
+        "device": device,
+    }
+    new = run_side(
+        {**base, "role": "new", "module": paths["new"], "iterations": iterations},
+        work / "new",
+        timeout=timeout,
+        memory_mb=memory_mb,
+        device=device,
+    )
     report.notes.extend(new.get("notes") or [])
     replay = None if new.get("mode") == "pipeline" else _replay_from(new)
     n_old = len(new["iterations"]) if new["ok"] else max(1, len(new["iterations"]) + 1)
     if iterations is not None:
         n_old = iterations
-    old_spec = {**base, "role": "old", "module": paths["old"], "iterations": n_old, "replay": replay}
+    old_spec = {
+        **base,
+        "role": "old",
+        "module": paths["old"],
+        "iterations": n_old,
+        "replay": replay,
+    }
     old = None
     key = None
     if cache_dir is not None:
-        key = _cache_key(Path(paths["old"]).read_bytes(), Path(paths["adapter"]).read_bytes() if paths.get("adapter") else b"",
-                         name, fn_kwargs, pipe_kwargs, n_old, replay, device, iterator)
+        key = _cache_key(
+            Path(paths["old"]).read_bytes(),
+            Path(paths["adapter"]).read_bytes() if paths.get("adapter") else b"",
+            name,
+            fn_kwargs,
+            pipe_kwargs,
+            n_old,
+            replay,
+            device,
+            iterator,
+        )
         cached = cache_dir / f"old-{key}.pkl"
         if cached.exists():
             with open(cached, "rb") as f:
@@ -396,27 +492,60 @@ def _verify_one(name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, *, pat
     if report.rng or not report.comparison.equal:
         report.verdict = "mismatch"
     if bench and report.verdict == "match" and iterator is None:
-        report.bench = _bench(base, paths, bench, work, timeout=timeout, memory_mb=memory_mb, device=device, notes=report.notes)
+        report.bench = _bench(
+            base,
+            paths,
+            bench,
+            work,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            device=device,
+            notes=report.notes,
+        )
     return report
 
 
-def _bench(base: dict, paths: dict, batches: int, work: Path, *, timeout: float, memory_mb: int, device: str,
-           notes: list[str]) -> dict[str, float] | None:
+def _bench(
+    base: dict,
+    paths: dict,
+    batches: int,
+    work: Path,
+    *,
+    timeout: float,
+    memory_mb: int,
+    device: str,
+    notes: list[str],
+) -> dict[str, float] | None:
     """Throughput of both sides on the same arguments, each in a fresh subprocess."""
     rates = {}
     for role in ("old", "new"):
         spec = {**base, "role": role, "module": paths[role], "bench": batches}
-        out = run_side(spec, work / f"bench-{role}", timeout=timeout, memory_mb=memory_mb, device=device)
+        out = run_side(
+            spec, work / f"bench-{role}", timeout=timeout, memory_mb=memory_mb, device=device
+        )
         if not out.get("ok") or "bench" not in out:
             err = out.get("error") or {}
-            notes.append(f"--bench: the {role} side failed: {err.get('type', '?')}: {err.get('message', '')}")
+            notes.append(
+                f"--bench: the {role} side failed: {err.get('type', '?')}: {err.get('message', '')}"
+            )
             return None
         rates[role] = out["bench"]["batches_per_s"]
-    return {"old": round(rates["old"], 2), "new": round(rates["new"], 2), "ratio": round(rates["new"] / rates["old"], 3)}
+    return {
+        "old": round(rates["old"], 2),
+        "new": round(rates["new"], 2),
+        "ratio": round(rates["new"] / rates["old"], 3),
+    }
 
 
-def verify_code(old_code: str, new_code: str, *, old_name: str = "old.py", new_name: str = "new.py",
-                base_dir: str | Path | None = None, **options) -> VerifyReport:
+def verify_code(
+    old_code: str,
+    new_code: str,
+    *,
+    old_name: str = "old.py",
+    new_name: str = "new.py",
+    base_dir: str | Path | None = None,
+    **options,
+) -> VerifyReport:
     """:func:`verify` for two sources in memory (``base_dir``: where their imports resolve)."""
     with tempfile.TemporaryDirectory(prefix="dali-verify-src-") as tmp:
         old_path, new_path = Path(tmp) / "old" / old_name, Path(tmp) / "new" / new_name
@@ -507,7 +636,8 @@ def check_dependencies() -> None:
     if missing:
         raise VerifyDependencyError(
             f"verifying needs {' and '.join(missing)}, which are not installed: "
-            "pip install 'dali-migrate[verify]' (from a checkout: pip install '.[verify]')")
+            "pip install 'dali-migrate[verify]' (from a checkout: pip install '.[verify]')"
+        )
 
 
 def read_source(path: str | os.PathLike, role: str) -> str:
@@ -553,8 +683,15 @@ def _local_modules(*folders: Path) -> set[str]:
     return names
 
 
-def _prepare(role: str, code: str, resolved: str, work: Path, local: set[str],
-             lowering: list[str], not_run: list[str]) -> str:
+def _prepare(
+    role: str,
+    code: str,
+    resolved: str,
+    work: Path,
+    local: set[str],
+    lowering: list[str],
+    not_run: list[str],
+) -> str:
     """Write the copy of one side that the subprocesses import; returns its path."""
     try:
         if resolved == "cpu":
@@ -565,16 +702,22 @@ def _prepare(role: str, code: str, resolved: str, work: Path, local: set[str],
             code, dropped = split_entry_points(code, local)
             not_run.extend(f"{role.upper()} {d}" for d in dropped)
     except Exception as e:  # libcst cannot parse what CPython compiles: say so, in one line
-        raise InputError(f"{role.upper()}: cannot be rewritten for the harness "
-                         f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})") from None
+        raise InputError(
+            f"{role.upper()}: cannot be rewritten for the harness "
+            f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200]})"
+        ) from None
     target = work / "src" / f"{role}.py"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(code, encoding="utf-8")
     return str(target)
 
 
-def verify(old: str | os.PathLike, new: str | os.PathLike, options: VerifyOptions | None = None,
-           **kwargs: Any) -> VerifyReport:
+def verify(
+    old: str | os.PathLike,
+    new: str | os.PathLike,
+    options: VerifyOptions | None = None,
+    **kwargs: Any,
+) -> VerifyReport:
     """Verify that NEW computes what OLD computes, pipeline by pipeline (see the module
     docstring). Options: a :class:`VerifyOptions`, or its fields as keyword arguments (both:
     the keywords win). Raises ValueError (:class:`InputError` for OLD/NEW) for inputs no run
@@ -599,13 +742,21 @@ def verify(old: str | os.PathLike, new: str | os.PathLike, options: VerifyOption
         not_run: list[str] = []
         extra = [Path(p) for p in opts.extra_sys_path or []]
         local = _local_modules(old_path.parent, new_path.parent, *extra)
-        copies = {role: _prepare(role, code, resolved, work, local, lowering, not_run)
-                  for role, code in sources.items()}
+        copies = {
+            role: _prepare(role, code, resolved, work, local, lowering, not_run)
+            for role, code in sources.items()
+        }
         sys_path = [str(old_path.parent), str(new_path.parent)]
         sys_path += [str(adapter_path.parent)] if adapter_path else []
         sys_path += list(opts.extra_sys_path or [])
-        report = VerifyReport(str(old), str(new), resolved, resolved == "cpu" and bool(lowering),
-                              lowering, not_run=not_run)
+        report = VerifyReport(
+            str(old),
+            str(new),
+            resolved,
+            resolved == "cpu" and bool(lowering),
+            lowering,
+            not_run=not_run,
+        )
         run = _Run(opts, resolved, copies, sys_path, work)
         if adapter_path:
             report.pipelines.append(run.adapter(sources, adapter_path))
@@ -620,23 +771,39 @@ def verify(old: str | os.PathLike, new: str | os.PathLike, options: VerifyOption
 class _Run:
     """One verify() call: the options, the prepared copies, the synthetic data."""
 
-    def __init__(self, opts: VerifyOptions, device: str, copies: dict, sys_path: list[str],
-                 work: Path) -> None:
+    def __init__(
+        self, opts: VerifyOptions, device: str, copies: dict, sys_path: list[str], work: Path
+    ) -> None:
         self.opts, self.device, self.copies, self.work = opts, device, copies, work
         self.data_path = str(Path(opts.data).resolve()) if opts.data is not None else None
         root = Path(opts.data_dir) if opts.data_dir else work / "data"
         self.data = _Data(root, opts.samples, opts.image_format)
         self.user = dict(opts.kwargs or {})
-        self.common = dict(
-            sys_path=sys_path, device=device, iterations=opts.iterations,
-            max_iterations=opts.max_iterations, timeout=opts.timeout,
-            memory_mb=opts.memory_mb, tolerances=Tolerances.parse(opts.atol, opts.rtol),
-            cache_dir=Path(opts.cache_dir) if opts.cache_dir else None, bench=opts.bench)
+        self.common = {
+            "sys_path": sys_path,
+            "device": device,
+            "iterations": opts.iterations,
+            "max_iterations": opts.max_iterations,
+            "timeout": opts.timeout,
+            "memory_mb": opts.memory_mb,
+            "tolerances": Tolerances.parse(opts.atol, opts.rtol),
+            "cache_dir": Path(opts.cache_dir) if opts.cache_dir else None,
+            "bench": opts.bench,
+        }
 
-    def one(self, name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict,
-            iterator: dict | None = None) -> PipelineReport:
-        return _verify_one(name, kind, fn_kwargs, pipe_kwargs, paths=self.copies,
-                           work=self.work / name, iterator=iterator, **self.common)
+    def one(
+        self, name: str, kind: str, fn_kwargs: dict, pipe_kwargs: dict, iterator: dict | None = None
+    ) -> PipelineReport:
+        return _verify_one(
+            name,
+            kind,
+            fn_kwargs,
+            pipe_kwargs,
+            paths=self.copies,
+            work=self.work / name,
+            iterator=iterator,
+            **self.common,
+        )
 
     def adapter(self, sources: dict, adapter_path: Path) -> PipelineReport:
         from .adapters import load_adapter_info
@@ -666,7 +833,8 @@ class _Run:
             if not chosen:
                 names = ", ".join(i.name for i in infos) or "none"
                 raise ValueError(
-                    f"OLD has no pipeline {self.opts.pipeline!r} (pipelines found: {names})")
+                    f"OLD has no pipeline {self.opts.pipeline!r} (pipelines found: {names})"
+                )
             infos = chosen
         if not infos:
             return [_no_pipeline(old_code)]
@@ -674,25 +842,35 @@ class _Run:
         settings = _discover.argparse_defaults(old_code)
         return [self.pipeline(info, new_names, settings) for info in infos]
 
-    def pipeline(self, info: _discover.PipelineInfo, new_names: set[str] | None,
-                 settings: dict) -> PipelineReport:
+    def pipeline(
+        self, info: _discover.PipelineInfo, new_names: set[str] | None, settings: dict
+    ) -> PipelineReport:
         if info.kind == "base_class":
-            return PipelineReport(info.name, "skipped",
-                                  f"a base class; verified through {', '.join(info.derived)}")
+            return PipelineReport(
+                info.name, "skipped", f"a base class; verified through {', '.join(info.derived)}"
+            )
         if info.kind == "method":
-            return PipelineReport(info.name, "skipped", "a @pipeline_def method: the harness "
-                                  "cannot build its object; use an adapter")
+            return PipelineReport(
+                info.name,
+                "skipped",
+                "a @pipeline_def method: the harness cannot build its object; use an adapter",
+            )
         if info.fed:
-            return PipelineReport(info.name, "skipped",
-                                  f"its external source {', '.join(info.fed)} is fed by pipe.feed_input(): "
-                                  "verify the whole program (--program)")
+            return PipelineReport(
+                info.name,
+                "skipped",
+                f"its external source {', '.join(info.fed)} is fed by pipe.feed_input(): "
+                "verify the whole program (--program)",
+            )
         if new_names is not None and info.name not in new_names:
-            return PipelineReport(info.name, "skipped",
-                                  f"NEW defines no `{info.name}`; use an adapter")
+            return PipelineReport(
+                info.name, "skipped", f"NEW defines no `{info.name}`; use an adapter"
+            )
         try:
             user = _absolute_data_kwargs(self.user, set(info.data_params))
-            fn_kwargs, pipe_kwargs, notes = _arguments(info, user, self.data, self.device,
-                                                       self.data_path, settings)
+            fn_kwargs, pipe_kwargs, notes = _arguments(
+                info, user, self.data, self.device, self.data_path, settings
+            )
         except _Skip as e:
             return PipelineReport(info.name, "skipped", str(e))
         report = self.one(info.name, info.kind, fn_kwargs, pipe_kwargs, info.iterator)
@@ -703,9 +881,11 @@ class _Run:
 def _no_pipeline(old_code: str) -> PipelineReport:
     lines = _discover.inline_pipelines(old_code)
     if lines:
-        why = (f"OLD builds its pipeline inline (line {lines[0]}), not in a @pipeline_def "
-               "function or a Pipeline subclass the harness can call; write an adapter "
-               "(--adapter), or verify the whole program (--program)")
+        why = (
+            f"OLD builds its pipeline inline (line {lines[0]}), not in a @pipeline_def "
+            "function or a Pipeline subclass the harness can call; write an adapter "
+            "(--adapter), or verify the whole program (--program)"
+        )
     else:
         why = "OLD defines no pipeline (@pipeline_def function or Pipeline subclass)"
     return PipelineReport("(inline)", "skipped", why)
