@@ -144,7 +144,7 @@ def _legacy_op(ctx: FileContext, q: str | None) -> str | None:
         return (f"a legacy reader object: where this runs in dynamic mode, build {ndd}(...) with the "
                 "same arguments once and iterate reader.next_epoch(batch_size=...)")
     sized = ""
-    if target.is_random and not op.inputs[0]:
+    if target.is_random and op is not None and not op.inputs[0]:
         sized = " with batch_size= (of the data it goes with)"
     elif target.is_decoder:
         sized = ' (device="mixed" becomes "gpu")'

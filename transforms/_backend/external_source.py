@@ -273,10 +273,11 @@ def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | No
     function's kind."""
     nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
     returns = [n for n in _walk_own(factory) if isinstance(n, cst.Return)]
-    names = {r.value.value if isinstance(r.value, cst.Name) else None for r in returns}
-    if len(names) != 1 or None in names or next(iter(names)) not in nested:
+    names = {r.value.value if isinstance(r.value, cst.Name) else "" for r in returns}
+    name = names.pop() if len(names) == 1 else ""
+    if name not in nested:
         return None, False
-    fn = nested[next(iter(names))]
+    fn = nested[name]
     if _yields(fn):
         return None, False
     return _arity(fn.params, 0, "StopIteration" in ctx.text(fn))
