@@ -99,6 +99,20 @@ def test_discover_finds_every_pipeline_shape() -> None:
     assert discover((FIXTURES / "programs" / "i_with_block" / "old.py").read_text()) == []
 
 
+def test_discover_names_the_external_sources_fed_by_feed_input() -> None:
+    code = textwrap.dedent('''\
+        @pipeline_def(batch_size=2)
+        def p():
+            a = fn.external_source(name="images")
+            b = fn.external_source(name=3)
+            c = fn.external_source()
+            d = fn.external_source(source=[1], name="given")
+            return a, b, c, d
+        ''')
+    (info,) = discover(code)
+    assert info.fed == ["images", "?", "?"]  # names verify joins in its message: strings only
+
+
 def test_discover_binds_reader_paths_to_parameters() -> None:
     code = textwrap.dedent('''\
         @pipeline_def(batch_size=2)
@@ -358,3 +372,49 @@ def test_write_verify_keeps_only_fixes_that_verify(tmp_path: Path) -> None:
     good = verify_migration(tmp_path / "prog.py", samples=4)
     assert good.rejected == [] and good.applied and "ndd.readers.Numpy" in good.code
     assert [p.verdict for p in good.report.pipelines] == ["match"]
+
+
+CAPTURE_OLD = '''\
+from nvidia.dali import fn, pipeline_def, types
+
+
+@pipeline_def(batch_size=4, num_threads=2, device_id=None, seed=12)
+def augmented(data_dir, crop):
+    jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)
+    images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+    images = fn.random_resized_crop(images, size=crop)
+    mirror = fn.random.coin_flip(probability=0.5)
+    return fn.crop_mirror_normalize(images, dtype=types.FLOAT, mirror=mirror), labels
+'''
+CAPTURE_NEW = '''\
+import nvidia.dali.experimental.dynamic as ndd
+from nvidia.dali import types
+
+
+def augmented(data_dir, crop, *, batch_size=4, seed=12):
+    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=seed)
+    rng = ndd.random.RNG(seed=seed)
+    while True:
+        for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
+            images = ndd.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+            images = ndd.random_resized_crop(images, size=crop, rng=rng)
+            mirror = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
+            out = ndd.crop_mirror_normalize(images, dtype=types.FLOAT, mirror=mirror)
+            yield out, labels
+'''
+
+
+@pytest.mark.dali
+def test_capture_states_and_states_drawn_at_the_call_are_replayed_in_order(tmp_path: Path) -> None:
+    """In a capture loop random.* operators draw their states ahead, from the captured graph,
+    while an operator with rng= (random_resized_crop) draws at the call: the replay puts each
+    in its place of the iteration (a false mismatch before)."""
+    pytest.importorskip("nvidia.dali")
+    from dali_migrate.harness.verify import verify
+
+    (tmp_path / "old.py").write_text(CAPTURE_OLD)
+    (tmp_path / "new.py").write_text(CAPTURE_NEW)
+    report = verify(tmp_path / "old.py", tmp_path / "new.py", device="cpu", kwargs={"crop": 32})
+    (p,) = report.pipelines
+    assert p.verdict == "match", p.summary()
+    assert p.random_ops == 2

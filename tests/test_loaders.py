@@ -58,7 +58,6 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 #: target itself is still run against old.py by test_target_computes_the_same)
 NOT_REACHED = {
     "pt_external_source": "external_source(cycle='raise') is refused (external_source plug-in)",
-    "pt_size_reset": "iterators over a Pipeline subclass (DM202) are not migrated",
 }
 
 

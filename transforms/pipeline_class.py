@@ -63,6 +63,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.class_init import flat_init
+from ._backend.edits import check_disjoint
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
@@ -74,11 +75,21 @@ from ._backend.arguments import (
 from ._backend.conditionals import branch_reasons, has_data_branches
 from ._backend.edits import removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.iterators import BY_HAND_TORCH
-from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
+from ._backend.class_loaders import (
+    batch_size_reason,
+    loader_args,
+    settle_iterators,
+    unused_pipeline_params,
+    with_batch_size,
+    without_params,
+)
+from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
+from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, find_instances, output_values, pipeline_count
 from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import comment_line, in_source_order, is_docstring, is_literal, truthy, walk, within
+from ._cst import (
+    comment_line, in_source_order, is_docstring, is_literal, names_in, truthy, walk, within
+)
 from ._local import collect_nodes
 
 _GRAPH_FN = "__dali_migrate_graph__"
@@ -137,6 +148,8 @@ class PipelineClass(Rule):
             mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
                 cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
+                unique = {(e.start, e.end, e.text): e for e in cls_edits}
+                check_disjoint(state.ctx, list(unique.values()))
             except Refused as why:
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
                 refuse_pipeline(state, self.id, cls, why, which)
@@ -216,9 +229,6 @@ class PipelineClass(Rule):
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
-        _drop_iterators(instances, followups)
-        advice = f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each batch with next(...)"
-        written += creation_todos(ctx, self.id, instances, followups, advice)
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("the Pipeline constructor gets no batch_size")
@@ -247,12 +257,20 @@ class PipelineClass(Rule):
         graph = analyse_graph(mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
         if graph is None or reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
+        # a framework iterator over the class's object: the class becomes a loader class
+        why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
+        loader = settle_iterators(ctx, graph, instances, followups, why)
+        advice = (
+            f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
+            "batch with next(...)"
+        )
+        written += creation_todos(ctx, self.id, instances, followups, advice)
         seed = kwargs.get("seed")
         mini_notes: list[Diagnostic] = []
         branches = conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
         plan = PipelinePlan(
             rule_id=self.id,
-            batch_size=batch_size.value,
+            batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=not followups and sum(i.copies for i in instances) == 1 and len(chain) == 1
@@ -268,6 +286,12 @@ class PipelineClass(Rule):
         if todo and not instances:  # the callers pass the device: with none in sight, say it here
             leading.append(comment_line(f"{TODO_PREFIX} {self.id}: {todo}"))
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
+        if loader is not None:
+            body = with_batch_size(body, batch_stmt)
+            edits = self._loader_edits(
+                ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
+            )
+            return edits, fired, instances
         self_comma = init.params.params[0].comma
         new_fn = cst.FunctionDef(
             name=cls.name,
@@ -302,9 +326,7 @@ class PipelineClass(Rule):
         elif threads is not None and not is_unset(threads.value):
             text = "num_threads could not be followed to this call: ndd uses its default thread count"
             notes.append(ctx.info(self.id, inst.stmt, text))
-        where = _call_site_value(params, inst.call, device.value) if device is not None else None
-        if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
-            inst.device_todo = device_message(ctx.text(where if where is not None else device.value), inst.label)
+        if _device_todo(ctx, inst, params, device, gpu):
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
         if stmts or after or lines != list(inst.stmt.leading_lines):
@@ -313,13 +335,65 @@ class PipelineClass(Rule):
         return edits + run_site_edits(ctx, inst, notes)
 
 
-def _drop_iterators(instances: list[Instance], followups: list[FollowUp]) -> None:
-    """Framework iterators over a pipeline class are not migrated: a TODO at each."""
-    for inst in instances:
-        for use in inst.iterators:
-            name = use.call.func.value if isinstance(use.call.func, cst.Name) else "the iterator"
-            followups.append(FollowUp(use.call, f"{name} over `{inst.label}` is not migrated", BY_HAND_TORCH))
-        inst.iterators = []
+    def _loader_edits(
+        self,
+        ctx: FileContext,
+        cls: cst.ClassDef,
+        params: cst.Parameters,
+        kwargs: dict[str, cst.Arg],
+        graph: Graph,
+        body: list[cst.BaseStatement],
+        instances: list[Instance],
+        notes: list[Diagnostic],
+        gpu: bool,
+    ) -> list[Edit]:
+        """The class becomes the loader class of its iterator: ``__init__``'s parameters less
+        those only passed to the Pipeline constructor, made where the iterator was."""
+        loader = loader_instance(instances)
+        assert loader is not None
+        fn = cst.FunctionDef(
+            cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines
+        )
+        dropped = unused_pipeline_params(ctx, params, kwargs, body, loader, fn)
+        helpers, edits, name = loader_definition(
+            ctx, fn, graph, body, without_params(params, dropped), loader, at=cls
+        )
+        edits = [ctx.stmt_edit(cls, helpers), *edits]
+        threads_set: set = set()  # ndd.set_num_threads once per scope
+        for inst in instances:
+            if not inst.iterators:
+                edits += self._instance_edits(ctx, inst, params, kwargs, notes, gpu)
+                continue
+            threads = kwargs.get("num_threads")
+            value = (
+                _call_site_value(params, inst.call, threads.value) if threads is not None else None
+            )
+            if value is None and threads is not None and not is_unset(threads.value):
+                text = (
+                    "num_threads could not be followed to this call: ndd uses its default "
+                    "thread count"
+                )
+                notes.append(ctx.info(self.id, inst.stmt, text))
+            threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
+            _device_todo(ctx, inst, params, kwargs.get("device_id"), gpu)
+            args = loader_args(inst.call, params, dropped)
+            edits += loader_site_edits(
+                ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
+            )
+        return edits
+
+
+def _device_todo(
+    ctx: FileContext, inst: Instance, params: cst.Parameters, device: cst.Arg | None, gpu: bool
+) -> bool:
+    """Sets the TODO about the device the call asks for, dropped (``gpu``: the pipeline uses
+    the GPU) where it is not 0 or None; whether it did."""
+    where = _call_site_value(params, inst.call, device.value) if device is not None else None
+    if gpu and device is not None and (where is None or not is_literal(where, (0, None))):
+        shown = ctx.text(where if where is not None else device.value)
+        inst.device_todo = device_message(shown, inst.label)
+        return True
+    return False
 
 
 def _call_site_value(params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -100,7 +100,8 @@ from ._backend.iterators import (
     data_iterator_instances,
     iterator_reasons,
 )
-from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
+from ._backend.edits import check_disjoint
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
@@ -312,7 +313,7 @@ class PipelineDef(Rule):
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
-        loader = next((i for i in instances if i.iterators), None)  # iterated: a loader class
+        loader = loader_instance(instances)  # iterated: a loader class
         if loader is not None:
             params = params.with_changes(kwonly_params=kwonly, star_arg=star)
             helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
@@ -330,7 +331,7 @@ class PipelineDef(Rule):
         edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         for inst in instances:
-            if inst is loader:
+            if loader is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
                     ctx, inst, cls, self.id, threads, kept, notes, threads_set
@@ -342,6 +343,7 @@ class PipelineDef(Rule):
             )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        check_disjoint(ctx, edits)
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
         return edits, fired
 

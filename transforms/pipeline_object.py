@@ -61,8 +61,9 @@ from ._backend.edits import removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.docstrings import output_names
 from ._backend.flow import Flow
-from ._backend.iterators import BY_HAND_TORCH
-from ._backend.model import FollowUp, Instance, PipelinePlan, Refused
+from ._backend.class_loaders import block_params, rebound_reasons, settle_iterators
+from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, chosen_outputs, follow_pipeline, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy, walk
@@ -149,9 +150,12 @@ class PipelineObject(Rule):
         ]
         flow = Flow(ctx, {id(call)}, ignore=tuple(own_refs))
         follow_pipeline(ctx, inst, call, flow, followups)
-        for use in inst.iterators:  # not migrated for this front end
-            followups.append(FollowUp(use.call, f"{ctx.text(use.call.func)} over `{var}` is not migrated", BY_HAND_TORCH))
-        inst.iterators = []
+        # a framework iterator over the object: the block becomes a loader class
+        loader = None
+        if inst.iterators:
+            sizes = [u.size for u in inst.iterators if u.size is not None]
+            why = rebound_reasons(ctx, block, batch_size.value, *sizes)
+            loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
         branches = has_data_branches(ctx, block.body, collect_nodes(ctx, block))
@@ -164,6 +168,9 @@ class PipelineObject(Rule):
             lowering=state.lowering,
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
+        if loader is not None:
+            edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
+            return edits, fired, inst, graph.claimed
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
         blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
@@ -233,6 +240,36 @@ def _makes_nodes(ctx: FileContext, stmt: cst.CSTNode) -> bool:
     if not found or any(op.target.is_reader or op.target.fn_path == "external_source" for op in found):
         return False
     return not any(isinstance(n, (cst.Lambda, cst.Yield, cst.Await)) for n in walk(assign.value))
+
+
+def _loader_edits(
+    ctx: FileContext,
+    rule_id: str,
+    inst: Instance,
+    block: cst.With,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    batch: cst.BaseExpression,
+    notes: list[Diagnostic],
+) -> list[Edit]:
+    """The ``with`` block becomes the loader class of the iterator over the object (``__init__``
+    takes ``batch_size``, the constructor's by default), made where the iterator was; the
+    constructor gives way to ``ndd.set_num_threads``."""
+    var = inst.name
+    inst.device_todo = device_todo(ctx, block, inst.kwargs.get("device_id"), var)
+    params = block_params(batch)
+    top = isinstance(ctx.parents.get(block), cst.Module)
+    blank = [cst.EmptyLine(indent=False)] * (2 if top else 1)
+    fn = cst.FunctionDef(
+        cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
+    )
+    helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
+    start, end = ctx.stmt_span(block)
+    after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]
+    text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)
+    text += ctx.module.default_newline * len(blank) if after.strip() else ""  # a gap below it too
+    edits = [Edit(start, end, text), *edits, *graph.extra_edits]
+    return edits + loader_site_edits(ctx, inst, name, rule_id, None, set(), notes, set(), args=[])
 
 
 def _pipeline_constructions(

@@ -30,6 +30,7 @@ from . import __version__
 from .engine import (
     ConfigError,
     FileResult,
+    Mode,
     Options,
     Summary,
     describe,
@@ -128,7 +129,7 @@ class Args:
     """What the migration command was given, as click parsed it."""
 
     paths: tuple[Path, ...]
-    mode: str | None
+    mode: Mode | None  # --diff/--write/--check (flag values)
     select: tuple[str, ...]
     ignore: tuple[str, ...]
     unsafe: bool | None
@@ -350,9 +351,8 @@ def main(**params: Any) -> None:
     args = Args(**params)
     try:
         sys.exit(_main(args))
-    except click.UsageError as e:
-        e.exit_code = EXIT_ERROR
-        raise
+    except click.UsageError:
+        raise  # click shows it and exits with UsageError.exit_code: 2, EXIT_ERROR
     except KeyboardInterrupt:
         # a second Ctrl-C during the clean-up: no traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import (
+    BaseMetadataProvider,
     CodePosition,
     CodeRange,
     MetadataWrapper,
@@ -70,11 +71,8 @@ class FileContext:
         else:
             part = DaliPart(self.source)
         self.analysed_source = part.aligned or part.source
-        self._skipped, self._skipped_text, self._skipped_names = (
-            part.skipped,
-            part.skipped_text,
-            None,
-        )
+        self._skipped, self._skipped_text = part.skipped, part.skipped_text
+        self._skipped_names: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None
         self.module = cst.parse_module(part.source)
         self._nodes: list[cst.CSTNode] = []
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -89,7 +87,7 @@ class FileContext:
         self.ndd = self._ndd_alias()
         self.np = self._module_alias("numpy") or "np"
         self._layout: dict | None = None
-        self._names: dict | None = None
+        self._names: Mapping[Any, Mapping[cst.CSTNode, object]] | None = None
 
     # Metadata is computed on first use, over the module parsed: the statements that can involve
     # DALI (dali_part), so its cost follows the DALI part of a file, not its length.
@@ -103,7 +101,7 @@ class FileContext:
             }
         return self._layout
 
-    def _name_meta(self) -> dict:
+    def _name_meta(self) -> Mapping[Any, Mapping[cst.CSTNode, object]]:
         if self._names is None:
             wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
             self._names = wrapper.resolve_many([ScopeProvider])
@@ -161,21 +159,18 @@ class FileContext:
                 if stack:
                     parents[node] = stack[-1]
                 stack.append(node)
-                t = type(node)
-                if t is cst.Import:
+                if isinstance(node, cst.Import):
                     for a in node.names:
                         if dotted(a.name).startswith("nvidia"):
-                            names.add(
-                                a.asname.name.value if a.asname else dotted(a.name).split(".")[0]
-                            )
-                elif t is cst.ImportFrom:
+                            names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
+                elif isinstance(node, cst.ImportFrom):
                     if (
                         node.module is not None
                         and dotted(node.module).startswith("nvidia")
                         and not isinstance(node.names, cst.ImportStar)
                     ):
                         for a in node.names:
-                            names.add(a.asname.name.value if a.asname else dotted(a.name))
+                            names.add(a.evaluated_alias or dotted(a.name))
                 return True
 
             def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -243,7 +238,7 @@ class FileContext:
                     if isinstance(small, cst.Import):
                         for alias in small.names:
                             if dotted(alias.name) == module:
-                                return alias.asname.name.value if alias.asname else module
+                                return alias.evaluated_alias or module
         return None
 
     def _ndd_alias(self) -> str:
@@ -253,15 +248,15 @@ class FileContext:
             for small in stmt.body:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
-                        if dotted(alias.name) == NDD_MODULE and alias.asname:
-                            return alias.asname.name.value
+                        if dotted(alias.name) == NDD_MODULE and alias.evaluated_alias:
+                            return alias.evaluated_alias
                 elif isinstance(small, cst.ImportFrom) and small.module is not None:
                     if dotted(small.module) == "nvidia.dali.experimental" and not isinstance(
                         small.names, cst.ImportStar
                     ):
                         for alias in small.names:
                             if alias.name.value == "dynamic":
-                                return alias.asname.name.value if alias.asname else "dynamic"
+                                return alias.evaluated_alias or "dynamic"
         return "ndd"
 
     # -- positions and rendering -----------------------------------------------------------
@@ -486,7 +481,8 @@ def _positions(module: cst.Module) -> tuple[dict, dict]:
     state = _BothPositionsState(
         default_indent=module.default_indent,
         default_newline=module.default_newline,
-        provider=holder,
+        # the state reads and writes only the provider's _computed mapping
+        provider=cast("BaseMetadataProvider[CodeRange]", holder),
     )
     module._codegen(state)
     return holder._computed, state.inclusive
@@ -591,13 +587,11 @@ def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[st
         func = (
             call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
         )
-        named = (
-            call.args
-            and isinstance(call.args[0], ast.Constant)
-            and str(call.args[0].value).startswith("nvidia.dali")
-        )
+        first = call.args[0] if call.args else None
+        literal = str(first.value) if isinstance(first, ast.Constant) else ""
+        named = literal.startswith("nvidia.dali")
         wrapper = re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
-        module = str(call.args[0].value) if named else "nvidia.dali"
+        module = literal if named else "nvidia.dali"
         if isinstance(target, ast.Name) and (
             wrapper or (func in ("import_module", "importorskip") and named)
         ):
@@ -728,30 +722,29 @@ def names_of(stmts: Iterable[ast.AST]) -> tuple[frozenset[str], frozenset[str], 
     variables: set[str] = set()
     reads: set[str] = set()
     for node in (n for stmt in stmts for n in ast.walk(stmt)):
-        t = type(node)
-        if t is ast.Name:
+        if isinstance(node, ast.Name):
             variables.add(node.id)
-            if type(node.ctx) is ast.Load:
+            if isinstance(node.ctx, ast.Load):
                 reads.add(node.id)
-        elif t is ast.Attribute:
+        elif isinstance(node, ast.Attribute):
             names.add(node.attr)
-        elif t is ast.arg or t is ast.keyword and node.arg:
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
             names.add(node.arg)
-        elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif t is ast.alias:
+        elif isinstance(node, ast.alias):
             names.update(node.name.split("."))
             if node.asname:
                 names.add(node.asname)
-        elif t in (ast.Global, ast.Nonlocal):
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-        elif t is ast.ExceptHandler and node.name:
+        elif isinstance(node, ast.ExceptHandler) and node.name:
             names.add(node.name)
-        elif t is ast.ImportFrom and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module:
             names.update(node.module.split("."))
-        elif t in (ast.MatchAs, ast.MatchStar) and node.name:
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
             names.add(node.name)
-        elif t is ast.MatchMapping and node.rest:
+        elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
     return frozenset(names | variables), frozenset(variables), frozenset(reads)
 

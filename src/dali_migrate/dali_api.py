@@ -38,9 +38,13 @@ PIPELINE_POSITIONAL = (
 def is_pipeline_def(dotted: str | None) -> bool:
     """``dotted`` (a qualified name, or a name as written where imports are not resolved) names
     the ``pipeline_def`` decorator."""
-    return bool(dotted) and (dotted in PIPELINE_DEFS or dotted.split(".")[-1] == "pipeline_def")
+    if not dotted:
+        return False
+    return dotted in PIPELINE_DEFS or dotted.split(".")[-1] == "pipeline_def"
 
 
 def is_pipeline_class(dotted: str | None) -> bool:
     """``dotted`` (as :func:`is_pipeline_def`) names the ``Pipeline`` class."""
-    return bool(dotted) and (dotted in PIPELINE_CLASSES or dotted.split(".")[-1] == "Pipeline")
+    if not dotted:
+        return False
+    return dotted in PIPELINE_CLASSES or dotted.split(".")[-1] == "Pipeline"

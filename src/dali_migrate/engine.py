@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,16 +273,16 @@ def _candidates(files: Sequence[Path]) -> Iterator[tuple[str, bool]]:
         yield str(p), mentions_dali(raw)
 
 
-def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> list[Path]:
+def discover(paths: Sequence[str | os.PathLike[str]], exclude: Sequence[str] = ()) -> list[Path]:
     """Files under ``paths``; raises FileNotFoundError for a path that does not exist."""
     return list(iter_python_files(paths, exclude))
 
 
 def run(
-    paths: Sequence[str | Path],
+    paths: Sequence[str | os.PathLike[str]],
     options: Options,
     progress: Callable[[int, int], None] | None = None,
-) -> Iterator[FileResult]:
+) -> Generator[FileResult, None, None]:
     """Process every Python file under ``paths``, in a stable order.
 
     Files that never mention DALI are skipped without being parsed. The others are migrated in
@@ -298,7 +298,7 @@ def _process(
     options: Options,
     progress: Callable[[int, int], None] | None,
     roots: list[Path] | None = None,
-) -> Iterator[FileResult]:
+) -> Generator[FileResult, None, None]:
     total = len(files)
     candidates = list(_candidates(files))
     dali = {path for path, wanted in candidates if wanted}

@@ -287,7 +287,8 @@ def drop_nested(fixes: list[Fix]) -> list[Fix]:
         open_edits = [(o, j) for o, j in open_edits if o.end >= start]
         for e, i in group:
             held = {j for o, j in open_edits + group if j != i and _contains(o, e)}
-            outer[i] = held if outer[i] is None else outer[i] & held
+            seen = outer[i]
+            outer[i] = held if seen is None else seen & held
         open_edits += group
     return [f for f, held in zip(fixes, outer) if not held]
 
@@ -341,7 +342,8 @@ F = TypeVar("F", bound="HasEdits")
 
 
 class HasEdits(Protocol):
-    edits: tuple[Edit, ...]
+    @property
+    def edits(self) -> tuple[Edit, ...]: ...  # read-only: Fix and the markers are frozen
 
 
 def apply_edits_checked(

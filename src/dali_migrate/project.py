@@ -130,7 +130,9 @@ def _segment(source: str, node: ast.expr) -> str | None:
         return ast.get_source_segment(source, node)
     start = 0
     for _ in range(node.lineno - 1):
-        start = _LINE_END.search(source, start).end()
+        match = _LINE_END.search(source, start)
+        assert match is not None  # the node's line is a line of source
+        start = match.end()
     end = _LINE_END.search(source, start)
     line = source[start : end.start() if end else len(source)]
     return line.encode()[node.col_offset : node.end_col_offset].decode()
@@ -181,9 +183,9 @@ def discover(
     """Links between the files: ``path -> ModuleInfo`` for the files that define a pipeline used
     elsewhere or import one. ``dali_files`` are the paths that mention DALI (only they can define
     pipelines); ``read`` returns a file's text, or None when it cannot be read or parsed."""
-    trees: dict[str, tuple[ast.Module, str]] = {}
+    trees: dict[str, tuple[ast.Module, str] | None] = {}
 
-    def parse(p: Path, text: str | None = None):
+    def parse(p: Path, text: str | None = None) -> tuple[ast.Module, str] | None:
         key = str(p)
         if key not in trees:
             text = read(p) if text is None else text
@@ -211,7 +213,7 @@ def discover(
                 definitions += _definitions(str(p), parsed[0], names_of(p), parsed[1])
     if not definitions:
         return {}
-    by_module: dict[tuple[str, str], _Definition] = {}
+    by_module: dict[tuple[str, str], _Definition | None] = {}
     for d in definitions:
         for m in d.module_names:
             key = (m, d.pipeline.name)
@@ -231,11 +233,11 @@ def discover(
         if parsed is None:
             continue
         for module, name, alias in _imports(parsed[0], names_of(p), p.name == "__init__.py"):
-            d = by_module.get((module, name))
-            if d is None or d.path == str(p):
+            found = by_module.get((module, name))
+            if found is None or found.path == str(p):
                 continue
-            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = d.pipeline
-            infos.setdefault(d.path, ModuleInfo()).external_uses.setdefault(name, ())
+            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = found.pipeline
+            infos.setdefault(found.path, ModuleInfo()).external_uses.setdefault(name, ())
     return infos
 
 
@@ -316,6 +318,6 @@ def plan(
 
     def analyse(items: list[tuple[str, ModuleInfo]]) -> None:
         texts = [(read(Path(path)), path, info) for path, info in items]
-        migrate([t for t in texts if t[0] is not None])
+        migrate([(text, path, info) for text, path, info in texts if text is not None])
 
     return settle(infos, analyse)

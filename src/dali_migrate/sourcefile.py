@@ -433,7 +433,9 @@ def _walk(root: Path, patterns: Sequence[str]) -> Iterator[Path]:
         yield root / rel
 
 
-def iter_python_files(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> Iterator[Path]:
+def iter_python_files(
+    paths: Sequence[str | os.PathLike[str]], exclude: Sequence[str] = ()
+) -> Iterator[Path]:
     """Yield the Python files named by ``paths``, each once, in a deterministic order.
 
     Files given explicitly are yielded as given (whatever their suffix); directories are walked

@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.fixes import Edit
+from dali_migrate.fixes import Edit, overlaps
+
+from .model import Refused
 
 
 def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
@@ -35,3 +37,13 @@ def _only_builds(siblings: tuple[cst.CSTNode, ...] | list[cst.CSTNode]) -> bool:
         and s.body[0].value.func.attr.value == "build"
         for s in siblings
     )
+
+
+def check_disjoint(ctx: FileContext, edits: list[Edit]) -> None:
+    """Two different rewrites of one span (two pipelines made in one statement) would both be
+    written: refused."""
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    for a, b in zip(ordered, ordered[1:]):
+        if overlaps(a, b):
+            line = ctx.source.count("\n", 0, a.start) + 1
+            raise Refused(f"two of its pipelines are made in one statement (line {line})")

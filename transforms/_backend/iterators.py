@@ -284,9 +284,43 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
             if q == prefix or q.startswith(prefix + "."):
                 return FollowUp(call, what, advice)
         return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
+    if _per_device_list(ctx, ref) and q.startswith("nvidia.dali.plugin.pytorch"):
+        return FollowUp(
+            call,
+            f"{_call_name(call)} over a list of pipelines (one per GPU) is not migrated",
+            PER_DEVICE_ADVICE,
+        )
     return FollowUp(
         call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q)
     )
+
+
+#: what to write for an iterator over several pipelines, one per GPU of the process
+PER_DEVICE_ADVICE = (
+    "write a loader class instead: in __init__ build one reader per pipeline (its shard_id=, "
+    "num_shards=), and in __iter__ zip their epochs (reader.next_epoch(batch_size=...)), run "
+    "pipeline i's operators under `with ndd.Device(\"gpu\", i):` and yield a list of one dict "
+    "per pipeline ([{name: output.torch(), ...}, ...]) as the iterator did; delete reset()"
+)
+
+
+def _per_device_list(ctx: FileContext, ref: cst.CSTNode) -> bool:
+    """``ref`` is a name handed to the iterator that a list display or comprehension of more
+    than one pipeline bound (``pipes = [make(device_id=i) for i in range(n)]``)."""
+    if not isinstance(ref, cst.Name) or not isinstance(ctx.parents.get(ref), cst.Arg):
+        return False
+    scope = ctx.scopes.get(ref)
+    if scope is None or ref.value not in scope:
+        return False
+    for binding in scope[ref.value]:
+        target = ctx.parents.get(getattr(binding, "node", None))
+        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        if isinstance(value, cst.ListComp) or (
+            isinstance(value, cst.List) and len(value.elements) > 1
+        ):
+            return True
+    return False
 
 
 def _call_name(call: cst.Call) -> str:
@@ -854,12 +888,57 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return []
-    if len(instances) != 1 or len(uses) != 1:
-        return [
-            "a pipeline iterated through framework iterators must be instantiated once and "
-            "wrapped once"
-        ]
-    inst, use = instances[0], uses[0]
+    if len(uses) != 1 or len(instances) != 1:
+        why = _shared_class_reason(ctx, instances)
+        if why:
+            return [why]
+        return list(
+            dict.fromkeys(r for i in instances for r in _one_iterator_reasons(ctx, graph, i))
+        )
+    return _one_iterator_reasons(ctx, graph, next(i for i in instances if i.iterators))
+
+
+def _shape(use: IteratorUse) -> tuple:
+    """What the loader class is made from, besides the pipeline: iterators of one shape can
+    share one class."""
+    return (
+        use.framework, use.output_map, use.reader_name, use.policy, use.last_batch_padded,
+        use.auto_reset, sorted(use.sparse_lists), use.early_exit, use.hooked,
+    )
+
+
+def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
+    """Several pipelines of one definition, each wrapped once, share its loader class when
+    their iterators have the same configuration, sized by reader_name (or not at all), and
+    nothing folds into the class (a subclass, a wrapper, next() calls)."""
+    uses = [u for inst in instances for u in inst.iterators]
+    alike = all(len(i.iterators) == 1 for i in instances)
+    alike = alike and len({repr(_shape(u)) for u in uses}) == 1
+    plain = all(
+        u.size is None and u.size_reader is None and u.subclass is None and u.wrapper is None
+        and u.signature is None and not u.pulls and u.framework != "tf"
+        for u in uses
+    )
+    if alike and plain:
+        return ""
+    bare = next((i for i in instances if not i.iterators), None)
+    if bare is not None:
+        return (
+            f"the pipeline is also made at line {ctx.line_of(bare.call)}, where no framework "
+            "iterator the tool migrates wraps it"
+        )
+    if any(len(i.iterators) > 1 for i in instances):
+        return "a pipeline object is wrapped in several framework iterators"
+    return (
+        "its pipelines are wrapped in iterators that differ in reader_name=, policy or "
+        "output_map, or are sized with size=, subclassed or wrapped: one loader class cannot "
+        "serve them all"
+    )
+
+
+def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[str]:
+    """Why the one framework iterator over ``inst`` cannot be migrated (empty: it can)."""
+    use = inst.iterators[0]
     if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
     if use.framework == "tf":

@@ -11,8 +11,9 @@ After::
             )
 
 The contents go on one line of their own when they fit, else one element per line with a
-trailing comma; ``[{...}]`` (a list of one dict) keeps its brackets together. Statements already
-written over several lines, and those with a comment, are left as they are.
+trailing comma; ``[{...}]`` (a list of one dict) keeps its brackets together. A call already
+written over several lines gets one argument per line where a line of it no longer fits;
+statements with a comment are left as they are.
 """
 
 from __future__ import annotations
@@ -60,14 +61,22 @@ class _Fit(cst.CSTTransformer):
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
         text = render(updated.with_changes(leading_lines=[]), self.indent, self.depth)
-        if fits(updated, self.indent, self.depth) or text.count("\n") > 1 or "#" in text:
+        if self._fits(updated) or "#" in text:
             return updated
+        if text.count("\n") > 1:  # written over several lines: one argument per line if that fits
+            candidate = _split_statement(updated, self.indent, _explode_call)
+            return candidate if candidate is not None and self._fits(candidate) else updated
         for split in (_hug, _explode):
             candidate = _split_statement(updated, self.indent, split)
-            if candidate is not None and fits(candidate, self.indent, self.depth):
+            if candidate is not None and self._fits(candidate):
                 return candidate
         candidate = _split_statement(updated, self.indent, _explode)
         return candidate if candidate is not None else updated
+
+
+    def _fits(self, stmt: cst.SimpleStatementLine) -> bool:
+        """The statement's own lines fit (the comment lines above it are not split)."""
+        return fits(stmt.with_changes(leading_lines=[]), self.indent, self.depth)
 
 
 def _split_statement(
@@ -117,6 +126,11 @@ def _explode(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
         return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
     return _display(expr, indent, one_per_line=True)
+
+
+def _explode_call(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:
+    """A call (only: its parentheses hold the new lines) with one argument per line."""
+    return _explode(expr, indent) if isinstance(expr, cst.Call) else None
 
 
 def _display(

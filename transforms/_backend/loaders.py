@@ -137,6 +137,8 @@ class _Class:
     meta: bool = False  # __init__ reads the reader's metadata
     imports: set[str] = field(default_factory=set)  # modules the class uses: "math"
     helpers: list[str] = field(default_factory=list)  # runtime definitions it needs
+    #: the ``with`` block the class replaces: it sees the names of the block's scope
+    block: cst.With | None = None
 
     def attr(self, role: str) -> str:
         if role not in self.attrs:
@@ -192,10 +194,14 @@ def loader_definition(
     body: list[cst.BaseStatement],
     params: cst.Parameters,
     inst: Instance,
+    at: cst.CSTNode | None = None,
+    name: str | None = None,
 ) -> tuple[list[cst.BaseStatement], list[Edit], str]:
     """The loader class (and the runtime helpers it needs, once per module) that replaces the
     pipeline function ``fn`` whose generator body ``emit_generator_body`` wrote; the edits that
-    import what it uses; its name."""
+    import what it uses; its name. ``fn`` may be made up (a class's ``__init__`` parameters, a
+    ``with`` block's body): ``at`` is then the statement it replaces (for the indentation) and
+    ``name`` the pipeline's name the class is named after."""
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
@@ -203,6 +209,7 @@ def loader_definition(
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c.block = at if isinstance(at, cst.With) else None
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
     params = _init_params(fn, params)
@@ -212,13 +219,15 @@ def loader_definition(
     c.shared = _self_names(c, param_names)
     c.taken = set(c.shared) | {"_batches"}
     c.local = names_in(fn) | set(param_names)
+    if c.block is not None and use.size is not None:
+        c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(_method("__len__", [f"return {length}"]))
     methods += [_rename(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
-    name = class_name(ctx, fn.name.value)
+    name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else _doc(use, c.kind)
     blank = [cst.EmptyLine(indent=False)]
     cls = cst.ClassDef(
@@ -227,10 +236,19 @@ def loader_definition(
         leading_lines=list(fn.leading_lines)
         + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
     )
-    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(fn)))
+    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
     return _helpers(ctx, c) + [cls], _import_edits(ctx, c), name
+
+
+def loader_instance(instances: list[Instance]) -> Instance | None:
+    """The iterated instance the loader class is made from: of several (each wrapped once, in
+    iterators of one configuration) the first whose iterator takes ``len()``, so the class has
+    ``__len__`` when any of them needs it."""
+    iterated = [i for i in instances if i.iterators]
+    sized = [i for i in iterated if i.iterators[0].lens or i.iterators[0].hooked]
+    return (sized or iterated or [None])[0]
 
 
 def _is_true(v: cst.BaseExpression | None) -> bool:
@@ -945,6 +963,18 @@ def _with_stream(c: _Class, lines: list[str]) -> list[str]:
     return [*lines, f"{c.attr('batches')} = self._batches()"]
 
 
+def _outer_name(c: _Class, name: str) -> bool:
+    """``name`` is one the class, defined where the ``with`` block was, reads from the block's
+    scope as the iterator did (made in that scope; ``__init__``'s own names shadow nothing)."""
+    block, ctx = c.block, c.ctx
+    if block is None or not block.body.body or name in {"self", "batch_size", c.body.reader}:
+        return False
+    if any(name in assigned_names(s) for s in [*block.body.body, *c.body.setup]):
+        return False
+    scope = ctx.scopes.get(block.body.body[0])
+    return scope is not None and ctx.scopes.get(c.use.call) is scope and name in scope
+
+
 def _ceil(c: _Class, ratio: str) -> str:
     c.imports.add("math")
     return f"math.ceil({ratio})"
@@ -981,7 +1011,8 @@ def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
             if updated.value in given:
                 return updated.with_changes(value=given[updated.value])
             if updated.value not in SIZE_BUILTINS and updated.value != c.body.reader:
-                missing.append(updated.value)
+                if not _outer_name(c, updated.value):
+                    missing.append(updated.value)
             return updated
 
     new = new.visit(Names())
@@ -1052,10 +1083,12 @@ def loader_site_edits(
     params: set[str],
     notes: list,
     threads_set: set[tuple[int, str]],
+    args: list[cst.Arg] | None = None,
 ) -> list[Edit]:
     """The pipeline's creation gives way to ``ndd.set_num_threads`` (its ``num_threads``), its
-    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments, and
-    ``reset()`` goes (or, for code that pulls with ``next()``, starts a new pass)."""
+    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments (or
+    ``args``), and ``reset()`` goes (or, for code that pulls with ``next()``, starts a new
+    pass)."""
     use = inst.iterators[0]
     made = ctx.enclosing_statement(use.call)
     depth = len(ctx.indents(made))
@@ -1065,9 +1098,11 @@ def loader_site_edits(
     together = made is inst.stmt  # @data_iterator: one call made both
     edits = [] if together else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
-    keep = remove_args(
-        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
-    )
+    keep = args
+    if keep is None:
+        keep = remove_args(
+            list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+        )
     keep = [
         (
             a.with_changes(keyword=cst.Name("batch_size"))

@@ -32,11 +32,16 @@ from .external_source import SourceUse, analyse_source
 from .flow import Flow, in_loop
 from .model import FollowUp, Graph, Instance, ReaderUse
 
+#: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
+DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
+#: ``pipe.<method>()`` that gives the next batch: ``next(pipe)``
+RUN_METHODS = ("run", "share_outputs")
+
 #: what to do by hand for the Pipeline methods the tool does not migrate (written in the TODO)
 PIPELINE_METHOD_HINTS = {
-    "schedule_run": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
+    "schedule_run": "dynamic mode is asynchronous by itself: drop it",
     "share_outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
-    "release_outputs": "dynamic mode frees a batch when it is no longer referenced",
+    "release_outputs": "dynamic mode frees a batch when it is no longer referenced: drop it",
     "outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
     "checkpoint": "register the reader and the RNG with ndd.checkpoint.Checkpoint; the formats differ",
     "serialize": "dynamic mode has no serialized form: keep this pipeline for serving (Triton)",
@@ -322,7 +327,8 @@ def follow_pipeline(
     see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
     follow-up (a TODO at the use)."""
     found = flow.follow(origin, inst.label)
-    inst.local = found.local and inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
+    inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     followups += found.followups
     for use in found.uses:
@@ -345,6 +351,18 @@ def follow_pipeline(
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
             followups.append(why)
+
+
+def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
+    """``origin`` (the pipeline's call) is made in the call of a framework iterator, alone or
+    as the one element of its list (``DALIGenericIterator([make_pipe(...)], ...)``)."""
+    parent = ctx.parents.get(origin)
+    if isinstance(parent, cst.Element):
+        listed = ctx.parents.get(parent)
+        if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
+            return False
+    call = iterators._enclosing_call(ctx, origin)
+    return call is not None and ctx.qualname(call.func) in iterators.ITERATORS
 
 
 def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
@@ -378,13 +396,13 @@ def _describe(ctx: FileContext, use: cst.CSTNode, label: str) -> str:
 
 def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool) -> bool:
     """Records ``pipe.<method>(...)`` on ``inst`` when it is migrated; False if it is not."""
-    if method == "build" and not call.args:
+    if method in DROPPED_METHODS and not call.args:
         expr = ctx.parents.get(call)
         stmt = ctx.parents.get(expr)
         if isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
             inst.builds.append(stmt)
             return True
-    if method == "run" and not call.args:
+    if method in RUN_METHODS and not call.args:
         inst.runs.append(call)
         return True
     if method == "feed_input" and feeds.is_feed(call):

@@ -49,9 +49,8 @@ class Tolerances:
         for index, values in ((0, atol), (1, rtol)):
             if values is None:
                 continue
-            if not isinstance(values, (list, tuple)):
-                values = [values]
-            for v in values:
+            items = values if isinstance(values, (list, tuple)) else [values]
+            for v in items:
                 text = str(v)
                 if "=" in text:
                     dtype, _, number = text.partition("=")
@@ -210,15 +209,13 @@ def compare_runs(
                 if shapes_only and k in shapes_only:
                     continue
                 if pair is None:
-                    ok = np.array_equal(a, b)
-                    bad = None if ok else (a != b)
+                    bad = None if np.array_equal(a, b) else (a != b)
                 else:
                     atol, rtol = pair
                     af, bf = a.astype(np.float64), b.astype(np.float64)
                     close = np.isclose(bf, af, atol=atol, rtol=rtol, equal_nan=True)
-                    ok = bool(close.all())
-                    bad = None if ok else ~close
-                if ok:
+                    bad = None if close.all() else ~close
+                if bad is None:  # equal (within the tolerances)
                     continue
                 result.samples_differing += 1
                 af, bf = a.astype(np.float64), b.astype(np.float64)

@@ -148,7 +148,8 @@ def _write_tfrecord(root: Path, count: int) -> dict[str, str]:
 def _write_coco(root: Path, count: int) -> dict[str, str]:
     images_dir = root / "images"
     images_dir.mkdir()
-    images, annotations = [], []
+    images: list[dict[str, object]] = []
+    annotations: list[dict[str, object]] = []
     for i in range(count):
         array = _image(i % 3, i)
         name = f"img_{i:03d}.jpg"

@@ -162,7 +162,8 @@ class _Body(ast.NodeVisitor):
             given = {kw.arg: kw.value for kw in node.keywords}
             if "source" not in given:
                 fed = given.get("name")
-                self.fed.append(fed.value if isinstance(fed, ast.Constant) else "?")
+                value = fed.value if isinstance(fed, ast.Constant) else None
+                self.fed.append(value if isinstance(value, str) else "?")
         if kind:
             use = ReaderUse(kind, name, node.lineno)
             for kw in node.keywords:
@@ -195,7 +196,7 @@ class _Body(ast.NodeVisitor):
 
 
 def _params(
-    fn: ast.FunctionDef, skip_self: bool = False
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, skip_self: bool = False
 ) -> tuple[list[str], dict[str, Any], list[str]]:
     args = fn.args
     positional = args.posonlyargs + args.args
@@ -205,9 +206,9 @@ def _params(
     defaults: dict[str, Any] = {}
     for a, d in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
         defaults[a.arg] = _literal(d)[1]
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        if d is not None:
-            defaults[a.arg] = _literal(d)[1]
+    for a, kd in zip(args.kwonlyargs, args.kw_defaults):
+        if kd is not None:  # None: a keyword-only argument without a default
+            defaults[a.arg] = _literal(kd)[1]
     required = [n for n in names if n not in defaults]
     return names, defaults, required
 
@@ -263,7 +264,7 @@ def discover(code: str) -> list[PipelineInfo]:
     tree = ast.parse(code)
     found: list[PipelineInfo] = []
 
-    def body_of(node: ast.AST, names: list[str]) -> _Body:
+    def body_of(node: ast.FunctionDef | ast.AsyncFunctionDef, names: list[str]) -> _Body:
         body = _Body(set(names))
         for stmt in node.body:
             body.visit(stmt)
@@ -274,16 +275,16 @@ def discover(code: str) -> list[PipelineInfo]:
     changed = True
     while changed:
         changed = False
-        for name, node in classes.items():
+        for name, cls in classes.items():
             if name in pipeline_classes:
                 continue
-            bases = [_dotted(b).split(".")[-1] for b in node.bases]
+            bases = [_dotted(b).split(".")[-1] for b in cls.bases]
             if "Pipeline" in bases or any(b in pipeline_classes for b in bases):
-                pipeline_classes[name] = node
+                pipeline_classes[name] = cls
                 changed = True
     derived_from: dict[str, list[str]] = {}
-    for name, node in pipeline_classes.items():
-        for b in node.bases:
+    for name, cls in pipeline_classes.items():
+        for b in cls.bases:
             derived_from.setdefault(_dotted(b).split(".")[-1], []).append(name)
 
     for node in tree.body:
@@ -417,12 +418,12 @@ def _attach_iterators(tree: ast.Module, found: list[PipelineInfo]) -> None:
         if pipes is None:
             continue
         as_list = isinstance(pipes, (ast.List, ast.Tuple))
-        target = pipes.elts[0] if as_list and pipes.elts else pipes
+        target = pipes.elts[0] if isinstance(pipes, (ast.List, ast.Tuple)) and pipes.elts else pipes
         if not isinstance(target, ast.Name) or target.id not in made_by:
             continue
         values, ok = [], True
-        for a in args:
-            good, v = _iterator_value(a)
+        for arg in args:
+            good, v = _iterator_value(arg)
             ok &= good
             values.append(v)
         kw_values = {}

@@ -15,6 +15,7 @@ user's files).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import libcst as cst
 import libcst.matchers as m
@@ -38,7 +39,7 @@ class Lowering:
         return ", ".join(f"{n}x {c}" if n > 1 else c for c, n in counts.items())
 
 
-def _accelerated_string(node: cst.BaseExpression) -> bool:
+def _accelerated_string(node: cst.BaseExpression) -> TypeGuard[cst.SimpleString]:
     if isinstance(node, cst.SimpleString):
         try:
             value = node.evaluated_value
@@ -46,6 +47,13 @@ def _accelerated_string(node: cst.BaseExpression) -> bool:
             return False
         return isinstance(value, str) and value in _ACCELERATED
     return False
+
+
+def _to_cpu(name: str, node: cst.SimpleString) -> str:
+    """The change lowering ``name=node`` (an accelerated string) makes, for the summary."""
+    value = node.evaluated_value
+    assert isinstance(value, str)  # _accelerated_string accepted it
+    return f'{name}="{value}" -> "cpu"'
 
 
 def _cpu_like(node: cst.SimpleString) -> cst.SimpleString:
@@ -73,7 +81,7 @@ class _CpuLowering(cst.CSTTransformer):
             return updated
         name = updated.keyword.value
         if _is_device_name(name) and _accelerated_string(updated.value):
-            self.changes.append(f'{name}="{updated.value.evaluated_value}" -> "cpu"')
+            self.changes.append(_to_cpu(name, updated.value))
             return updated.with_changes(value=_cpu_like(updated.value))
         if name == "device_id" and not m.matches(updated.value, m.Name("None")):
             self.changes.append("device_id -> None")
@@ -93,7 +101,7 @@ class _CpuLowering(cst.CSTTransformer):
             and _is_device_name(name)
             and _accelerated_string(updated.default)
         ):
-            self.changes.append(f'{name}="{updated.default.evaluated_value}" -> "cpu"')
+            self.changes.append(_to_cpu(name, updated.default))
             return updated.with_changes(default=_cpu_like(updated.default))
         if (
             name == "device_id"
@@ -112,9 +120,7 @@ class _CpuLowering(cst.CSTTransformer):
             and _is_device_name(updated.targets[0].target.value)
             and _accelerated_string(updated.value)
         ):
-            self.changes.append(
-                f'{updated.targets[0].target.value}="{updated.value.evaluated_value}" -> "cpu"'
-            )
+            self.changes.append(_to_cpu(updated.targets[0].target.value, updated.value))
             return updated.with_changes(value=_cpu_like(updated.value))
         return updated
 
@@ -214,7 +220,7 @@ class _Names(cst.CSTVisitor):
 
     def _bind(self, target: cst.CSTNode | None) -> None:
         if target is not None:
-            self.bound |= {n.value for n in m.findall(target, m.Name())}
+            self.bound |= {n.value for n in m.findall(target, m.Name()) if isinstance(n, cst.Name)}
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         self._bind(node.target)
@@ -237,19 +243,19 @@ def _imported_locals(stmt: cst.BaseSmallStatement, local_modules: set[str]) -> s
     if isinstance(stmt, cst.ImportFrom) and stmt.module is not None and not stmt.relative:
         root = cst.Module([]).code_for_node(stmt.module).split(".")[0]
         if root in local_modules and not isinstance(stmt.names, cst.ImportStar):
-            return {(a.asname.name.value if a.asname else a.name.value) for a in stmt.names}
-    relative = isinstance(stmt, cst.ImportFrom) and stmt.relative
-    if relative and not isinstance(stmt.names, cst.ImportStar):
-        return {
-            (a.asname.name.value if a.asname else cst.Module([]).code_for_node(a.name))
-            for a in stmt.names
-        }
+            return {a.evaluated_alias or a.evaluated_name for a in stmt.names}
+    if (
+        isinstance(stmt, cst.ImportFrom)
+        and stmt.relative
+        and not isinstance(stmt.names, cst.ImportStar)
+    ):
+        return {a.evaluated_alias or cst.Module([]).code_for_node(a.name) for a in stmt.names}
     if isinstance(stmt, cst.Import):
         out = set()
         for a in stmt.names:
             dotted = cst.Module([]).code_for_node(a.name)
             if dotted.split(".")[0] in local_modules:
-                out.add(a.asname.name.value if a.asname else dotted.split(".")[0])
+                out.add(a.evaluated_alias or dotted.split(".")[0])
         return out
     return set()
 
@@ -275,7 +281,8 @@ def split_entry_points(
     lines = wrapper.resolve(cst.metadata.PositionProvider)
     local = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
     state = {"local": set(local), "dropped": set()}
-    body, dropped = [], []
+    body: list[cst.BaseStatement] = []
+    dropped: list[str] = []
 
     def runs_program(node: cst.CSTNode) -> bool:
         finder, names = _CallsOf(state["local"]), _Names()
@@ -292,7 +299,7 @@ def split_entry_points(
         elif isinstance(stmt, cst.If) and m.matches(stmt.test, _MAIN_TEST):
             continue  # the __main__ block never runs under the harness anyway
         elif isinstance(stmt, cst.SimpleStatementLine):
-            keep = []
+            keep: list[cst.BaseSmallStatement] = []
             for small in stmt.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     state["local"] |= _imported_locals(small, set(local_modules))

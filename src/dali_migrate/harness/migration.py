@@ -143,12 +143,13 @@ def verify_migration(
             ):
                 rejected.add(fix.id)
                 changed = True
-    whole = failing.get(PROGRAM)
-    if (
-        whole is not None
-    ):  # the file as a whole does not run the same (or at all): it stays as it was
+    program = failing.get(PROGRAM)
+    # the file as a whole does not run the same (or at all): it stays as it was
+    if program is not None:
         rejected |= applied_ids
-        message = f"not written: verify found {whole.verdict} for the whole file: {whole.summary()}"
+        message = (
+            f"not written: verify found {program.verdict} for the whole file: {program.summary()}"
+        )
         diagnostics.append(Diagnostic(rule="verify", line=1, severity="error", message=message))
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the

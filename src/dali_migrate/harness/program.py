@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,7 +243,7 @@ def run_program(
     timeout: float,
     memory_mb: int = 0,
     device: str = "cpu",
-    extra_paths: list[str] = (),
+    extra_paths: Sequence[str] = (),
 ) -> ProgramRun:
     """Run one side (its code under ``root``; ``extra_paths`` also on its import path) in
     ``workdir``, which must be empty."""
@@ -533,7 +534,7 @@ def verify_program(
     old: str | os.PathLike,
     new: str | os.PathLike,
     *,
-    args: list[str] = (),
+    args: Sequence[str] = (),
     entry: str | None = None,
     device: str = "auto",
     timeout: float | None = None,
@@ -542,7 +543,7 @@ def verify_program(
     rtol=None,
     random_outputs: list[int] | None = None,
     workdir: str | os.PathLike | None = None,
-    extra_paths: list[str] = (),
+    extra_paths: Sequence[str] = (),
 ):
     """Run OLD and NEW as whole programs and compare them (see the module docstring); returns
     a :class:`~dali_migrate.harness.verify.VerifyReport` with one entry, named after the
@@ -561,7 +562,9 @@ def verify_program(
     resolved = ("gpu" if has_gpu() else "cpu") if device == "auto" else device
     arguments = absolute_args(list(args))
     own = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="dali-verify-program-")) if own else Path(workdir)
+    work = (
+        Path(tempfile.mkdtemp(prefix="dali-verify-program-")) if workdir is None else Path(workdir)
+    )
     lowering: list[str] = []
     runs, replacements = {}, {}
     started = time.monotonic()

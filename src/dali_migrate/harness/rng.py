@@ -76,7 +76,7 @@ def canonical_schema(name: str | None) -> str:
     seen = set()
     while name not in seen:
         seen.add(name)
-        schema = _b.TryGetSchema(name)
+        schema = _b.TryGetSchema(name)  # type: ignore[attr-defined]  # not in DALI's stubs
         if schema is None:
             break
         target = schema.DeprecatedInFavorOf()
@@ -90,7 +90,7 @@ def _is_reader_schema(name: str) -> bool:
     from nvidia.dali import backend as _b
 
     canonical = canonical_schema(name)
-    schema = _b.TryGetSchema(canonical)
+    schema = _b.TryGetSchema(canonical)  # type: ignore[attr-defined]  # not in DALI's stubs
     return canonical.startswith("readers__") and schema is not None and schema.HasArgument("seed")
 
 
@@ -105,9 +105,11 @@ class Recorder:
         self._epochs: dict[int, int] = {}
         #: next_epoch calls of all readers together
         self.next_epoch_calls = 0
-        self.capture_groups: list[list[tuple[str, list[int]]]] = []
-        self._capture_pending: list[tuple[str, list[int]]] = []
-        self._capture_period = 0
+        #: per iteration of a capture loop, the states drawn ahead, each as (op, words, slot,
+        #: slots): the slot of the RNG's iteration it fills, of ``slots`` (the operators with an
+        #: ``rng=`` that draw at the call fill the other slots, in ``draws``)
+        self.capture_groups: list[list[tuple[str, list[int], int, int]]] = []
+        self._capture_pending: list[tuple[str, list[int], int, int]] = []
         self._lock = threading.Lock()
 
     def mark(self) -> int:
@@ -136,10 +138,12 @@ class Recorder:
         return best
 
     # hooks
-    def on_draw(self, op: str, words: list[int], capture_period: int | None) -> None:
+    def on_draw(
+        self, op: str, words: list[int], capture_period: int | None, slot: tuple[int, int] = (0, 0)
+    ) -> None:
         with self._lock:
             if capture_period:
-                self._capture_pending.append((op, words))
+                self._capture_pending.append((op, words, *slot))
                 if len(self._capture_pending) >= capture_period:
                     self.capture_groups.append(self._capture_pending)
                     self._capture_pending = []
@@ -159,14 +163,17 @@ def install_recorder() -> Recorder:
         words = original_draw(next_uint32)
         frame = sys._getframe(1)
         period = None
+        slot = (0, 0)
         if frame.f_code.co_name == "_draw_states":  # capture mode: drawn ahead, per iteration
             owner = frame.f_locals.get("self")
             period = len(getattr(owner, "calls", ())) or 1
+            offset = int(frame.f_locals.get("offset", 0) or 0)
+            slot = (offset // STATE_WORDS, int(getattr(owner, "period", 0) or 0) // STATE_WORDS)
             op = "?"
         else:
             cls = frame.f_locals.get("cls") or type(frame.f_locals.get("self", None))
             op = canonical_schema(getattr(cls, "_schema_name", None))
-        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period)
+        recorder.on_draw(op, [int(w) & 0xFFFFFFFF for w in words], period, slot)
         return words
 
     ndd_random._draw_state = _draw_state
@@ -184,7 +191,7 @@ def install_recorder() -> Recorder:
                 recorder.on_draw("advance", [int(clone()) for _ in range(STATE_WORDS)], None)
         return original_advance(self, n)
 
-    ndd_random.RNG.advance = advance
+    ndd_random.RNG.advance = advance  # type: ignore[method-assign]  # the recorder's hook
 
     original_init = _ops.Reader.__init__
 
@@ -199,7 +206,7 @@ def install_recorder() -> Recorder:
         recorder._reader_objects.append(self)
         return original_init(self, *args, **kwargs)
 
-    _ops.Reader.__init__ = reader_init
+    _ops.Reader.__init__ = reader_init  # type: ignore[method-assign]  # the recorder's hook
 
     original_next_epoch = _ops.Reader.next_epoch
 
@@ -208,7 +215,7 @@ def install_recorder() -> Recorder:
         recorder.next_epoch_calls += 1
         return original_next_epoch(self, *args, **kwargs)
 
-    _ops.Reader.next_epoch = next_epoch
+    _ops.Reader.next_epoch = next_epoch  # type: ignore[method-assign]  # the recorder's hook
     return recorder
 
 
@@ -339,7 +346,10 @@ def install_replayer(replay: dict) -> Replayer:
 
     for cls in _ops_classes():
         name = getattr(cls, "schema_name", None)
-        schema = _b.TryGetSchema(name, follow_aliases=True) if name else None
+        if not name:
+            continue
+        # TryGetSchema is missing from DALI's backend stubs
+        schema = _b.TryGetSchema(name, follow_aliases=True)  # type: ignore[attr-defined]
         if schema is None:
             continue
         if schema.HasRandomStateArg():

@@ -66,6 +66,7 @@ class _ForkServer:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None  # stdout=PIPE
         for line in self.proc.stdout:
             self.lines.put(line.strip())
         self.lines.put(None)
@@ -84,6 +85,7 @@ class _ForkServer:
                 self.close()
                 return None, False
             self.ready = True
+        assert self.proc.stdin is not None  # stdin=PIPE
         self.proc.stdin.write(f"{spec_path}\t{memory_mb or 0}\n")
         self.proc.stdin.flush()
         deadline = time.monotonic() + timeout

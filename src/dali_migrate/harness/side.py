@@ -23,6 +23,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 #: pipeline construction arguments (the rest of a call's keywords are the function's own)
@@ -65,6 +66,8 @@ def load_module(path: str, name: str, sys_path: list[str]):
     # the module runs as if started without command-line options (argparse gets its defaults)
     sys.argv = [path]
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SideError(f"cannot load {path} as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -141,8 +144,8 @@ def to_output(x) -> dict:
             "dtype": x.dtype.name,
         }
     if isinstance(x, (list, tuple)):
-        samples = [to_output(s)["samples"] for s in x]
-        flat = [s[0] if len(s) == 1 else np.stack(s) for s in samples]
+        nested = [to_output(s)["samples"] for s in x]
+        flat = [s[0] if len(s) == 1 else np.stack(s) for s in nested]
         return {
             "container": "list",
             "layout": None,
@@ -208,7 +211,7 @@ def _stepper(obj, notes: list[str]):
         obj.build()
         return obj.run, "pipeline"
     if hasattr(obj, "__next__"):
-        state = {"epoch": None}
+        state: dict[str, Any] = {"epoch": None}
 
         def step():
             # a generator of epochs (each an iterator of batches), as code that reproduces a
@@ -445,12 +448,12 @@ def run_bench(spec: dict, result: dict) -> None:
         step = pipe.run
     else:
         step, _ = _stepper(_new_object(spec, notes), notes)
+    torch: ModuleType | None
     try:
         import torch
-
-        gpu = spec.get("device") == "gpu" and torch.cuda.is_available()
     except ImportError:  # pragma: no cover - torch is a test dependency
-        torch, gpu = None, False
+        torch = None
+    gpu = torch is not None and spec.get("device") == "gpu" and torch.cuda.is_available()
 
     def consume(item) -> None:
         outputs = (
@@ -473,7 +476,7 @@ def run_bench(spec: dict, result: dict) -> None:
                     np.asarray(x)
             except Exception:
                 pass  # ragged data (no dense tensor): the step has produced it, that is timed
-        if gpu:
+        if gpu and torch is not None:
             torch.cuda.current_stream().synchronize()
 
     import numpy as np

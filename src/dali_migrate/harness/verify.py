@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from . import discover as _discover
 from .compare import Comparison, Tolerances, compare_runs
@@ -330,12 +330,25 @@ def _arguments(
 def _replay_from(new: dict) -> dict:
     draws = [[list(w) for _, w in it] for it in new["draws"]]
     groups = list(new.get("capture_draws") or [])
-    # capture mode draws states ahead, a group per iteration: give them to the iterations in order
-    if groups:
-        for i, it in enumerate(draws):
-            if not it and groups:
-                draws[i] = [list(w) for _, w in groups.pop(0)]
+    # capture mode draws states ahead, a group per iteration: give them to the iterations in
+    # order, each state in its slot; what the iteration drew at the call fills the other slots
+    for i, it in enumerate(draws):
+        if groups and _group_fits(groups[0], len(it)):
+            draws[i] = _merged(groups.pop(0), it)
     return {"draws": draws, "readers": new["readers"]}
+
+
+def _group_fits(group: list, eager: int) -> bool:
+    slots = max((entry[3] for entry in group if len(entry) > 3), default=0)
+    return eager == 0 or (slots > 0 and len(group) + eager == slots)
+
+
+def _merged(group: list, eager: list[list[int]]) -> list[list[int]]:
+    if not eager:
+        return [list(entry[1]) for entry in group]
+    placed = {entry[2]: list(entry[1]) for entry in group}
+    rest = iter(eager)
+    return [placed[k] if k in placed else next(rest) for k in range(len(group) + len(eager))]
 
 
 def _rng_problems(old: dict, new: dict, replay: dict) -> list[str]:
@@ -730,12 +743,17 @@ def verify(
     resolved = ("gpu" if has_gpu() else "cpu") if opts.device == "auto" else opts.device
     old_path, new_path = Path(old).resolve(), Path(new).resolve()
     sources = {"old": read_source(old, "OLD"), "new": read_source(new, "NEW")}
-    adapter_path = Path(opts.adapter).resolve() if opts.adapter else None
-    if adapter_path:
+    adapter_path: Path | None = None
+    if opts.adapter:
+        adapter_path = Path(opts.adapter).resolve()
         sources["adapter"] = read_source(opts.adapter, "adapter")
 
     own_tmp = opts.workdir is None
-    work = Path(tempfile.mkdtemp(prefix="dali-verify-")) if own_tmp else Path(opts.workdir)
+    work = (
+        Path(tempfile.mkdtemp(prefix="dali-verify-"))
+        if opts.workdir is None
+        else Path(opts.workdir)
+    )
     work.mkdir(parents=True, exist_ok=True)
     try:
         lowering: list[str] = []
@@ -768,6 +786,20 @@ def verify(
             shutil.rmtree(work, ignore_errors=True)
 
 
+class _Common(TypedDict):
+    """The keyword arguments of :func:`_verify_one` that all pipelines of a run share."""
+
+    sys_path: list[str]
+    device: str
+    iterations: int | None
+    max_iterations: int
+    timeout: float
+    memory_mb: int
+    tolerances: Tolerances
+    cache_dir: Path | None
+    bench: int
+
+
 class _Run:
     """One verify() call: the options, the prepared copies, the synthetic data."""
 
@@ -779,7 +811,7 @@ class _Run:
         root = Path(opts.data_dir) if opts.data_dir else work / "data"
         self.data = _Data(root, opts.samples, opts.image_format)
         self.user = dict(opts.kwargs or {})
-        self.common = {
+        self.common: _Common = {
             "sys_path": sys_path,
             "device": device,
             "iterations": opts.iterations,
