@@ -142,7 +142,7 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
         q = ctx.qualname(expr.func)
         if q and q.startswith("nvidia.dali.math."):
             return True
-        return False
+        return q == "nvidia.dali.types.Constant"  # a batch of copies where a batch is expected
     if isinstance(expr, cst.BinaryOperation):
         return produces_node(ctx, expr.left, nodes) or produces_node(ctx, expr.right, nodes)
     if isinstance(expr, cst.UnaryOperation):

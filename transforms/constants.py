@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dali_migrate.context import FileContext
+from dali_migrate.context import FileContext, attr_chain
 
 from ._local import LocalEnv, LocalRule, produces_node
-from ._cst import has_star, kwargs_of, literal, positional
+from ._cst import has_star, kwarg, kwargs_of, literal, positional
 from ._dali import DTYPES, dali_dtype
 
 _INT32 = 2**31 - 1
@@ -74,7 +74,18 @@ class Constants(LocalRule):
         else:
             return None
         what = ctx.text(original.func)
-        if not _in_arithmetic_with_node(ctx, original, env):
+        if _in_arithmetic_with_node(ctx, original, env):
+            try:
+                # the original node: names resolve only on nodes of the parsed module (the literal
+                # arguments are the same in the updated one)
+                new = (_from_constant if kind == "Constant" else _from_fn_constant)(ctx, original)
+            except _Unsupported as e:
+                if env.batch_size is None:
+                    return ctx.todo(self.id, original, _reason(ctx, what, str(e)))
+            else:
+                expr = cst.parse_expression(new)
+                return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
+        if env.batch_size is None:
             return ctx.todo(
                 self.id,
                 original,
@@ -83,21 +94,17 @@ class Constants(LocalRule):
                 "(pipeline mode made float64 float32 and int64 int32)",
             )
         try:
-            # the original node: names resolve only on nodes of the parsed module (the literal
-            # arguments are the same in the updated one)
-            new = (_from_constant if kind == "Constant" else _from_fn_constant)(ctx, original)
+            return constant_batch(ctx, original, updated, kind, env.batch_size)
         except _Unsupported as e:
-            return ctx.todo(
-                self.id,
-                original,
-                f"{what}: {e}; use {ctx.ndd}.as_tensor(value, dtype=...) with the dtype pipeline mode gave "
-                "(float64 became float32, int64 int32)",
-            )
-        expr = cst.parse_expression(new)
-        return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
+            return ctx.todo(self.id, original, _reason(ctx, what, str(e), batch=True))
 
     def message(self, ctx, original, new):
         return f"{ctx.text(original.func)}(...) -> {ctx.render(new, [])}"
+
+
+def _reason(ctx: FileContext, what: str, why: str, batch: bool = False) -> str:
+    use = f"{ctx.ndd}.Batch.broadcast(value, batch_size, dtype=...)" if batch else f"{ctx.ndd}.as_tensor(value, dtype=...)"
+    return f"{what}: {why}; use {use} with the dtype pipeline mode gave (float64 became float32, int64 int32)"
 
 
 def _in_arithmetic_with_node(ctx: FileContext, node: cst.Call, env: LocalEnv) -> bool:
@@ -307,3 +314,211 @@ def _from_fn_constant(ctx: FileContext, call: cst.Call) -> str:
     if shape is None:
         value = value if isinstance(value, list) else [value]
     return _emit(ctx, value, dtype, shape)
+
+
+# -- a constant where a batch is expected: a batch of copies of the value --------------------------
+
+_NUMPY_DTYPES = {
+    "bool": "bool", "bool_": "bool", "int8": "int8", "int16": "int16", "int32": "int32",
+    "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
+    "uint64": "uint64", "float16": "float16", "float32": "float32", "float64": "float64",
+    "float": "float64", "int": "int64", "single": "float32", "double": "float64",
+}
+#: numpy functions whose result has the dtype their ``dtype=`` names
+_NUMPY_MAKERS = {"array", "asarray", "full", "zeros", "ones", "empty", "arange", "full_like"}
+#: what pipeline mode made of a numpy array of these types (a tensor node, no dtype= given)
+_NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+
+
+def constant_batch(
+    ctx: FileContext, original: cst.Call, updated: cst.Call, kind: str, batch_size: cst.BaseExpression
+) -> cst.BaseExpression:
+    """``ndd.Batch.broadcast(value, batch_size, dtype=...)``: the batch of copies of one value
+    that the constant node gave (an operator input, an argument input, an output), with the
+    dtype pipeline mode gave it; or the Python scalar an operator's keyword argument received.
+    Raises _Unsupported where that dtype or value cannot be told from the code."""
+    if kind == "constant":
+        sample, dtype = _fn_constant_sample(ctx, original)
+    else:
+        scalar = _scalar_argument(ctx, original)
+        if scalar is not None:
+            return scalar
+        sample, dtype = _constant_sample(ctx, original, updated)
+        layout = kwargs_of(original).get("layout")
+        if layout is not None:  # the tensor carries the layout to every sample
+            sample = cst.Call(attr_chain(f"{ctx.ndd}.as_tensor"), [cst.Arg(sample), kwarg("layout", layout.value)])
+    args = [cst.Arg(sample), cst.Arg(batch_size), kwarg("dtype", attr_chain(f"{ctx.ndd}.{dtype}"))]
+    call = cst.Call(attr_chain(f"{ctx.ndd}.Batch.broadcast"), args)
+    return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+
+def _constant_args(call: cst.Call) -> tuple[cst.Arg, dict[str, cst.Arg]]:
+    args = positional(call)
+    kw = kwargs_of(call)
+    if "value" in kw and not args:
+        args = [kw.pop("value")]
+    if has_star(call) or len(args) != 1:
+        raise _Unsupported("unexpected arguments")
+    extra = set(kw) - {"dtype", "shape", "device", "layout"}
+    if extra:
+        raise _Unsupported(f"{', '.join(sorted(extra))}= has no counterpart here")
+    if "layout" in kw and not isinstance(kw["layout"].value, cst.SimpleString):
+        raise _Unsupported("layout= is not a literal")
+    return args[0], kw
+
+
+def _cpu(kw: dict[str, cst.Arg]) -> bool:
+    """device= is absent or "cpu" (a literal); raises for any other device."""
+    if "device" not in kw:
+        return False
+    try:
+        device = literal(kw["device"].value)
+    except (ValueError, SyntaxError):
+        raise _Unsupported("device= is not a literal") from None
+    if device != "cpu":
+        raise _Unsupported("device= other than 'cpu'")
+    return True
+
+
+def _always_a_node(ctx: FileContext, call: cst.Call, kind: str) -> bool:
+    """Whether pipeline mode made a tensor node of this constant whatever its value (a scalar
+    without device=, shape= or layout= was a ScalarConstant, typed weakly in arithmetic)."""
+    if kind == "constant":
+        return True
+    try:
+        value, kw = _constant_args(call)
+        forced = _cpu(kw) or "layout" in kw
+    except _Unsupported:
+        return False
+    if isinstance(value.value, (cst.List, cst.Tuple)):
+        return True
+    if "shape" in kw:
+        try:
+            return _shape_arg(kw) not in (None, [], [1])
+        except _Unsupported:
+            return False
+    return forced
+
+
+def _scalar_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
+    """A scalar constant given as an operator's keyword argument: pipeline mode passed its
+    value (converted to its dtype), as a plain argument."""
+    parent = ctx.parents.get(call)
+    if not isinstance(parent, cst.Arg) or parent.keyword is None:
+        return None
+    host = ctx.parents.get(parent)
+    if not isinstance(host, cst.Call) or not ctx.is_fn_ref(host.func):
+        return None
+    try:
+        value, kw = _constant_args(call)
+        if _always_a_node(ctx, call, "Constant") or "shape" in kw:
+            return None
+        v = literal(value.value)
+    except (_Unsupported, ValueError, SyntaxError):
+        return None
+    if isinstance(v, (list, tuple)) or not isinstance(v, (bool, int, float)):
+        return None
+    dtype = _dtype_arg(ctx, kw) if "dtype" in kw else None
+    if dtype is not None:
+        kind = DTYPES[next(k for k, d in DTYPES.items() if d[0] == dtype)][2]
+        v = bool(v) if kind == "b" else float(v) if kind == "f" else int(v)
+    return cst.parse_expression(repr(v))
+
+
+def _constant_sample(ctx: FileContext, call: cst.Call, updated: cst.Call) -> tuple[cst.BaseExpression, str]:
+    """The value of ``types.Constant(...)`` as code, and the dtype pipeline mode gave it."""
+    value_arg, kw = _constant_args(call)
+    forced = _cpu(kw) or _always_a_node(ctx, call, "Constant")
+    new_value = _updated_value(call, updated, value_arg)
+    dtype = _dtype_arg(ctx, kw)
+    try:
+        value, from_numpy = _value(value_arg.value, ctx)
+    except _Unsupported as e:
+        if "shape" in kw:
+            raise
+        return _unread(ctx, value_arg.value, new_value, dtype, forced, str(e))
+    flat = list(_flatten(value))
+    shape = _shape_arg(kw)
+    if from_numpy and not isinstance(value, list) and not forced and dtype is None:
+        # np.array(<scalar>) without device= was a ScalarConstant of numpy's own type
+        dtype = {"b": "bool", "i": "int64"}.get(_kind_of(flat), "")
+        if not dtype:
+            raise _Unsupported("a 0-d float64 numpy array (pipeline mode kept float64 here)")
+    if dtype is None:
+        dtype = _natural(flat, from_numpy)
+    _check(flat, dtype)
+    if shape is None:
+        return new_value, dtype
+    if from_numpy:
+        raise _Unsupported("np.array(...) with shape=")
+    sample = _emit(ctx, value, dtype, shape)  # ndd.as_tensor(<sample>, dtype=...)
+    return cst.parse_expression(sample).args[0].value, dtype
+
+
+def _kind_of(flat) -> str:
+    if all(isinstance(x, bool) for x in flat):
+        return "b"
+    return "f" if any(isinstance(x, float) for x in flat) else "i"
+
+
+def _updated_value(call: cst.Call, updated: cst.Call, arg: cst.Arg) -> cst.BaseExpression:
+    """The value argument as the other rewrites left it (names of a merged class, ...)."""
+    index = list(call.args).index(arg)
+    return updated.args[index].value
+
+
+def _unread(
+    ctx: FileContext, value: cst.BaseExpression, new_value: cst.BaseExpression, dtype: str | None, forced: bool, why: str
+) -> tuple[cst.BaseExpression, str]:
+    """A value the tool cannot read, as code, and its dtype: the one ``dtype=`` names, or the
+    one a numpy function's ``dtype=`` names (narrowed as pipeline mode narrowed it)."""
+    if dtype is None:
+        made = _numpy_dtype(ctx, value)
+        if made is None:
+            raise _Unsupported(why)
+        if made in _NARROWED:
+            if not forced:
+                article = "a" if made.startswith("f") else "an"
+                raise _Unsupported(f"{article} {made} numpy value that may be a scalar (pipeline mode kept {made} then)")
+            return new_value, _NARROWED[made]
+        return new_value, made
+    if dtype in ("float64", "float16"):
+        raise _Unsupported(f"a {dtype} constant")
+    # an integer dtype= is taken to be given integers: pipeline mode rounded a fractional value
+    # of a list or array and truncated a scalar one, where ndd truncates a Python value and rounds
+    # an array's
+    return new_value, dtype
+
+
+def _numpy_dtype(ctx: FileContext, value: cst.BaseExpression) -> str | None:
+    """``np.full(..., dtype=np.uint8)`` / ``np.int32(1)`` -> the numpy dtype name, or None."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return None
+    f = value.func
+    if not (isinstance(f.value, cst.Name) and f.value.value == ctx.np):
+        return None
+    name = f.attr.value
+    if name in _NUMPY_DTYPES and name not in ("float", "int", "bool"):
+        return _NUMPY_DTYPES[name]  # np.uint8(...), np.bool_([...])
+    if name not in _NUMPY_MAKERS:
+        return None
+    kw = kwargs_of(value)
+    if "dtype" not in kw:
+        return None
+    d = kw["dtype"].value
+    if isinstance(d, cst.Attribute) and isinstance(d.value, cst.Name) and d.value.value == ctx.np:
+        return _NUMPY_DTYPES.get(d.attr.value)
+    if isinstance(d, cst.Name) and d.value in ("float", "int", "bool"):
+        return _NUMPY_DTYPES[d.value]
+    if isinstance(d, cst.SimpleString):
+        return _NUMPY_DTYPES.get(literal(d))
+    return None
+
+
+def _fn_constant_sample(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str]:
+    """The value of ``fn.constant(...)`` as code, and its dtype."""
+    sample = cst.parse_expression(_from_fn_constant(ctx, call))  # ndd.as_tensor(<sample>, dtype=...)
+    assert isinstance(sample, cst.Call)
+    dtype = sample.args[1].value
+    assert isinstance(dtype, cst.Attribute)
+    return sample.args[0].value, dtype.attr.value

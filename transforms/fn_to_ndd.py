@@ -29,6 +29,7 @@ import libcst as cst
 from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext, attr_chain
 
 from ._local import LocalEnv, LocalRule
+from .random_ops import migrates_outside
 
 #: what to use instead of the operators dynamic mode does not have
 REPLACEMENTS = {
@@ -101,8 +102,9 @@ class FnToNdd(LocalRule):
                 f"fn.{path} is deprecated for fn.{target.fn_path}, which takes different inputs or "
                 "gives different outputs: rewrite it by hand",
             )
-        if target.is_random and env.rng is None:
-            return None  # DM104 leaves it as it is, with a TODO: it needs batch_size= and rng=
+        called = isinstance(parent, cst.Call) and parent.func is original
+        if target.is_random and env.rng is None and not (called and migrates_outside(ctx, parent)):
+            return None  # DM104 leaves it as it is, with a TODO that says what it needs
         if target.ndd_path is None:
             if target.fn_path in HANDED_OFF and isinstance(parent, cst.Call) and parent.func is original:
                 return None  # the call is rewritten or flagged by HANDED_OFF[...]

@@ -77,6 +77,9 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
         after[name] += 1
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
+    # the standard modules generated code may use (inspect: an external source of unknown kind)
+    stdlib = [m for m in STDLIB if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)]
+    adding = need_ndd or need_np or bool(stdlib)
 
     edits: list[Edit] = []
     anchor: cst.SimpleStatementLine | None = None  # where new imports go
@@ -117,18 +120,18 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
             text = ctx.render(stmt.with_changes(body=new_smalls), indents)
         else:
             text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
-            if anchor is stmt and not replaced_anchor and (need_ndd or need_np):
-                text += _new_imports(ctx, need_ndd, need_np)
+            if anchor is stmt and not replaced_anchor and adding:
+                text += _new_imports(ctx, need_ndd, need_np, stdlib)
                 replaced_anchor = True
         edits.append(Edit(*ctx.stmt_span(stmt), text))
 
-    if (need_ndd or need_np) and not replaced_anchor:
+    if adding and not replaced_anchor:
         where = anchor or last_import
         if where is not None:
             off = ctx.stmt_span(where)[1]
         else:
             off = _prologue_end(ctx)
-        text = _new_imports(ctx, need_ndd, need_np)
+        text = _new_imports(ctx, need_ndd, need_np, stdlib)
         # an edit already replacing the anchor statement absorbs the insertion after it
         for i, e in enumerate(edits):
             if e.end == off:
@@ -139,9 +142,13 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
     return edits
 
 
-def _new_imports(ctx: FileContext, need_ndd: bool, need_np: bool) -> str:
+#: standard modules the generated code may use, imported where it does
+STDLIB = ("inspect",)
+
+
+def _new_imports(ctx: FileContext, need_ndd: bool, need_np: bool, stdlib: list[str]) -> str:
     nl = ctx.module.default_newline
-    text = ""
+    text = "".join(f"import {m}{nl}" for m in stdlib)
     if need_np:
         text += f"import numpy as {ctx.np}{nl}" if ctx.np != "numpy" else f"import numpy{nl}"
     if need_ndd:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dali_migrate.context import FileContext
+from dali_migrate.context import OPS_PREFIX, FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
@@ -70,7 +70,7 @@ class Leftovers(Rule):
         found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}
         for node in _references(ctx):
             q = ctx.qualname(node)
-            kind = _kind(q)
+            kind = _legacy_op(ctx, q) or _kind(q)
             if kind is None or _inside(ctx, node, claimed, covered):
                 continue
             stmt = ctx.enclosing_statement(node)
@@ -131,6 +131,25 @@ def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
             return True
         cur = ctx.parents.get(cur)
     return False
+
+
+def _legacy_op(ctx: FileContext, q: str | None) -> str | None:
+    """What to write instead of the legacy operator object ``q`` (``nvidia.dali.ops.X``)."""
+    op = ctx.catalog.ops_class(q[len(OPS_PREFIX):]) if q and q.startswith(OPS_PREFIX) else None
+    target = op.target if op is not None else None
+    if target is None or target.ndd_path is None:
+        return None
+    ndd = f"{ctx.ndd}.{target.ndd_path}"
+    if target.is_reader:
+        return (f"a legacy reader object: where this runs in dynamic mode, build {ndd}(...) with the "
+                "same arguments once and iterate reader.next_epoch(batch_size=...)")
+    sized = ""
+    if target.is_random and op is not None and not op.inputs[0]:
+        sized = " with batch_size= (of the data it goes with)"
+    elif target.is_decoder:
+        sized = ' (device="mixed" becomes "gpu")'
+    return (f"a legacy operator object: where this runs in dynamic mode, make it "
+            f"functools.partial({ndd}, <the same arguments>) and call it as before{sized}")
 
 
 def _kind(q: str | None) -> str | None:

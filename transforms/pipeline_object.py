@@ -29,7 +29,9 @@ are read then (the same values unless the code reassigns them in between). ``bat
 ``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
 Everything the shared back end of DM200 does applies (readers built once, several readers,
 random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).
-The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
+DALI nodes made before the block in the same body (``mirror = fn.random.coin_flip()`` above
+``with pipe:``) and used only by it are part of its graph: they move into the loop, computed
+per batch. The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
 the tool cannot rewrite gets a TODO where it stands.
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
@@ -37,6 +39,7 @@ Safety: safe. Random values differ from the old pipeline's, as for DM200.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import libcst as cst
@@ -141,6 +144,10 @@ class PipelineObject(Rule):
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None and batch_size is not None
+        prefix = graph_prefix(ctx, block)
+        if prefix:  # nodes made before the block are part of its graph: computed per batch
+            moved = [s.with_changes(leading_lines=_comments(s)) for s in prefix]
+            graph = dataclasses.replace(graph, body=[*moved, *graph.body])
         inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
         own_refs = [block.items[0].item] + [
             c.func.value  # type: ignore[attr-defined]
@@ -172,8 +179,9 @@ class PipelineObject(Rule):
         if loader is not None:
             body, fired = emit_generator_body(ctx, graph, plan, notes)
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
+            edits += [removed_stmt(ctx, stmt) for stmt in prefix]
             check_disjoint(ctx, edits)
-            return edits, fired, inst, graph.claimed
+            return edits, fired, inst, [*graph.claimed, *prefix]
         gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
         inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
         if inst.device_todo:  # the generator is defined where the Pipeline was made: same names
@@ -200,9 +208,55 @@ class PipelineObject(Rule):
         else:
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
+        edits += [removed_stmt(ctx, stmt) for stmt in prefix]
         edits += run_site_edits(ctx, inst, notes, moved=block)
         check_disjoint(ctx, edits)
-        return edits, fired, inst, graph.claimed
+        return edits, fired, inst, [*graph.claimed, *prefix]
+
+
+def graph_prefix(ctx: FileContext, block: cst.With) -> list[cst.SimpleStatementLine]:
+    """Statements before the ``with pipe:`` block, in the same body, that make DALI data nodes
+    (no reader, no external source) used only by the block and by each other: pipeline mode
+    adds them to the block's graph (``mirror = fn.random.coin_flip()`` made before the block is
+    drawn anew at each run)."""
+    body = list(getattr(ctx.parents.get(block), "body", ()))
+    if block not in body:
+        return []
+    candidates = [s for s in body[: body.index(block)] if _makes_nodes(ctx, s)]
+    while True:
+        inside = {id(n) for s in [block, *candidates] for n in walk(s) if isinstance(n, cst.Name)}
+        scope = walk(ctx.parents.get(block))
+        used = {n.value for n in scope if isinstance(n, cst.Name) and id(n) not in inside}
+        kept = [s for s in candidates if not _targets(s) & used]
+        if len(kept) == len(candidates):  # moved into the loop: comments kept, blank lines not
+            return kept
+        candidates = kept
+
+
+def _comments(stmt: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
+    return [line for line in stmt.leading_lines if line.comment is not None]
+
+
+def _targets(stmt: cst.SimpleStatementLine) -> set[str]:
+    assign = stmt.body[0]
+    assert isinstance(assign, cst.Assign)
+    return {n.value for t in assign.targets for n in walk(t.target) if isinstance(n, cst.Name)}
+
+
+def _makes_nodes(ctx: FileContext, stmt: cst.CSTNode) -> bool:
+    """``x = fn.op(...)`` (or an expression of them), no reader or external source."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return False
+    assign = stmt.body[0]
+    if not isinstance(assign, cst.Assign) or not all(
+        isinstance(n, (cst.Name, cst.Tuple, cst.Element)) for t in assign.targets for n in walk(t.target)
+    ):
+        return False
+    ops = [ctx.fn_op(n.func) for n in walk(assign.value) if isinstance(n, cst.Call)]
+    found = [op for op in ops if op is not None]
+    if not found or any(op.target.is_reader or op.target.fn_path == "external_source" for op in found):
+        return False
+    return not any(isinstance(n, (cst.Lambda, cst.Yield, cst.Await)) for n in walk(assign.value))
 
 
 def _loader_edits(

@@ -45,7 +45,7 @@ def output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[st
                 v = v.args[0].value  # fn.resize(images, ...) yields resized images
                 if not isinstance(v, cst.Name):
                     break
-            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not ctx.is_fn_ref(v.func):
+            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and ctx.qualname(v.func) is None:
                 v = v.func.value
             elif isinstance(v, (cst.Attribute, cst.Subscript)):
                 v = v.value

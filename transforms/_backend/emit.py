@@ -33,7 +33,7 @@ from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .conditionals import lower_branches
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, as_batch, fetch, wrap
+from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -79,7 +79,7 @@ def emit_generator_body(
         doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
     body: list[cst.BaseStatement] = [doc]
     body += e.lowered_setup + hoisted
-    if has_random(ctx, graph.container) or e.helpers:
+    if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):
         body.append(e.rng_stmt())
     if e.iteration is not None:
         body.append(statement(cst.Assign([cst.AssignTarget(e.iteration)], cst.Integer("0"))))
@@ -97,7 +97,7 @@ class _Emitter:
 
     def __init__(self, ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]) -> None:
         self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
-        self.taken = names_in(graph.container)
+        self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
         self.rng_var = fresh_name("rng", self.taken)
         self.single = len(graph.readers) == 1
         self.nodes = collect_nodes(ctx, graph.container)
@@ -176,7 +176,10 @@ class _Emitter:
         hoisted: list[cst.BaseStatement] = []
         sources: list[SourceUse] = []
         for use in self.graph.sources:
-            if use.kind != "iterable" and not isinstance(use.source, cst.Name):
+            if use.kind == "either":
+                stmts, use = self._either(use)
+                hoisted += stmts
+            elif use.kind != "iterable" and not isinstance(use.source, cst.Name):
                 # the source object is made once, as when the graph was defined
                 depends = free_names(use.source) & self.per_batch_names
                 if depends:
@@ -191,6 +194,33 @@ class _Emitter:
         # shares the lists and dict the front end reads after emitting
         self.graph = dataclasses.replace(self.graph, sources=sources)
         return hoisted
+
+    def _either(self, use: SourceUse) -> tuple[list[cst.BaseStatement], SourceUse]:
+        """A source that may be an iterable or a callable: what DALI decides at run time, written
+        before the loop, which then iterates the batches."""
+        text = self.ctx.text(use.source)
+        if self.graph.readers or len(self.graph.sources) > 1:
+            raise Refused(unknown_source(text, ", next to a reader or another external source"))
+        depends = free_names(use.source) & self.per_batch_names
+        if depends:
+            raise Refused(f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
+                          f"({', '.join(sorted(depends))})")
+        if "inspect" in names_in(self.ctx.module) and not _imports_inspect(self.ctx.module):
+            raise Refused(unknown_source(text))  # `inspect` names something else here
+        var = fresh_name("batches", self.taken)
+        code = (
+            f"{var} = {text}() if inspect.isgeneratorfunction({text}) else {text}\n"
+            f"try:\n    {var} = iter({var})\nexcept TypeError:\n    {var} = iter({var}, None)\n"
+        )
+        stmts = list(cst.parse_module(code).body)
+        comment = [
+            cst.EmptyLine(comment=cst.Comment(line)) for line in (
+                "# as external_source: a generator function is called, an iterable iterated, and a",
+                "# callable called once per batch",
+            )
+        ]
+        stmts[0] = stmts[0].with_changes(leading_lines=comment)
+        return stmts, dataclasses.replace(use, kind="iterable", source=cst.Name(var))
 
     # -- phase: the graph statements, lowered ------------------------------------------------------
 
@@ -498,6 +528,15 @@ def _computed(value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute):
         value = value.func.value if value.func.attr.value == "evaluate" else value
     return isinstance(value, cst.Name)
+
+
+def _imports_inspect(module: cst.Module) -> bool:
+    return any(
+        isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
+        and any(a.asname is None and isinstance(a.name, cst.Name) and a.name.value == "inspect"
+                for a in s.body[0].names)
+        for s in module.body
+    )
 
 
 def _first_name(target: cst.BaseAssignTargetExpression) -> str:

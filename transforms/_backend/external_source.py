@@ -31,6 +31,11 @@ When the source raises StopIteration in the middle of a batch, pipeline mode dro
 incomplete batch and ``pipe.run()`` raises StopIteration: the generator returns there. With
 ``num_outputs`` each sample is a tuple, one item per output.
 
+A source whose kind is not visible (a parameter, an object of an imported class) is handled as
+DALI decides at run time, when it is the pipeline's only input: iterated if ``iter()`` takes
+it, else called once per batch (``iter(source, None)``, which ends where the callable raises
+StopIteration, as the pipeline did). With ``cycle`` it must be iterable (DALI raises otherwise).
+
 ``cycle=True``/``"quiet"`` over an iterable: DALI calls ``iter()`` on the source again (or the
 generator function again) when it ends, so the generator loops over it ``while True``.
 
@@ -38,7 +43,8 @@ Refused, with the reason (the pipeline keeps its TODO): ``cycle="raise"`` (each 
 StopIteration and the next one starts after ``pipe.reset()``: a generator cannot resume),
 ``cycle`` over a generator object (DALI raises TypeError too) or an object made in the pipeline
 call, ``parallel=True`` (worker processes, no dynamic-mode counterpart), ``feed_input``
-(no ``source``), ``batch_info=`` and sources passed in from outside.
+(no ``source``), ``batch_info=``, and a source of unknown kind next to a reader or another
+source, or with ``batch=False``.
 """
 
 from __future__ import annotations
@@ -65,7 +71,9 @@ class SourceUse:
     target: cst.BaseAssignTargetExpression
     call: cst.Call
     source: cst.BaseExpression
-    kind: str  # "call0" (source()), "call1" (source(iteration)), "iterable", or per sample (batch=False):
+    kind: str  # "call0" (source()), "call1" (source(iteration)), "iterable", "either" (iterated,
+    # or called once per batch when not iterable: the kind is not visible), or per sample
+    # (batch=False):
     # "sample0" (source()), "sample1" (source(sample_info)), "sample_iter" (next(source))
     num_outputs: int | None
     as_batch_args: list[cst.Arg]
@@ -128,11 +136,12 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
     if kind is None and isinstance(value, cst.Name) and _is_generator_function(ctx, value):
         # a generator function: pipeline mode calls it (again at each rewind with cycle)
         kind, value = "iterable", cst.Call(value)
+    if kind is None and cycle:
+        kind = "iterable"  # DALI raises for a cycled source that is not iterable; so does the loop
+    elif kind is None and not per_sample:
+        kind = "either"  # iterated, or called once per batch if not iterable (as DALI decides)
     if kind is None:
-        reasons.append(
-            f"the tool cannot tell whether source={ctx.text(source.value)} is a callable or an iterable "
-            "(a function, generator or class defined in this file, or a list, is followed)"
-        )
+        reasons.append(unknown_source(ctx.text(source.value)))
         return None
     if cycle:
         if per_sample:
@@ -163,6 +172,16 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
             kind = "sample0"
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
     return SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+
+
+def unknown_source(text: str, where: str = "") -> str:
+    """Why an external source whose kind the tool cannot see is not migrated."""
+    return (
+        f"the tool cannot tell whether source={text} is a callable or an iterable{where} (a "
+        "function, generator or class defined in this file, or a list, is followed): bind it to one, "
+        "or annotate the parameter (Iterable[...]: iterated; Callable[[], T]: called once per batch; "
+        "Callable[[int], T]: called with the iteration number)"
+    )
 
 
 def _fed(
@@ -228,7 +247,7 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
         if _yields(definition):
             return ("iterable", False) if made else (None, False)  # gen() is iterable; gen itself too, not handled
         if made:
-            return None, False
+            return _made_function(ctx, definition)
         return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
     if isinstance(definition, cst.ClassDef) and not made and definition.name.value != name.value:
         made = True  # eii = Batches(...) then source=eii: an object of the class
@@ -242,6 +261,68 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
         return None, False
     if isinstance(definition, cst.Assign) and not made:
         return _kind(ctx, definition.value)
+    if isinstance(definition, cst.Param) and not made and definition.annotation is not None:
+        return _annotated(ctx, definition.annotation.annotation)
+    if made and name.value == "iter" and definition is None:
+        return "iterable", False  # iter(x): an iterator, which DALI iterates
+    return None, False
+
+
+def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | None, bool]:
+    """``make_reader(...)`` whose every ``return`` gives a function defined in it: that
+    function's kind."""
+    nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
+    returns = [n for n in _walk_own(factory) if isinstance(n, cst.Return)]
+    names = {r.value.value if isinstance(r.value, cst.Name) else "" for r in returns}
+    name = names.pop() if len(names) == 1 else ""
+    if name not in nested:
+        return None, False
+    fn = nested[name]
+    if _yields(fn):
+        return None, False
+    return _arity(fn.params, 0, "StopIteration" in ctx.text(fn))
+
+
+def _walk_own(fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """The nodes of ``fn``'s body outside the functions and classes it defines."""
+    out, stack = [], list(fn.body.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(n.children)
+    return out
+
+
+#: annotations of objects DALI iterates (it tries iter() first)
+_ITERABLES = {"Iterable", "Iterator", "Generator", "Sequence", "list", "List", "tuple", "Tuple"}
+
+
+def _annotated(ctx: FileContext, annotation: cst.BaseExpression) -> tuple[str | None, bool]:
+    """The kind of source a parameter's annotation declares: an iterable (``Iterable[...]``,
+    ``Iterator``, ``list``...), a callable of 0 or 1 parameters (``Callable[[], T]``,
+    ``Callable[[int], T]``, T not an iterator: a generator function is iterated), or an
+    object of a class defined in the file."""
+    head = annotation.value if isinstance(annotation, cst.Subscript) else annotation
+    last = None
+    if isinstance(head, (cst.Attribute, cst.Name)):
+        last = head.attr.value if isinstance(head, cst.Attribute) else head.value
+    if last in _ITERABLES:
+        return "iterable", False
+    if last == "Callable" and isinstance(annotation, cst.Subscript) and len(annotation.slice) == 2:
+        params, result = (e.slice for e in annotation.slice)
+        if not isinstance(params, cst.Index) or not isinstance(params.value, cst.List):
+            return None, False
+        returned = ctx.text(result) if isinstance(result, cst.Index) else ""
+        if any(word in returned for word in ("Iter", "Generator")):
+            return None, False
+        # its body is not visible: it may end the data with StopIteration, as DALI lets it
+        arity = len(params.value.elements)
+        return {0: ("call0", True), 1: ("call1", True)}.get(arity, (None, False))
+    if isinstance(head, cst.Name) and head is annotation:
+        definition = _definition(ctx, head)
+        if isinstance(definition, cst.ClassDef):
+            return _kind(ctx, cst.Call(head))
     return None, False
 
 
@@ -285,10 +366,38 @@ def _local_binding(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode]:
     scope = ctx.scopes.get(name)
     if scope is None:
         return []
-    bindings = list(scope.assignments[name.value])
+    bindings = list(scope[name.value])  # bindings of enclosing functions too
+    if not all(hasattr(b, "node") for b in bindings):
+        return []  # a builtin
+    if len(bindings) == 2:
+        bindings = _rebound_parameter(ctx, name, bindings)
+    defined = (cst.FunctionDef, cst.ClassDef, cst.Param)
+    if len(bindings) == 1 and isinstance(bindings[0].node, defined):
+        return [bindings[0].node]  # a def, class or parameter of an enclosing function
     target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
     assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
     return [assign] if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else []
+
+
+def _rebound_parameter(ctx: FileContext, use: cst.Name, bindings: list) -> list:
+    """``x = iter(x)`` at the top of the function whose parameter ``x`` is: the one binding the
+    source sees when that statement comes before the statement that uses it."""
+    param, other = sorted(bindings, key=lambda b: not isinstance(b.node, cst.Param))
+    if not isinstance(param.node, cst.Param) or isinstance(other.node, cst.Param):
+        return bindings
+    fn = ctx.parents.get(ctx.parents.get(param.node))
+    target = ctx.parents.get(other.node)
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    line = ctx.parents.get(assign) if isinstance(assign, cst.Assign) else None
+    if not isinstance(fn, cst.FunctionDef) or not isinstance(line, cst.SimpleStatementLine):
+        return bindings
+    body = list(fn.body.body)
+    stmt = use
+    while stmt is not None and stmt not in body:
+        stmt = ctx.parents.get(stmt)
+    if line in body and stmt is not None and body.index(line) < body.index(stmt):
+        return [other]
+    return bindings
 
 
 def _yields(fn: cst.FunctionDef) -> bool:

@@ -232,8 +232,11 @@ class Replayer:
         self.random_ops: list[str] = []
         self.readers: list[dict] = []
         self.missing_states = 0
+        #: the old pipeline's batch size, for random operators made outside its `with` block
+        #: (no current pipeline then); set once the pipeline exists
+        self.batch_size: int | None = None
 
-    def state_source(self, k: int, batch_size: int):
+    def state_source(self, k: int, batch_size: int | None):
         import numpy as np
 
         counter = {"i": 0}
@@ -246,7 +249,7 @@ class Replayer:
                 words = np.asarray(self.draws[i][k], dtype=np.uint32)
             else:
                 words = zeros
-            return [words] * batch_size
+            return [words] * (batch_size or self.batch_size or 1)
 
         return source
 
@@ -307,9 +310,9 @@ def install_replayer(replay: dict) -> Replayer:
                 return original_call(self, *inputs, **kwargs)
             k = len(replayer.random_ops)
             replayer.random_ops.append(op)
-            pipe = Pipeline.current()
+            pipe = Pipeline.current()  # None: made before the `with pipe:` block
             state = fn.external_source(
-                source=replayer.state_source(k, pipe.max_batch_size),
+                source=replayer.state_source(k, pipe.max_batch_size if pipe else None),
                 batch=True,
                 dtype=types.UINT32,
                 device="cpu",

@@ -381,6 +381,8 @@ def run_old(spec: dict, result: dict) -> None:
     replay = spec.get("replay")
     replayer = rng.install_replayer(replay) if replay is not None else None
     pipe = _old_pipeline(spec)
+    if replayer is not None:
+        replayer.batch_size = pipe.max_batch_size
     result["phase"] = "build"
     iterator = spec.get("iterator")
     if iterator is not None:
