@@ -74,7 +74,8 @@ class ChainedRename(Rule):
                     self.id,
                     ctx.module,
                     [Edit(call.start(), call.end(), "new_reader")],
-                    f"call new_reader instead of old_reader on line {ctx.lines.position(call.start())[0]}",
+                    "call new_reader instead of old_reader on line "
+                    f"{ctx.lines.position(call.start())[0]}",
                     depends_on=[rename.id],
                     key=ctx.source[call.start() : call.end() + 15],  # the call and its argument
                 )

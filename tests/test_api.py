@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from samples import PIPELINE
 
 import dali_migrate
 from dali_migrate import (
@@ -16,8 +17,6 @@ from dali_migrate import (
     apply_fixes,
     migrate_source,
 )
-from samples import PIPELINE
-
 
 HELPER = '''\
 from nvidia.dali import fn
@@ -99,7 +98,13 @@ def test_migrated_code_content():
     assert "ndd.resize(images, resize_x=32, resize_y=32)" in code
     assert "ndd.set_num_threads(2)" in code
     assert "next(pipe)" in code
-    for gone in ("@pipeline_def", "pipe.build()", "pipe.run()", "fn.readers", "from nvidia.dali import"):
+    for gone in (
+        "@pipeline_def",
+        "pipe.build()",
+        "pipe.run()",
+        "fn.readers",
+        "from nvidia.dali import",
+    ):
         assert gone not in code
     compile(code, "<migrated>", "exec")
 
@@ -185,7 +190,10 @@ def test_apply_no_fixes_returns_code_unchanged(code):
 def test_apply_no_fixes_still_marks_what_cannot_be_migrated():
     out = apply_fixes(REFUSED, [])
     assert out.count("# TODO(dali-migrate): DM200:") == 1
-    assert out.replace(next(l for l in out.splitlines(True) if "TODO(dali-migrate)" in l), "") == REFUSED
+    assert (
+        out.replace(next(x for x in out.splitlines(True) if "TODO(dali-migrate)" in x), "")
+        == REFUSED
+    )
 
 
 @pytest.mark.parametrize("code", [PIPELINE, HELPER])
@@ -237,7 +245,11 @@ def test_fix_from_another_source_is_unknown():
 
 def test_missing_dependency_is_refused():
     r = migrate_source(PIPELINE)
-    dependent = [f for f in r.fixes if f.rule != "DM100" and any(not d.startswith("DM100:") for d in f.depends_on)]
+    dependent = [
+        f
+        for f in r.fixes
+        if f.rule != "DM100" and any(not d.startswith("DM100:") for d in f.depends_on)
+    ]
     for f in dependent:
         with pytest.raises(MissingDependencyError):
             apply_fixes(PIPELINE, [f.id])
@@ -356,7 +368,13 @@ def test_unmigratable_pipeline_keeps_its_helpers_in_pipeline_mode():
     keeps its fn.* calls, so the pipeline still runs; unrelated code of the file migrates."""
     helper = 'def decode(jpegs):\n    return fn.decoders.image(jpegs, device="mixed")\n'
     unrelated = 'def flip(x):\n    return fn.flip(x, horizontal=1)\n'
-    code = REFUSED.replace("    return a, la", "    return decode(a), la") + "\n\n" + helper + "\n\n" + unrelated
+    code = (
+        REFUSED.replace("    return a, la", "    return decode(a), la")
+        + "\n\n"
+        + helper
+        + "\n\n"
+        + unrelated
+    )
     r = migrate_source(code)
     assert 'fn.decoders.image(jpegs, device="mixed")' in r.code
     assert "return ndd.flip(x, horizontal=1)" in r.code
@@ -370,7 +388,9 @@ def test_follow_up_todo_sits_at_the_use_and_comes_with_the_fix():
     lines = r.code.splitlines()
     (i,) = [k for k, ln in enumerate(lines) if ln.startswith(TODO_DM200)]
     assert lines[i + 1] == "consume(pipe)"
-    assert "`pipe` is passed to `consume`" in lines[i] and "generator of (a, la) batches" in lines[i]
+    assert (
+        "`pipe` is passed to `consume`" in lines[i] and "generator of (a, la) batches" in lines[i]
+    )
     (fix,) = [f for f in r.fixes if f.rule == "DM200"]
     assert fix.follow_ups and "consume" in fix.follow_ups[0]
     assert fix.to_dict()["follow_ups"] == list(fix.follow_ups)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dependent_fixes import CHAINED, chained_rule  # noqa: F401 (a fixture)
+from samples import PIPELINE
 
 import dali_migrate
 from dali_migrate import (
@@ -21,8 +23,6 @@ from dali_migrate import (
     migrate_source,
 )
 from dali_migrate.fixes import splice
-from dependent_fixes import CHAINED, chained_rule  # noqa: F401 (a fixture)
-from samples import PIPELINE
 
 HELPER = '''\
 from nvidia.dali import fn
@@ -113,12 +113,17 @@ def test_migrate_paths_in_parallel_gives_the_same_results(tmp_path):
 
     assert [r.path for r in one] == [r.path for r in two]
     assert [r.result.code for r in one] == [r.result.code for r in two]
-    assert [[f.id for f in r.result.fixes] for r in one] == [[f.id for f in r.result.fixes] for r in two]
+    assert [[f.id for f in r.result.fixes] for r in one] == [
+        [f.id for f in r.result.fixes] for r in two
+    ]
 
 
 def test_migrate_paths_select_ignore_unsafe_exclude(tmp_path):
     _project(tmp_path)
-    only_device = {Path(r.path).name: r for r in migrate_paths(tmp_path, select=["DM102"], exclude=["train.py"], jobs=1)}
+    only_device = {
+        Path(r.path).name: r
+        for r in migrate_paths(tmp_path, select=["DM102"], exclude=["train.py"], jobs=1)
+    }
     assert "train.py" not in only_device
     helper = only_device["helper.py"].result
     # DM102 alone does not touch a decoder call (DM101 and DM102 go together): a TODO says so
@@ -137,7 +142,9 @@ def test_the_api_never_prints(tmp_path, capsys):
     _project(tmp_path)
     for r in migrate_paths(tmp_path, jobs=1):
         if r.result is not None:
-            apply_fixes(r.result.source, [f.id for f in r.result.fixes][:1], path=r.path, project=r.project)
+            apply_fixes(
+                r.result.source, [f.id for f in r.result.fixes][:1], path=r.path, project=r.project
+            )
     with pytest.raises(MigrateError):
         apply_fixes(PIPELINE, ["DM999:nothing:0"])
     captured = capsys.readouterr()
@@ -179,7 +186,10 @@ def test_a_fix_of_several_edits_has_its_whole_replacement():
 
 def test_ids_do_not_change_when_an_unrelated_function_is_edited():
     before = ids(HELPER)
-    edited = HELPER.replace("    return sorted(values)\n", "    values = [v for v in values if v]\n    return sorted(values, reverse=True)\n")
+    edited = HELPER.replace(
+        "    return sorted(values)\n",
+        "    values = [v for v in values if v]\n    return sorted(values, reverse=True)\n",
+    )
     assert edited != HELPER
 
     after = migrate_source(edited)
@@ -188,7 +198,8 @@ def test_ids_do_not_change_when_an_unrelated_function_is_edited():
     # and the ids chosen on the old text select the same fixes in the new one
     chosen = [i for i in before if i.startswith("DM101:flip:")]
     assert apply_fixes(edited, chosen) == edited.replace("fn.flip(", "ndd.flip(").replace(
-        "from nvidia.dali import fn\n", "from nvidia.dali import fn\nimport nvidia.dali.experimental.dynamic as ndd\n"
+        "from nvidia.dali import fn\n",
+        "from nvidia.dali import fn\nimport nvidia.dali.experimental.dynamic as ndd\n",
     )
 
 
@@ -235,7 +246,9 @@ def test_a_subset_with_its_dependencies_applies(chained_rule):
         'old_reader("/data/val")', 'new_reader("/data/val")'
     )
     # a dependency alone is a valid subset
-    assert apply_fixes(CHAINED, [definition.id]) == CHAINED.replace("def old_reader", "def new_reader")
+    assert apply_fixes(CHAINED, [definition.id]) == CHAINED.replace(
+        "def old_reader", "def new_reader"
+    )
     assert apply_fixes(CHAINED, [definition, *calls]) == CHAINED.replace("old_reader", "new_reader")
 
 
@@ -263,7 +276,11 @@ def test_readme_bot_example_runs(tmp_path, monkeypatch, capsys):
     file too, and says what it selected."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     start = readme.index("<!-- bot example -->")
-    code = readme[readme.index("```python\n", start) + len("```python\n") : readme.index("```", readme.index("```python\n", start) + 10)]
+    code = readme[
+        readme.index("```python\n", start) + len("```python\n") : readme.index(
+            "```", readme.index("```python\n", start) + 10
+        )
+    ]
     assert len(code.strip().splitlines()) <= 12
     write(tmp_path / "src" / "helper.py", HELPER)
     write(tmp_path / "src" / "train.py", PIPELINE)

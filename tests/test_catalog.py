@@ -90,8 +90,17 @@ def test_coin_flip_is_random(catalog: Catalog) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["decoders.image_random_crop", "random_resized_crop", "noise.gaussian", "random_bbox_crop",
-     "batch_permutation", "jitter", "image_decoder_random_crop", "uniform", "random.uniform"],
+    [
+        "decoders.image_random_crop",
+        "random_resized_crop",
+        "noise.gaussian",
+        "random_bbox_crop",
+        "batch_permutation",
+        "jitter",
+        "image_decoder_random_crop",
+        "uniform",
+        "random.uniform",
+    ],
 )
 def test_random_ops(catalog: Catalog, path: str) -> None:
     op = catalog.fn(path)
@@ -177,12 +186,16 @@ def test_counts_match_semantics_report(catalog: Catalog) -> None:
         op.fn_path for op in ops if op.ndd_path is None and op.deprecated_in is None
     }
     assert not_deprecated_missing == {
-        "external_source", "python_function", "dl_tensor_python_function", "constant",
+        "external_source",
+        "python_function",
+        "dl_tensor_python_function",
+        "constant",
         "experimental.inputs.video",
     }
     # the modern name of every missing deprecated alias is in ndd, except these three
     no_modern = {
-        op.fn_path for op in ops
+        op.fn_path
+        for op in ops
         if op.ndd_path is None and op.deprecated_in is not None and op.ndd_target is None
     }
     assert no_modern == {"readers.sequence", "sequence_reader", "shapes"}
@@ -201,7 +214,10 @@ def test_committed_catalog_matches_installed_dali(tmp_path: Path) -> None:
     out = tmp_path / "catalog.json"
     result = subprocess.run(
         [sys.executable, str(GENERATOR), "--output", str(out)],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stderr, result.stderr
@@ -221,7 +237,10 @@ def test_generator_refuses_other_pinned_version(tmp_path: Path) -> None:
     for extra in ([], ["--check"]):
         result = subprocess.run(
             [sys.executable, str(GENERATOR), "--output", str(out), *extra],
-            capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=600,
         )
         assert result.returncode == 2, result.stderr
         assert "--force" in result.stderr
@@ -237,7 +256,10 @@ def test_generator_check_reports_stale_file(tmp_path: Path) -> None:
     out.write_text(json.dumps(data, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     result = subprocess.run(
         [sys.executable, str(GENERATOR), "--output", str(out), "--check"],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
     )
     assert result.returncode == 1, result.stderr
     assert "readers.file" in result.stderr

@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from click.testing import Result as CliResult
+from samples import PIPELINE
 
 import dali_migrate.engine as engine
 from dali_migrate import __version__
 from dali_migrate.cli import cli as group
 from dali_migrate.cli import main
-from samples import PIPELINE
-
 
 #: a helper building part of a graph: only local rules (DM101, DM102) apply
 HELPER = '''\
@@ -219,7 +218,10 @@ def test_json_output_schema():
         for end in ("start", "end"):
             assert isinstance(span[end]["line"], int) and span[end]["line"] >= 1
             assert isinstance(span[end]["column"], int) and span[end]["column"] >= 0
-        assert (span["start"]["line"], span["start"]["column"]) <= (span["end"]["line"], span["end"]["column"])
+        assert (span["start"]["line"], span["start"]["column"]) <= (
+            span["end"]["line"],
+            span["end"]["column"],
+        )
         rules.add(fix["rule"])
     assert rules == {"DM100", "DM200"}
     ids = {fix["id"] for fix in f["fixes"]}
@@ -274,7 +276,10 @@ def test_select_only_that_rule():
     assert any(d["rule"] == "DM102" and d["severity"] == "todo" for d in f["diagnostics"])
 
     diff = cli("--select", "DM102", path).stdout
-    assert "+    # TODO(dali-migrate): DM102: migrate fn.decoders.image to dynamic mode together with its device" in diff
+    assert (
+        "+    # TODO(dali-migrate): DM102: migrate fn.decoders.image to dynamic mode together "
+        "with its device" in diff
+    )
     assert "ndd.decoders" not in diff and 'device="gpu"' not in diff
 
 
@@ -296,7 +301,6 @@ def test_select_comma_separated_and_prefixes():
 
 def test_ignore_dm200_changes_nothing_structural():
     path = write(Path("simple.py"), PIPELINE)
-    before = path.read_bytes()
 
     result = cli("--ignore", "DM200", path)
     assert result.exit_code == EXIT_OK, result.stderr
@@ -476,7 +480,9 @@ def _make_bad(kind: str, directory: Path, monkeypatch) -> Path:
     if kind == "ghost":
         ghost = directory / "x.py"  # never existed; discovery "found" it anyway
         original = engine.discover
-        monkeypatch.setattr(engine, "discover", lambda paths, exclude=(): original(paths, exclude) + [ghost])
+        monkeypatch.setattr(
+            engine, "discover", lambda paths, exclude=(): original(paths, exclude) + [ghost]
+        )
         return ghost
     raise AssertionError(kind)
 
@@ -630,7 +636,9 @@ def test_odd_cookies_are_one_line_each_and_a_cp1252_file_is_still_migrated():
     assert {name: p.read_bytes() for name, p in odd.items()} == before
 
 
-@pytest.mark.parametrize("args", [["nope.py"], ["--write", "nope_dir"], ["--check", "ok.py", "nope.py"]])
+@pytest.mark.parametrize(
+    "args", [["nope.py"], ["--write", "nope_dir"], ["--check", "ok.py", "nope.py"]]
+)
 def test_nonexistent_path_argument_is_a_usage_error(args):
     ok = write(Path("ok.py"), PIPELINE)
     before = ok.read_bytes()
@@ -753,7 +761,10 @@ def test_ignore_rule_comment_on_mixed_device_line():
     assert result.exit_code == EXIT_OK, result.stderr
     lines = path.read_text().splitlines()
     # the suppressed call stays pipeline mode (with a TODO): ndd would reject "mixed"
-    assert '    return fn.decoders.image(jpegs, device="mixed")  # dali-migrate: ignore[DM102]' in lines
+    assert (
+        '    return fn.decoders.image(jpegs, device="mixed")  # dali-migrate: ignore[DM102]'
+        in lines
+    )
     assert '    return ndd.decoders.image(jpegs, device="gpu")' in lines
 
 
@@ -768,7 +779,9 @@ def test_ignore_comment_for_another_rule_does_not_suppress():
 
 
 def test_pyproject_select_is_honoured():
-    Path("pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.dali-migrate]\nselect = ["DM101", "DM102"]\n')
+    Path("pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.dali-migrate]\nselect = ["DM101", "DM102"]\n'
+    )
     helper = write(Path("src") / "helper.py", HELPER)
     simple = write(Path("src") / "simple.py", PIPELINE)
 
@@ -925,7 +938,10 @@ def test_help_mentions_exit_codes():
 
 def test_python_dash_m():
     proc = subprocess.run(
-        [sys.executable, "-m", "dali_migrate", "--help"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "dali_migrate", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: dali-migrate ")
@@ -935,7 +951,10 @@ def test_python_dash_m():
 def test_python_dash_m_runs_a_migration():
     write(Path("simple.py"), PIPELINE)
     proc = subprocess.run(
-        [sys.executable, "-m", "dali_migrate", "--check", "simple.py"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "dali_migrate", "--check", "simple.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == EXIT_PENDING, proc.stderr
     assert "ndd.readers.File" in proc.stdout
@@ -1047,7 +1066,7 @@ def test_device_cpu_lowers_an_already_migrated_file_too():
 
 
 def test_device_cpu_needs_neither_dali_nor_numpy():
-    path = write(Path("train.py"), GPU_PIPELINE)
+    write(Path("train.py"), GPU_PIPELINE)
     code = (
         "import sys; sys.modules['numpy'] = None; sys.modules['nvidia'] = None\n"
         "from dali_migrate.cli import entry\n"
@@ -1064,6 +1083,7 @@ def test_write_verify_without_the_extra_says_what_to_install(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
+
     def no_numpy(name, *args):
         return None if name == "numpy" else real(name, *args)
 
@@ -1093,7 +1113,9 @@ def test_check_fails_while_a_todo_marker_remains(tmp_path: Path) -> None:
     assert "# TODO(dali-migrate)" in target.read_text()
     check = runner.invoke(main, ["--check", "--no-progress", str(target)])
     assert check.exit_code == 1, check.output
-    assert "1 TODO(dali-migrate) marker left after migrating in 1 file" in " ".join(check.output.split())
+    assert "1 TODO(dali-migrate) marker left after migrating in 1 file" in " ".join(
+        check.output.split()
+    )
     lines = [line for line in target.read_text().splitlines() if "TODO(dali-migrate)" not in line]
     target.write_text("\n".join(lines).replace("pipes = {'train': p('/data')}", "") + "\n")
     assert runner.invoke(main, ["--check", "--no-progress", str(target)]).exit_code == 0

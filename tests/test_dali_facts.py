@@ -65,7 +65,7 @@ def test_metadata_before_the_first_epoch_needs_max_batch_size(numbers):
     unless the reader is built with ``max_batch_size`` (handles, iterators)."""
     reader = ndd.readers.Numpy(file_root=numbers)
     reader.get_metadata()
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - DALI raises a plain RuntimeError or ValueError
         next(iter(reader.next_epoch(batch_size=4)))
     sized = ndd.readers.Numpy(file_root=numbers, max_batch_size=4)
     meta = sized.get_metadata()
@@ -77,7 +77,12 @@ def test_reader_without_seed_shuffles_the_same_way_every_time(numbers):
     """[seed] A shuffling ndd reader without ``seed=`` uses a fixed seed, unlike a pipeline
     without one: the migration passes the pipeline's seed on, and says so."""
     orders = [
-        [_values(b) for (b,) in ndd.readers.Numpy(file_root=numbers, random_shuffle=True).next_epoch(batch_size=5)]
+        [
+            _values(b)
+            for (b,) in ndd.readers.Numpy(file_root=numbers, random_shuffle=True).next_epoch(
+                batch_size=5
+            )
+        ]
         for _ in range(2)
     ]
     assert orders[0] == orders[1]

@@ -52,7 +52,11 @@ print(pipe)
 
 def kept_lines(source: str) -> list[int]:
     reduced = dali_part(source).source
-    return [i for i, (a, b) in enumerate(zip(source.splitlines(), reduced.splitlines()), 1) if a == b and a.strip()]
+    return [
+        i
+        for i, (a, b) in enumerate(zip(source.splitlines(), reduced.splitlines()), 1)
+        if a == b and a.strip()
+    ]
 
 
 def test_keeps_dali_statements_their_users_and_what_they_use():
@@ -62,8 +66,16 @@ def test_keeps_dali_statements_their_users_and_what_they_use():
     kept = {MODULE.splitlines()[i - 1] for i in kept_lines(MODULE)}
     # imports, the docstring, the pipeline, a statement on the same line as a constant it uses,
     # a base class of a class that uses the pipeline, and statements that use what it binds
-    for line in ['"""A training script."""', "import os", "BATCH = 16; UNUSED = 3", "class Base:",
-                 "def files():", "class Loader(Base):", "pipe = files()", "print(pipe)"]:
+    for line in [
+        '"""A training script."""',
+        "import os",
+        "BATCH = 16; UNUSED = 3",
+        "class Base:",
+        "def files():",
+        "class Loader(Base):",
+        "pipe = files()",
+        "print(pipe)",
+    ]:
         assert line in kept
     assert "def unrelated(a):" not in kept and "def other():" not in kept
     assert {"unrelated", "other"} <= skipped
@@ -79,11 +91,16 @@ def test_placeholders_keep_every_line_and_column():
     assert len(part.aligned) == len(source)
     newlines = [m.start() for m in re.finditer(r"\r\n|\r|\n", source)]
     assert [m.start() for m in re.finditer(r"\r\n|\r|\n", part.aligned)] == newlines
-    assert ast.dump(ast.parse(part.aligned)).count("Name(") == ast.dump(ast.parse(reduced)).count("Name(")
+    assert ast.dump(ast.parse(part.aligned)).count("Name(") == ast.dump(ast.parse(reduced)).count(
+        "Name("
+    )
     tree, original = ast.parse(reduced), ast.parse(source)
     kept = {(s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in tree.body}
-    assert {(s.lineno, s.col_offset, s.end_lineno, s.end_col_offset) for s in original.body
-            if ast.unparse(s).startswith(("pipe", "print", "class Loader"))} <= kept
+    assert {
+        (s.lineno, s.col_offset, s.end_lineno, s.end_col_offset)
+        for s in original.body
+        if ast.unparse(s).startswith(("pipe", "print", "class Loader"))
+    } <= kept
 
 
 def test_placeholder_never_becomes_a_docstring():
@@ -106,9 +123,11 @@ def test_a_star_import_from_dali_keeps_the_whole_module():
 
 
 def test_a_global_written_in_a_function_is_followed():
-    source = ("from nvidia.dali import pipeline_def\n@pipeline_def\ndef p():\n    pass\n"
-              "def setup():\n    global pipe\n    pipe = p()\n"
-              "def later():\n    return pipe.run()\n")
+    source = (
+        "from nvidia.dali import pipeline_def\n@pipeline_def\ndef p():\n    pass\n"
+        "def setup():\n    global pipe\n    pipe = p()\n"
+        "def later():\n    return pipe.run()\n"
+    )
     reduced = dali_part(source).source
     assert "pipe.run()" in reduced and "global pipe" in reduced
 
@@ -144,7 +163,13 @@ def _weave(source: str) -> str:
     lines = source.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    cut_after = sorted({s.end_lineno for s in tree.body[:-1] if isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))})
+    cut_after = sorted(
+        {
+            s.end_lineno
+            for s in tree.body[:-1]
+            if isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+        }
+    )
     out, prev = [], 0
     for end in cut_after[:4]:
         out += lines[prev:end]

@@ -76,7 +76,14 @@ def test_broken_rule_output_becomes_an_internal_error_not_a_write(monkeypatch):
     def broken(*args, **kwargs):
         analysis = real(*args, **kwargs)
         f = analysis.fixes[0]
-        analysis.fixes[0] = Fix(f.id, f.rule, f.message, f.safety, (Edit(f.edits[0].start, f.edits[0].end, "ndd.flip(("),), f.span)
+        analysis.fixes[0] = Fix(
+            f.id,
+            f.rule,
+            f.message,
+            f.safety,
+            (Edit(f.edits[0].start, f.edits[0].end, "ndd.flip(("),),
+            f.span,
+        )
         return analysis
 
     monkeypatch.setattr(api, "_analyse", broken)

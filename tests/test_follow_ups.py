@@ -22,12 +22,7 @@ def numbers(root):
 
 def test_todo_inside_brackets_sits_on_the_line_of_the_use():
     code = PIPE + (
-        "pipe = numbers('/d')\n"
-        "pipe.build()\n"
-        "total = (\n"
-        "    1,\n"
-        "    pipe.epoch_size('Reader'),\n"
-        ")\n"
+        "pipe = numbers('/d')\npipe.build()\ntotal = (\n    1,\n    pipe.epoch_size('Reader'),\n)\n"
     )
     out = migrate_source(code).code
     lines = out.splitlines()
@@ -60,7 +55,9 @@ def test_leftovers_marks_what_nothing_else_migrated_once():
     lines = r.code.splitlines()
     (i,) = [k for k, ln in enumerate(lines) if TODO in ln]
     assert "DM205" in lines[i] and "DALIGenericIterator" in lines[i]
-    assert lines[i + 1].strip().startswith("return DALIGenericIterator(")  # not on the annotated def
+    assert (
+        lines[i + 1].strip().startswith("return DALIGenericIterator(")
+    )  # not on the annotated def
     assert migrate_source(r.code).code == r.code
 
 

@@ -9,12 +9,12 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_property import half_converted
 
 import dali_migrate.transforms._backend.recognise as recognise
 import dali_migrate.transforms.pipeline_def as pipeline_def
 from dali_migrate import migrate_source
 from dali_migrate.fixes import TODO_PREFIX, parses
-from test_property import half_converted
 
 ROOT = Path(__file__).resolve().parent.parent
 

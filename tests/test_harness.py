@@ -4,7 +4,6 @@ end-to-end runs of the failure modes (crash, version pin) and synthetic readers.
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -56,7 +55,9 @@ def test_lowering_moves_everything_to_cpu() -> None:
 def test_lowering_leaves_cpu_code_alone() -> None:
     code = (FIXTURES / "programs" / "a_file_decode_cmn" / "old.py").read_text()
     lowered = lower_to_cpu(code)
-    assert lowered.code == code.replace("device_id=None", "device_id=None") and lowered.changes == []
+    assert (
+        lowered.code == code.replace("device_id=None", "device_id=None") and lowered.changes == []
+    )
 
 
 def test_strip_entry_points_keeps_definitions_and_constants() -> None:
@@ -77,7 +78,12 @@ def test_strip_entry_points_keeps_definitions_and_constants() -> None:
         ''')
     out = strip_entry_points(code)
     assert "MEAN = np.array" in out and "def p(d)" in out and '"""doc"""' in out
-    assert "pipe = p(" not in out and "build()" not in out and "for _" not in out and "out = " not in out
+    assert (
+        "pipe = p(" not in out
+        and "build()" not in out
+        and "for _" not in out
+        and "out = " not in out
+    )
     assert "__main__" not in out
 
 
@@ -85,20 +91,39 @@ def test_strip_entry_points_keeps_definitions_and_constants() -> None:
 
 
 def test_discover_finds_every_pipeline_shape() -> None:
-    infos = {i.name: i for i in discover((FIXTURES / "programs" / "k_legacy_class" / "old.py").read_text())}
-    assert infos["CommonPipe"].kind == "base_class" and infos["CommonPipe"].derived == ["TrainPipe", "ValPipe"]
+    infos = {
+        i.name: i
+        for i in discover((FIXTURES / "programs" / "k_legacy_class" / "old.py").read_text())
+    }
+    assert infos["CommonPipe"].kind == "base_class" and infos["CommonPipe"].derived == [
+        "TrainPipe",
+        "ValPipe",
+    ]
     train = infos["TrainPipe"]
-    assert train.kind == "pipeline_class" and train.params == ["batch_size", "num_threads", "device_id", "data_dir"]
+    assert train.kind == "pipeline_class" and train.params == [
+        "batch_size",
+        "num_threads",
+        "device_id",
+        "data_dir",
+    ]
     assert [r.kind for r in train.readers] == ["file"] and train.readers[0].random_shuffle
     assert train.call_site.values == {"batch_size": 3, "num_threads": 2, "device_id": None}
     assert train.call_site.opaque == ["data_dir"] and list(train.data_params) == ["data_dir"]
-    assert infos["ValPipe"].call_site.values == {"batch_size": 2, "num_threads": 1, "device_id": None}
+    assert infos["ValPipe"].call_site.values == {
+        "batch_size": 2,
+        "num_threads": 1,
+        "device_id": None,
+    }
 
     (factory,) = discover((FIXTURES / "programs" / "j_factory" / "old.py").read_text())
     assert factory.kind == "factory" and factory.call_site.values == {"batch_size": 4, "seed": 21}
 
     (b,) = discover((FIXTURES / "programs" / "b_shuffle_epochs" / "old.py").read_text())
-    assert b.kind == "pipeline_def" and b.decorator_kwargs["seed"] == 7 and b.call_site.values == {"size": (28, 28)}
+    assert (
+        b.kind == "pipeline_def"
+        and b.decorator_kwargs["seed"] == 7
+        and b.call_site.values == {"size": (28, 28)}
+    )
     assert discover((FIXTURES / "programs" / "i_with_block" / "old.py").read_text()) == []
 
 
@@ -148,7 +173,14 @@ def test_compare_reports_the_first_difference_with_its_place() -> None:
     c = compare_runs(old, _run(new_samples))
     assert not c.equal and c.samples_differing == 1
     f = c.first
-    assert (f.iteration, f.output, f.sample, f.index, f.old_value, f.new_value) == (0, 0, 1, [1, 2], 1, 7)
+    assert (f.iteration, f.output, f.sample, f.index, f.old_value, f.new_value) == (
+        0,
+        0,
+        1,
+        [1, 2],
+        1,
+        7,
+    )
     assert c.max_abs_err == 6 and c.max_rel_err == 6
 
 
@@ -168,12 +200,18 @@ def test_float_tolerances_per_dtype() -> None:
     close = x + np.float32(5e-7)
     assert compare_runs(_run([x]), _run([close])).equal  # float32 default 1e-6
     assert not compare_runs(_run([x]), _run([x + np.float32(1e-4)])).equal
-    assert compare_runs(_run([x]), _run([x + np.float32(1e-4)]), Tolerances.parse(atol="1e-3")).equal
-    assert not compare_runs(_run([x]), _run([close]), Tolerances.parse(atol="float32=0", rtol="float32=0")).equal
+    assert compare_runs(
+        _run([x]), _run([x + np.float32(1e-4)]), Tolerances.parse(atol="1e-3")
+    ).equal
+    assert not compare_runs(
+        _run([x]), _run([close]), Tolerances.parse(atol="float32=0", rtol="float32=0")
+    ).equal
     nan = np.array([np.nan], np.float32)
     assert compare_runs(_run([nan]), _run([nan.copy()])).equal
     ints = np.array([1, 2], np.int32)
-    assert not compare_runs(_run([ints]), _run([ints + 1]), Tolerances.parse(atol="10")).equal  # ints exact
+    assert not compare_runs(
+        _run([ints]), _run([ints + 1]), Tolerances.parse(atol="10")
+    ).equal  # ints exact
     with pytest.raises(ValueError):
         Tolerances.parse(atol="-1")
 
@@ -185,7 +223,9 @@ def test_synthetic_datasets(tmp_path: Path) -> None:
     tf = make_dataset(spec_for_reader("tfrecord", 5), tmp_path / "tf")
     index = Path(tf.paths["index_path"]).read_text().split("\n")
     assert len([line for line in index if line]) == 5
-    assert Path(tf.paths["path"]).stat().st_size == sum(int(line.split()[1]) for line in index if line)
+    assert Path(tf.paths["path"]).stat().st_size == sum(
+        int(line.split()[1]) for line in index if line
+    )
     coco = make_dataset(spec_for_reader("coco", 4), tmp_path / "coco")
     ann = json.loads(Path(coco.paths["annotations_file"]).read_text())
     assert len(ann["images"]) == 4 and len(ann["annotations"]) == 8
@@ -268,7 +308,9 @@ def test_synthetic_tfrecord_coco_and_wav_inputs(tmp_path: Path) -> None:
     (tmp_path / "new.py").write_text(header + READERS_NEW)
     report = verify(tmp_path / "old.py", tmp_path / "new.py", device="cpu", samples=5)
     verdicts = {p.name: p.verdict for p in report.pipelines}
-    assert verdicts == {"records": "match", "boxes": "match", "sounds": "match"}, [p.summary() for p in report.pipelines]
+    assert verdicts == {"records": "match", "boxes": "match", "sounds": "match"}, [
+        p.summary() for p in report.pipelines
+    ]
     by_name = {p.name: p for p in report.pipelines}
     assert by_name["boxes"].random_ops == 1
     assert any("synthetic tfrecord" in n for n in by_name["records"].notes)
@@ -307,9 +349,16 @@ def test_a_crash_is_a_verdict(tmp_path: Path) -> None:
     from dali_migrate.harness.verify import verify
 
     (tmp_path / "new.py").write_text(CRASHING_NEW)
-    report = verify(FIXTURES / "programs" / "c_numpy_arith" / "old.py", tmp_path / "new.py", device="cpu", samples=4)
+    report = verify(
+        FIXTURES / "programs" / "c_numpy_arith" / "old.py",
+        tmp_path / "new.py",
+        device="cpu",
+        samples=4,
+    )
     (p,) = report.pipelines
-    assert (p.verdict, p.side) == ("error", "new") and "SIGSEGV" in p.reason and report.exit_code == 1
+    assert (
+        (p.verdict, p.side) == ("error", "new") and "SIGSEGV" in p.reason and report.exit_code == 1
+    )
 
 
 @pytest.mark.dali
@@ -334,7 +383,9 @@ def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
     old = FIXTURES / "programs" / "c_numpy_arith" / "old.py"
     runner = CliRunner()
     assert runner.invoke(verify_command, [str(old), str(old), "--kwargs", "[1, 2]"]).exit_code == 2
-    assert runner.invoke(verify_command, [str(old), str(old), "--kwargs", "{not json"]).exit_code == 2
+    assert (
+        runner.invoke(verify_command, [str(old), str(old), "--kwargs", "{not json"]).exit_code == 2
+    )
     assert runner.invoke(verify_command, [str(old), str(tmp_path / "missing.py")]).exit_code == 2
     result = runner.invoke(verify_command, [str(old), str(old), "--pipeline", "nope"])
     assert result.exit_code == 2 and "array_pipe" in result.output
@@ -345,7 +396,11 @@ def test_kwargs_from_json_and_toml_files(tmp_path: Path) -> None:
 
     (tmp_path / "a.json").write_text('{"data_dir": "/d", "size": [2, 3]}')
     (tmp_path / "a.toml").write_text('data_dir = "/d"\nsize = [2, 3]\n')
-    assert load_kwargs(str(tmp_path / "a.json")) == load_kwargs(str(tmp_path / "a.toml")) == {"data_dir": "/d", "size": [2, 3]}
+    assert (
+        load_kwargs(str(tmp_path / "a.json"))
+        == load_kwargs(str(tmp_path / "a.toml"))
+        == {"data_dir": "/d", "size": [2, 3]}
+    )
     assert load_kwargs('{"x": 1}') == {"x": 1}
 
 
@@ -356,12 +411,28 @@ def test_cli_match_mismatch_and_json(tmp_path: Path) -> None:
 
     base = FIXTURES / "mutations" / "arrays"
     runner = CliRunner()
-    ok = runner.invoke(verify_command, [str(base / "old.py"), str(base / "new.py"), "--format", "json", "--samples", "4"])
+    ok = runner.invoke(
+        verify_command,
+        [str(base / "old.py"), str(base / "new.py"), "--format", "json", "--samples", "4"],
+    )
     assert ok.exit_code == 0, ok.output
     doc = json.loads(ok.output)
-    assert doc["pipelines"][0]["verdict"] == "match" and doc["exit_code"] == 0 and doc["device"] == "cpu"
-    bad = runner.invoke(verify_command, [str(base / "old.py"), str(base / "mutants" / "off_by_one.py"), "--samples", "4",
-                                         "--iterations", "2"])
+    assert (
+        doc["pipelines"][0]["verdict"] == "match"
+        and doc["exit_code"] == 0
+        and doc["device"] == "cpu"
+    )
+    bad = runner.invoke(
+        verify_command,
+        [
+            str(base / "old.py"),
+            str(base / "mutants" / "off_by_one.py"),
+            "--samples",
+            "4",
+            "--iterations",
+            "2",
+        ],
+    )
     assert bad.exit_code == 1 and "mismatch" in bad.output and "values differ" in bad.output
 
 

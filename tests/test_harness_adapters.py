@@ -23,8 +23,13 @@ def test_three_hand_written_migrations() -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_hand_written_migration_verifies(case: str, dali_verify, synthetic_data) -> None:
     spec = json.loads((FIXTURES / "programs" / case / "data.json").read_text())
-    report = dali_verify(FIXTURES / "programs" / case / "old.py", FIXTURES / "adapters" / case / "new.py",
-                         adapter=FIXTURES / "adapters" / case / "adapter.py", data=synthetic_data(spec), device="cpu")
+    report = dali_verify(
+        FIXTURES / "programs" / case / "old.py",
+        FIXTURES / "adapters" / case / "new.py",
+        adapter=FIXTURES / "adapters" / case / "adapter.py",
+        data=synthetic_data(spec),
+        device="cpu",
+    )
     (p,) = report.pipelines
     assert p.verdict == "match" and p.iterations >= 2
     if case == "b_shuffle_epochs":  # the new code shuffles with its own seed: aligned, and said so
@@ -34,5 +39,7 @@ def test_hand_written_migration_verifies(case: str, dali_verify, synthetic_data)
 def test_adapter_needs_both_functions() -> None:
     with pytest.raises(ValueError, match="new_batches"):
         load_adapter_info("def build_old(old, **kw):\n    pass\n", "x")
-    info = load_adapter_info("NAME = 'n'\nKWARGS = {'a': 1}\ndef build_old(o): pass\ndef new_batches(n): pass\n", "x")
+    info = load_adapter_info(
+        "NAME = 'n'\nKWARGS = {'a': 1}\ndef build_old(o): pass\ndef new_batches(n): pass\n", "x"
+    )
     assert (info.name, info.kwargs) == ("n", {"a": 1})

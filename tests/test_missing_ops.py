@@ -151,7 +151,11 @@ def _run(old: str, new: str) -> str:
 @pytest.mark.parametrize(
     "source,outputs,expect",
     [
-        (PYTHON_FUNCTION, 6, ["ndd.as_batch([invert(np.asarray(t)) for t in images.tensors])", 'layout="HWC"']),
+        (
+            PYTHON_FUNCTION,
+            6,
+            ["ndd.as_batch([invert(np.asarray(t)) for t in images.tensors])", 'layout="HWC"'],
+        ),
         (SHAPES, 7, ["ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])"]),
         (CONSTANTS, 18, ["images * 2", "ndd.as_tensor([0.1, 0.25, 0.3], dtype=ndd.float32)"]),
     ],

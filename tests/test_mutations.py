@@ -44,11 +44,16 @@ def _options(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     pytest.importorskip("nvidia.dali")
-    data_dir, cache_dir = tmp_path_factory.mktemp("mutation-data"), tmp_path_factory.mktemp("mutation-cache")
+    data_dir, cache_dir = (
+        tmp_path_factory.mktemp("mutation-data"),
+        tmp_path_factory.mktemp("mutation-cache"),
+    )
 
     def go(base: str, new: Path):
         options = {"samples": 10, "timeout": 60, "device": "cpu", **_options(new)}
-        return verify(ROOT / base / "old.py", new, data_dir=data_dir, cache_dir=cache_dir, **options)
+        return verify(
+            ROOT / base / "old.py", new, data_dir=data_dir, cache_dir=cache_dir, **options
+        )
 
     return go
 

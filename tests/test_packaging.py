@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,7 +17,10 @@ def _declared() -> set[str]:
 
 def _on_disk() -> set[str]:
     found = set()
-    for base, prefix in ((ROOT / "src" / "dali_migrate", "dali_migrate"), (ROOT / "transforms", "dali_migrate.transforms")):
+    for base, prefix in (
+        (ROOT / "src" / "dali_migrate", "dali_migrate"),
+        (ROOT / "transforms", "dali_migrate.transforms"),
+    ):
         for module in base.rglob("*.py"):  # a folder of modules is a package, __init__.py or not
             rel = module.parent.relative_to(base).parts
             found.add(".".join([prefix, *rel]))

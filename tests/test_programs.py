@@ -22,13 +22,16 @@ import threading
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 
 from dali_migrate import migrate_source
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "fixtures" / "programs"
-CASES = sorted(p.name for p in PROGRAMS.iterdir() if (p / "old.py").is_file()) if PROGRAMS.is_dir() else []
+CASES = (
+    sorted(p.name for p in PROGRAMS.iterdir() if (p / "old.py").is_file())
+    if PROGRAMS.is_dir()
+    else []
+)
 TIMEOUT_S = 120
 TODO_PREFIX = "# TODO(dali-migrate): "
 
@@ -80,12 +83,19 @@ def test_refused_case_only_gains_a_todo(case: str) -> None:
     spec = _spec(case)
     old, new = _read(case, "old.py").splitlines(), _read(case, "new.py").splitlines()
     todos = [i for i, line in enumerate(new) if line.lstrip().startswith(TODO_PREFIX)]
-    assert len(todos) == 1 and new[todos[0]].lstrip().startswith(TODO_PREFIX + spec["refused"] + ": ")
+    assert len(todos) == 1 and new[todos[0]].lstrip().startswith(
+        TODO_PREFIX + spec["refused"] + ": "
+    )
     assert new[: todos[0]] + new[todos[0] + 1 :] == old
 
 
 @pytest.mark.parametrize(
-    "case", [p for p in _case_params("order_change_reported") if _spec(p.values[0]).get("shuffled_epoch_size")]
+    "case",
+    [
+        p
+        for p in _case_params("order_change_reported")
+        if _spec(p.values[0]).get("shuffled_epoch_size")
+    ],
 )
 def test_order_change_is_reported(case: str) -> None:
     """Where the migrated reader shuffles in another order by design, the user is told."""
@@ -115,7 +125,9 @@ class _Run:
         self._thread.start()
 
     def _go(self, run_program, spec, device) -> None:
-        self._run = run_program(spec, self.root, self.workdir / "cwd", timeout=TIMEOUT_S, device=device)
+        self._run = run_program(
+            spec, self.root, self.workdir / "cwd", timeout=TIMEOUT_S, device=device
+        )
 
     def run(self):
         """The harness's ProgramRun, once the program ended with status 0 (else the test fails)."""
@@ -156,13 +168,20 @@ def _same_run(old: _Run, new: _Run, spec: dict) -> list[str]:
     if epoch:
         ignored |= set(range(max((len(it) for it in a.results), default=0)))
     replacements = {str(r.workdir / "cwd"): "<cwd>" for r in (old, new)}
-    outcome = compare_programs(a, b, replacements=replacements, random_outputs=ignored,
-                               tolerances=Tolerances.parse(atol=0, rtol=0))
+    outcome = compare_programs(
+        a,
+        b,
+        replacements=replacements,
+        random_outputs=ignored,
+        tolerances=Tolerances.parse(atol=0, rtol=0),
+    )
     diffs = [] if outcome.verdict == "match" else [outcome.reason, *outcome.notes]
     if epoch and not diffs:
         streams = [_sample_stream(r.results) for r in (a, b)]
         for e in range(min(len(streams[0]), len(streams[1])) // epoch):
-            if sorted(streams[0][e * epoch : (e + 1) * epoch]) != sorted(streams[1][e * epoch : (e + 1) * epoch]):
+            if sorted(streams[0][e * epoch : (e + 1) * epoch]) != sorted(
+                streams[1][e * epoch : (e + 1) * epoch]
+            ):
                 diffs.append(f"epoch {e}: the samples differ, not only their order")
     return diffs
 
@@ -187,7 +206,10 @@ def old_results(synthetic_data, tmp_path_factory):
             spec = _spec(case)
             data_dir = synthetic_data(spec)
             work = tmp_path_factory.mktemp(f"{case}-old")
-            cache[case] = data_dir, _Run(PROGRAMS / case / "old.py", data_dir, spec["iterations"], work)
+            cache[case] = (
+                data_dir,
+                _Run(PROGRAMS / case / "old.py", data_dir, spec["iterations"], work),
+            )
         return cache[case]
 
     return get

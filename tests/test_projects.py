@@ -24,7 +24,9 @@ from click.testing import CliRunner
 from dali_migrate.cli import main as cli_main
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
-CASES = sorted(p.name for p in PROJECTS.iterdir() if (p / "old").is_dir()) if PROJECTS.is_dir() else []
+CASES = (
+    sorted(p.name for p in PROJECTS.iterdir() if (p / "old").is_dir()) if PROJECTS.is_dir() else []
+)
 
 #: Known migration bugs: case -> {test: reason}; those tests are strict xfails, so a fix shows up.
 KNOWN_BUGS: dict[str, dict[str, str]] = {}
@@ -98,7 +100,16 @@ def test_migrated_project_computes_the_same(case: str, tmp_path: Path, synthetic
         shutil.copytree(root, copy, dirs_exist_ok=True)
         out = tmp_path / f"{side}.pkl"
         proc = subprocess.run(
-            [sys.executable, "-c", RUNNER, str(copy), spec["main"], str(data), str(spec["iterations"]), str(out)],
+            [
+                sys.executable,
+                "-c",
+                RUNNER,
+                str(copy),
+                spec["main"],
+                str(data),
+                str(spec["iterations"]),
+                str(out),
+            ],
             capture_output=True,
             text=True,
             timeout=180,
@@ -128,12 +139,22 @@ def test_migrations_done_while_planning_are_reused_not_repeated(case: str, monke
         return real(text, path, options, project)
 
     monkeypatch.setattr(engine, "_migrate", counting)
-    results = {fr.path: fr for fr in engine.run([PROJECTS / case / "old"], engine.Options(mode="diff", jobs=1))}
+    results = {
+        fr.path: fr
+        for fr in engine.run([PROJECTS / case / "old"], engine.Options(mode="diff", jobs=1))
+    }
     linked = [p for p, fr in results.items() if fr.project is not None]
     assert linked, "the case links no modules"
-    assert len(calls) < len(set(calls)) + len(linked), f"every linked module was migrated again: {calls}"
+    assert len(calls) < len(set(calls)) + len(linked), (
+        f"every linked module was migrated again: {calls}"
+    )
     for path in linked:
-        fresh = real(Path(path).read_text(encoding="utf-8"), path, engine.Options(mode="diff"), results[path].project)
+        fresh = real(
+            Path(path).read_text(encoding="utf-8"),
+            path,
+            engine.Options(mode="diff"),
+            results[path].project,
+        )
         assert results[path].result.code == fresh.code
 
 

@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
+from samples import PIPELINE
 
 from dali_migrate import __version__, migrate_source
 from dali_migrate.cli import main
 from dali_migrate.registry import all_rules
-from samples import PIPELINE
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +56,9 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def sarif(*args) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["--format", "sarif", "-j", "1", *map(os.fspath, args)], catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["--format", "sarif", "-j", "1", *map(os.fspath, args)], catch_exceptions=False
+    )
     assert result.stdout.strip(), result.stderr
     return result.exit_code, json.loads(result.stdout)
 
@@ -149,7 +151,10 @@ def test_one_result_per_fix_and_diagnostic_with_rule_metadata():
         assert r["properties"]["safety"] == fix.safety
         assert r["properties"]["dependsOn"] == list(fix.depends_on)
         region = r["locations"][0]["physicalLocation"]["region"]
-        assert (region["startLine"], region["startColumn"]) == (fix.span.start_line, fix.span.start_col + 1)
+        assert (region["startLine"], region["startColumn"]) == (
+            fix.span.start_line,
+            fix.span.start_col + 1,
+        )
     diagnostics = [r for r in run["results"] if "severity" in r["properties"]]
     assert len(diagnostics) == len(migrated.diagnostics) >= 1
     todo = next(r for r in diagnostics if r["properties"]["severity"] == "todo")
@@ -200,7 +205,9 @@ def test_a_file_name_that_is_not_utf8_is_percent_encoded_byte_by_byte(validator)
 def test_absolute_paths_are_file_uris(tmp_path):
     path = write(tmp_path / "abs.py", PIPELINE)
     _, log = sarif(path.resolve())
-    uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"][
+        "uri"
+    ]
     assert uri == path.resolve().as_uri()
 
 
@@ -220,7 +227,9 @@ def test_files_that_cannot_be_processed_are_notifications():
 def test_write_marks_fixes_written():
     write(Path("simple.py"), PIPELINE)
     _, log = sarif("--write", "simple.py")
-    assert all(r["properties"]["written"] for r in log["runs"][0]["results"] if "fixId" in r["properties"])
+    assert all(
+        r["properties"]["written"] for r in log["runs"][0]["results"] if "fixId" in r["properties"]
+    )
     _, log = sarif("--check", "simple.py")  # written already: nothing left
     assert log["runs"][0]["results"] == []
 
@@ -238,7 +247,9 @@ def test_pre_commit_hook_runs_dali_migrate_check():
     write(Path("simple.py"), PIPELINE)
     write(Path("done.py"), migrate_source(PIPELINE).code)
     entry = [sys.executable, "-m", "dali_migrate", *hook["entry"].split()[1:]]
-    pending = subprocess.run([*entry, "simple.py", "done.py"], capture_output=True, text=True, timeout=120)
+    pending = subprocess.run(
+        [*entry, "simple.py", "done.py"], capture_output=True, text=True, timeout=120
+    )
     assert pending.returncode == 1, pending.stderr
     assert "+++ b/simple.py" in pending.stdout and "done.py" not in pending.stdout
     clean = subprocess.run([*entry, "done.py"], capture_output=True, text=True, timeout=120)

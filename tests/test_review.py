@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from click.testing import Result as CliResult
+from dependent_fixes import CHAINED, DEFINITION_FIRST, chained_rule  # noqa: F401 (a fixture)
+from samples import PIPELINE
 
 from dali_migrate import apply_fixes, migrate_source
 from dali_migrate.cli import main
 from dali_migrate.review import DEFAULT_DECISIONS, KEYS, PROMPT
-from dependent_fixes import CHAINED, DEFINITION_FIRST, chained_rule  # noqa: F401 (a fixture)
-from samples import PIPELINE
 
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -52,18 +52,30 @@ def _plain_environment(monkeypatch, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    for var in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "EDITOR", "VISUAL"):
+    for var in (
+        "COLUMNS",
+        "LINES",
+        "FORCE_COLOR",
+        "TTY_COMPATIBLE",
+        "TTY_INTERACTIVE",
+        "EDITOR",
+        "VISUAL",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
 
 
 def review(*args, answers: str = "") -> CliResult:
     """``dali-migrate -i ARGS`` with ``answers`` (one a line) on standard input."""
-    return CliRunner().invoke(main, ["-i", *map(os.fspath, args)], input=answers, catch_exceptions=False)
+    return CliRunner().invoke(
+        main, ["-i", *map(os.fspath, args)], input=answers, catch_exceptions=False
+    )
 
 
 def replay(decisions: Path, *args) -> CliResult:
-    return CliRunner().invoke(main, ["--decisions", os.fspath(decisions), *map(os.fspath, args)], catch_exceptions=False)
+    return CliRunner().invoke(
+        main, ["--decisions", os.fspath(decisions), *map(os.fspath, args)], catch_exceptions=False
+    )
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -107,7 +119,10 @@ def test_y_applies_and_n_skips():
     assert result.exit_code == EXIT_OK, result.stderr
     assert prompts(result) == 3
     # each diff is the change on top of what was accepted before it
-    assert "-    return ndd.decoders.image(jpegs)[0]\n+    return ndd.decoders.image(jpegs).slice[0]" in result.stdout
+    assert (
+        "-    return ndd.decoders.image(jpegs)[0]\n+    return ndd.decoders.image(jpegs).slice[0]"
+        in result.stdout
+    )
     assert path.read_text() == apply_fixes(HELPER, [DECODE_FN, FLIP_FN], todo_markers=False)
     text = path.read_text()
     assert "ndd.decoders.image(jpegs)[0]" in text
@@ -115,7 +130,9 @@ def test_y_applies_and_n_skips():
     assert "import nvidia.dali.experimental.dynamic as ndd" in text  # the import fix, recomputed
     assert decisions() == {
         "version": 1,
-        "files": {"helper.py": {DECODE_FN: "accepted", DECODE_DEVICE: "rejected", FLIP_FN: "accepted"}},
+        "files": {
+            "helper.py": {DECODE_FN: "accepted", DECODE_DEVICE: "rejected", FLIP_FN: "accepted"}
+        },
     }
     assert "1 file reviewed, 1 written" in result.stdout
     assert "fixes: 2 applied, 1 skipped" in result.stdout
@@ -127,7 +144,10 @@ def test_each_fix_is_shown_with_rule_safety_message_and_diff():
     assert f"[1/3] DM101 (safe)  helper.py:5  {DECODE_FN}" in out
     assert f"[2/3] DM103 (safe)  helper.py:5  {DECODE_DEVICE}" in out
     assert "node[i] becomes node.slice[i]" in out
-    assert "-    return fn.decoders.image(jpegs)[0]\n+    return fn.decoders.image(jpegs).slice[0]" in out
+    assert (
+        "-    return fn.decoders.image(jpegs)[0]\n+    return fn.decoders.image(jpegs).slice[0]"
+        in out
+    )
     assert path.read_text() == HELPER  # everything skipped: nothing written
 
 
@@ -155,8 +175,14 @@ def test_d_skips_the_rest_of_the_file_only():
     assert result.exit_code == EXIT_OK, result.stderr
     assert prompts(result) == 2 + 3
     assert a.read_text() == apply_fixes(HELPER, [DECODE_FN], todo_markers=False)
-    assert b.read_text() == apply_fixes(HELPER, [DECODE_FN, DECODE_DEVICE, FLIP_FN], todo_markers=False)
-    assert decisions()["files"]["a.py"] == {DECODE_FN: "accepted", DECODE_DEVICE: "rejected", FLIP_FN: "rejected"}
+    assert b.read_text() == apply_fixes(
+        HELPER, [DECODE_FN, DECODE_DEVICE, FLIP_FN], todo_markers=False
+    )
+    assert decisions()["files"]["a.py"] == {
+        DECODE_FN: "accepted",
+        DECODE_DEVICE: "rejected",
+        FLIP_FN: "rejected",
+    }
 
 
 def test_capital_a_applies_everything_left_in_every_file():
@@ -281,7 +307,9 @@ def test_e_applies_what_the_reviewer_saved(monkeypatch, tmp_path):
     text = path.read_text()
     assert "# checked by hand\ndef flip" in text  # the hand edit is kept
     assert "ndd.decoders.image(jpegs" in text
-    assert "ndd.flip(images, horizontal=1)" in text  # a later fix, found again in the edited text by id
+    assert (
+        "ndd.flip(images, horizontal=1)" in text
+    )  # a later fix, found again in the edited text by id
     assert text.count("import nvidia.dali.experimental.dynamic as ndd") == 1
     compile(text, "helper.py", "exec")
     files = decisions()["files"]["helper.py"]
@@ -347,7 +375,9 @@ def test_rejections_survive_unrelated_edits_of_the_file():
     path = write(Path("helper.py"), HELPER)
     review(path, answers="n\nn\nn\n")
     # change code that none of the fixes touches: the ids, and so the decisions, still hold
-    edited = HELPER.replace("def flip(images):", "def mirror(x):\n    return x[::-1]\n\n\ndef flip(images):")
+    edited = HELPER.replace(
+        "def flip(images):", "def mirror(x):\n    return x[::-1]\n\n\ndef flip(images):"
+    )
     path.write_text(edited)
 
     again = review(path, answers="")
@@ -376,7 +406,9 @@ def test_decisions_are_replayed_without_questions(tmp_path):
 
 
 def test_replay_leaves_undecided_fixes_alone():
-    Path("d.json").write_text(json.dumps({"version": 1, "files": {"helper.py": {FLIP_FN: "accepted"}}}))
+    Path("d.json").write_text(
+        json.dumps({"version": 1, "files": {"helper.py": {FLIP_FN: "accepted"}}})
+    )
     path = write(Path("helper.py"), HELPER)
     result = replay(Path("d.json"), path)
     assert result.exit_code == EXIT_OK, result.stderr
@@ -386,8 +418,12 @@ def test_replay_leaves_undecided_fixes_alone():
 
 def test_interactive_with_a_decisions_file_uses_it():
     path = write(Path("helper.py"), HELPER)
-    Path("mine.json").write_text(json.dumps({"version": 1, "files": {"helper.py": {DECODE_FN: "rejected"}}}))
-    result = CliRunner().invoke(main, ["-i", "--decisions", "mine.json", "helper.py"], input="y\ny\n")
+    Path("mine.json").write_text(
+        json.dumps({"version": 1, "files": {"helper.py": {DECODE_FN: "rejected"}}})
+    )
+    result = CliRunner().invoke(
+        main, ["-i", "--decisions", "mine.json", "helper.py"], input="y\ny\n"
+    )
     assert result.exit_code == EXIT_OK, result.stderr
     assert prompts(result) == 2
     assert path.read_text() == apply_fixes(HELPER, [DECODE_DEVICE, FLIP_FN], todo_markers=False)
@@ -451,7 +487,9 @@ def test_skipping_a_needed_fix_skips_what_needs_it(chained_rule):
     assert prompts(result) == 1  # the definition; then the calls cannot be offered
     for call in calls:
         assert f"needed by {call.id}: skipping this fix skips it too" in result.stdout
-        assert f"{call.id} is not applied: needs {definition.id}, which was skipped" in result.stdout
+        assert (
+            f"{call.id} is not applied: needs {definition.id}, which was skipped" in result.stdout
+        )
     assert "2 not offered (they need a skipped fix)" in result.stdout
     assert path.read_bytes() == DEFINITION_FIRST.encode()
     # what was not offered is not remembered as rejected: it is asked about once its need is met
@@ -477,7 +515,11 @@ def test_skipping_a_fix_keeps_what_it_pulled_in_undecided(chained_rule):
 
 def test_a_file_that_changed_during_the_review_is_not_overwritten(monkeypatch, tmp_path):
     # the "editor" also changes the file on disk, as another program might during a review
-    _editor(monkeypatch, tmp_path, "Path('helper.py').write_text('# changed meanwhile\\n' + Path('helper.py').read_text())\n")
+    _editor(
+        monkeypatch,
+        tmp_path,
+        "Path('helper.py').write_text('# changed meanwhile\\n' + Path('helper.py').read_text())\n",
+    )
     path = write(Path("helper.py"), HELPER)
 
     result = review(path, answers="e\ny\n")
@@ -510,11 +552,16 @@ def test_crlf_and_encoding_are_kept():
 
 
 def test_diagnostics_are_shown_but_no_todo_marker_is_written():
-    code = HELPER.replace("fn.decoders.image(jpegs)[0]", "fn.decoders.image(jpegs, device=cfg.device)[0]")
+    code = HELPER.replace(
+        "fn.decoders.image(jpegs)[0]", "fn.decoders.image(jpegs, device=cfg.device)[0]"
+    )
     path = write(Path("helper.py"), code)
     result = review(path, answers="y\ny\ny\n")
     assert result.exit_code == EXIT_OK, result.stderr
-    assert "helper.py:5:" in result.stdout and ": DM102 todo: device=cfg.device may be" in result.stdout
+    assert (
+        "helper.py:5:" in result.stdout
+        and ": DM102 todo: device=cfg.device may be" in result.stdout
+    )
     text = path.read_text()
     assert text == apply_fixes(code, fix_ids(code), todo_markers=False)
     assert "TODO(dali-migrate)" not in text  # the review writes the accepted fixes only
@@ -550,7 +597,13 @@ class Terminal:
         env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "EDITOR", "VISUAL")}
         env.update(TERM="xterm-256color", COLUMNS="100", LINES="40")
         self.proc = subprocess.Popen(
-            args, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, env=env, preexec_fn=_controlling_terminal
+            args,
+            cwd=cwd,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            preexec_fn=_controlling_terminal,
         )
         os.close(slave)
         self.output = bytearray()
@@ -571,7 +624,9 @@ class Terminal:
         while self.output.count(text) < count:
             left = deadline - time.monotonic()
             if left <= 0 or not self._read(left):
-                raise AssertionError(f"waited for {count}x {text!r}; got:\n{bytes(self.output[-2000:])!r}")
+                raise AssertionError(
+                    f"waited for {count}x {text!r}; got:\n{bytes(self.output[-2000:])!r}"
+                )
 
     def press(self, key: str) -> None:
         os.write(self.master, key.encode())
@@ -582,7 +637,9 @@ class Terminal:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running; it printed:\n{bytes(self.output[-2000:])!r}") from None
+            raise AssertionError(
+                f"still running; it printed:\n{bytes(self.output[-2000:])!r}"
+            ) from None
         finally:
             os.close(self.master)
 
@@ -626,7 +683,9 @@ def test_ctrl_c_in_a_terminal_leaves_the_file_under_review_untouched():
 
     assert code == 130, shown
     assert "interrupted" in shown
-    assert path.read_bytes() == HELPER.encode()  # the file's fixes were not all decided: not written
+    assert (
+        path.read_bytes() == HELPER.encode()
+    )  # the file's fixes were not all decided: not written
     assert "Traceback" not in shown
 
 

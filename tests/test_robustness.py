@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from samples import PIPELINE
 
 import dali_migrate.api as api
 import dali_migrate.engine as engine
 from dali_migrate import Diagnostic, Edit, Fix, SourceParseError, Span, migrate_source
 from dali_migrate.fixes import TODO_PREFIX, parses
-from samples import PIPELINE
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

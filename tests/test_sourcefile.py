@@ -44,14 +44,14 @@ def _assert_one_line(err: SourceError, path: Path) -> None:
 
 def test_utf8_round_trip(tmp_path: Path) -> None:
     p = tmp_path / "m.py"
-    p.write_bytes("x = 'héllo ✓'\n".encode("utf-8"))
+    p.write_bytes("x = 'héllo ✓'\n".encode())
     sf = read_source(p)
     assert sf.text == "x = 'héllo ✓'\n"
     assert sf.encoding == "utf-8"
     assert sf.raw == p.read_bytes()
     assert sf.path == p
     write_source(sf, sf.text.replace("héllo", "wörld"))
-    assert p.read_bytes() == "x = 'wörld ✓'\n".encode("utf-8")
+    assert p.read_bytes() == "x = 'wörld ✓'\n".encode()
     assert _leftover_temps(tmp_path) == []
 
 
@@ -66,12 +66,12 @@ def test_crlf_kept(tmp_path: Path) -> None:
 
 def test_utf8_bom_survives(tmp_path: Path) -> None:
     p = tmp_path / "bom.py"
-    p.write_bytes(codecs.BOM_UTF8 + "s = 'é'\n".encode("utf-8"))
+    p.write_bytes(codecs.BOM_UTF8 + "s = 'é'\n".encode())
     sf = read_source(p)
     assert sf.encoding == "utf-8-sig"
     assert sf.text == "s = 'é'\n"  # BOM not part of the text
     write_source(sf, "s = 'è'\n")
-    assert p.read_bytes() == codecs.BOM_UTF8 + "s = 'è'\n".encode("utf-8")
+    assert p.read_bytes() == codecs.BOM_UTF8 + "s = 'è'\n".encode()
 
 
 def test_latin1_cookie_round_trip(tmp_path: Path) -> None:
@@ -326,7 +326,7 @@ def test_temp_file_is_in_same_directory(tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(os, "replace", spy)
     write_source(sf, "x = 2\n")
-    (src, dst), = seen
+    ((src, dst),) = seen
     assert Path(src).parent == tmp_path
     assert Path(src).name.startswith(".m.py.") and src.endswith(".tmp")
     assert Path(dst) == p

@@ -17,7 +17,16 @@ pytestmark = pytest.mark.dali
 
 def test_bench_reports_both_rates_and_their_ratio() -> None:
     pytest.importorskip("nvidia.dali")
-    args = [str(CASE / "old.py"), str(CASE / "new.py"), "--device", "cpu", "--bench", "8", "--format", "json"]
+    args = [
+        str(CASE / "old.py"),
+        str(CASE / "new.py"),
+        "--device",
+        "cpu",
+        "--bench",
+        "8",
+        "--format",
+        "json",
+    ]
     result = CliRunner().invoke(verify_command, args)
     assert result.exit_code == 0, result.output
     (pipeline,) = json.loads(result.output)["pipelines"]

@@ -40,8 +40,9 @@ def _one_line_usage_error(result, *words: str) -> None:
         (b"def p(:\n    pass\n", ["not valid Python", "line 1"]),
     ],
 )
-def test_a_file_that_is_not_python_is_one_line_and_exit_2(tmp_path: Path, content: bytes,
-                                                          words: list[str]) -> None:
+def test_a_file_that_is_not_python_is_one_line_and_exit_2(
+    tmp_path: Path, content: bytes, words: list[str]
+) -> None:
     bad = tmp_path / "bad.py"
     bad.write_bytes(content)
     for args in ([str(bad), str(CASE / "new.py")], [str(CASE / "old.py"), str(bad)]):
@@ -57,8 +58,10 @@ def test_a_fifo_as_new_is_refused_without_opening_it(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "dali_migrate", "verify", str(CASE / "old.py"), str(fifo)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == f"dali-migrate verify: error: NEW {fifo}: not a regular file " \
+    assert (
+        proc.stderr.strip() == f"dali-migrate verify: error: NEW {fifo}: not a regular file "
         "(verify takes Python files; --program takes folders)"
+    )
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
@@ -74,6 +77,7 @@ def test_without_the_verify_extra_one_line_says_what_to_install(monkeypatch) -> 
     import importlib.util
 
     real = importlib.util.find_spec
+
     def find_spec(name, *args):
         return None if name == "numpy" else real(name, *args)
 
@@ -101,17 +105,30 @@ def test_options_are_one_dataclass_and_the_keywords_still_work() -> None:
 
 
 @pytest.mark.dali
-def test_a_relative_data_path_is_relative_to_the_current_directory(tmp_path: Path, synthetic_data,
-                                                                  monkeypatch) -> None:
+def test_a_relative_data_path_is_relative_to_the_current_directory(
+    tmp_path: Path, synthetic_data, monkeypatch
+) -> None:
     pytest.importorskip("nvidia.dali")
     data = synthetic_data({"kind": "npy", "count": 10, "shape": [6, 5, 3], "dtype": "uint8"})
     monkeypatch.chdir(data.parent)
-    args = [str(CASE / "old.py"), str(CASE / "new.py"), "--device", "cpu", "--data", data.name,
-            "--iterations", "2"]
+    args = [
+        str(CASE / "old.py"),
+        str(CASE / "new.py"),
+        "--device",
+        "cpu",
+        "--data",
+        data.name,
+        "--iterations",
+        "2",
+    ]
     result = CliRunner().invoke(verify_command, args)
     assert result.exit_code == 0, result.output
-    report = verify(CASE / "old.py", CASE / "new.py", VerifyOptions(device="cpu", iterations=2),
-                    kwargs={"data_dir": data.name})
+    report = verify(
+        CASE / "old.py",
+        CASE / "new.py",
+        VerifyOptions(device="cpu", iterations=2),
+        kwargs={"data_dir": data.name},
+    )
     assert report.ok, [p.reason for p in report.pipelines]
 
 
@@ -157,8 +174,10 @@ def test_a_batch_size_from_argparse_takes_the_options_default(tmp_path: Path) ->
     report = verify(old, new, device="cpu", samples=6)
     (p,) = report.pipelines
     assert p.verdict == "match", p.reason
-    note = ("batch_size: 4, the default of the command-line option --batch-size "
-            "(OLD passes args.batch_size)")
+    note = (
+        "batch_size: 4, the default of the command-line option --batch-size "
+        "(OLD passes args.batch_size)"
+    )
     assert note in p.notes
 
 
@@ -168,9 +187,11 @@ def test_a_batch_size_without_a_value_names_the_argument_and_the_kwargs(tmp_path
     old, new = _argparse_pair(tmp_path, ARGPARSE_OLD.replace(", default=4", ""))
     (p,) = verify(old, new, device="cpu").pipelines
     assert p.verdict == "skipped"
-    assert p.reason == ("no value for batch_size (OLD passes batch_size as `args.batch_size` "
-                        "where it builds the pipeline); pass it with --kwargs "
-                        "'{\"batch_size\": <value>}'")
+    assert p.reason == (
+        "no value for batch_size (OLD passes batch_size as `args.batch_size` "
+        "where it builds the pipeline); pass it with --kwargs "
+        "'{\"batch_size\": <value>}'"
+    )
     (p,) = verify(old, new, device="cpu", samples=6, kwargs={"batch_size": 3}).pipelines
     assert p.verdict == "match", p.reason
     # what --write --verify --kwargs calls
@@ -181,10 +202,13 @@ def test_a_batch_size_without_a_value_names_the_argument_and_the_kwargs(tmp_path
 
 
 @pytest.mark.dali
-@pytest.mark.parametrize("tail, verdict_words", [
-    ("raise RuntimeError('module-level failure')\n", "RuntimeError: module-level failure"),
-    ("while True:\n    pass\n", "did not finish within 6 s"),
-])
+@pytest.mark.parametrize(
+    "tail, verdict_words",
+    [
+        ("raise RuntimeError('module-level failure')\n", "RuntimeError: module-level failure"),
+        ("while True:\n    pass\n", "did not finish within 6 s"),
+    ],
+)
 def test_module_level_code_of_new_runs(tmp_path: Path, tail: str, verdict_words: str) -> None:
     """A NEW that raises or never ends when imported is not a match (it was: a false proof)."""
     pytest.importorskip("nvidia.dali")
@@ -214,8 +238,13 @@ def test_what_is_not_run_is_reported(tmp_path: Path) -> None:
         """).replace("make()", "main()")
     kept, dropped = split_entry_points(code, {"trainer"})
     assert "np.random.seed(0)" in kept and "def main" in kept and "__main__" not in kept
-    assert dropped == ["line 6: main()", "line 7: pipe = main()", "line 8: pipe.build()",
-                       "line 9: run(3)", "line 10: raise SystemExit(main())"]
+    assert dropped == [
+        "line 6: main()",
+        "line 7: pipe = main()",
+        "line 8: pipe.build()",
+        "line 9: run(3)",
+        "line 10: raise SystemExit(main())",
+    ]
 
 
 @pytest.mark.dali
@@ -227,8 +256,14 @@ def test_calls_into_the_programs_own_modules_are_not_run_on_import(tmp_path: Pat
 
     (tmp_path / "helpers.py").write_text("def train():\n    raise SystemExit('the program ran')\n")
     tail = "\nfrom helpers import train\ntrain()\n"
-    old, new = CASE.joinpath("old.py").read_text() + tail, CASE.joinpath("new.py").read_text() + tail
+    old, new = (
+        CASE.joinpath("old.py").read_text() + tail,
+        CASE.joinpath("new.py").read_text() + tail,
+    )
     report = verify_code(old, new, base_dir=tmp_path, device="cpu", samples=6, iterations=2)
     assert report.ok, [p.reason for p in report.pipelines]
-    last = [f"{side} line {len(code.splitlines())}: train()" for side, code in (("OLD", old), ("NEW", new))]
+    last = [
+        f"{side} line {len(code.splitlines())}: train()"
+        for side, code in (("OLD", old), ("NEW", new))
+    ]
     assert report.not_run == last

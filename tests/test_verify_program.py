@@ -122,7 +122,12 @@ def test_path_arguments_are_made_absolute(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "data.txt").write_text("42\n")
     monkeypatch.chdir(tmp_path)
     assert absolute_args(["data.txt", "--in=data.txt", "--n", "3", "missing.txt"]) == [
-        str(tmp_path / "data.txt"), f"--in={tmp_path / 'data.txt'}", "--n", "3", "missing.txt"]
+        str(tmp_path / "data.txt"),
+        f"--in={tmp_path / 'data.txt'}",
+        "--n",
+        "3",
+        "missing.txt",
+    ]
     reads = "import sys\nprint(open(sys.argv[1]).read().strip())\n"
     old, new = _pair(tmp_path, reads, reads)
     entry = _only(verify_program(old, new, args=["data.txt"], device="cpu", timeout=60))
@@ -141,7 +146,7 @@ MAIN = textwrap.dedent("""\
 def test_a_called_entry_compares_what_it_returns(tmp_path: Path) -> None:
     changed = MAIN.replace("np.int32) * i", "np.int32) * i + (i == 2)")
     old, new = _pair(tmp_path, MAIN, changed)
-    options = dict(entry="main", args=["3", "0.5"], device="cpu", timeout=60)
+    options = {"entry": "main", "args": ["3", "0.5"], "device": "cpu", "timeout": 60}
     entry = _only(verify_program(old, new, **options))
     assert entry.verdict == "mismatch" and entry.iterations == 3
     assert entry.reason.startswith("returned values differ: iteration 2, output 0, sample 0")
@@ -151,8 +156,11 @@ def test_a_called_entry_compares_what_it_returns(tmp_path: Path) -> None:
 
 def test_random_outputs_are_compared_by_dtype_and_shape(tmp_path: Path) -> None:
     old, new = _pair(tmp_path, MAIN, MAIN.replace("scale * i", "scale * i + 1"))
-    entry = _only(verify_program(old, new, entry="main", args=["2", "1.0"], device="cpu",
-                                 timeout=60, random_outputs=[1]))
+    entry = _only(
+        verify_program(
+            old, new, entry="main", args=["2", "1.0"], device="cpu", timeout=60, random_outputs=[1]
+        )
+    )
     assert entry.verdict == "match", entry.reason
 
 
@@ -164,12 +172,14 @@ def test_project_folders_run_a_module_or_a_function(tmp_path: Path) -> None:
         (pkg / "data.py").write_text("def values():\n    return [1, 2, 3]\n")
         (pkg / "run.py").write_text(
             "from .data import values\n\ndef main(k):\n    print(sum(values()) * k)\n"
-            "    return []\n\nif __name__ == '__main__':\n    main(2)\n")
+            "    return []\n\nif __name__ == '__main__':\n    main(2)\n"
+        )
     old, new = tmp_path / "old", tmp_path / "new"
     as_module = _only(verify_program(old, new, entry="app.run", device="cpu", timeout=60))
     assert as_module.verdict == "match" and "1 line(s) of output" in as_module.reason
-    as_call = _only(verify_program(old, new, entry="app.run:main", args=["5"], device="cpu",
-                                   timeout=60))
+    as_call = _only(
+        verify_program(old, new, entry="app.run:main", args=["5"], device="cpu", timeout=60)
+    )
     assert as_call.verdict == "match"
 
 
@@ -233,8 +243,14 @@ def test_projects_verify_whole(case: str, synthetic_data) -> None:
     folder = FIXTURES / "projects" / case
     spec = json.loads((folder / "data.json").read_text())
     args = [str(synthetic_data(spec)), str(spec["iterations"])]
-    report = verify_program(folder / "old", folder / "new", entry=f"{spec['main']}:main",
-                            device="cpu", args=args, timeout=180)
+    report = verify_program(
+        folder / "old",
+        folder / "new",
+        entry=f"{spec['main']}:main",
+        device="cpu",
+        args=args,
+        timeout=180,
+    )
     entry = _only(report)
     assert entry.verdict == "match", f"{entry.reason}\n{entry.traceback}"
 
@@ -250,8 +266,14 @@ def test_two_capture_loops_in_one_program_are_a_mismatch(tmp_path: Path, synthet
     code = val.read_text().replace("batch_size=batch_size)", "batch_size=batch_size, capture=True)")
     val.write_text(code.replace(".evaluate()", ""))
     spec = json.loads((folder / "data.json").read_text())
-    report = verify_program(folder / "old", new, entry="trainer.loop:main", device="cpu",
-                            args=[str(synthetic_data(spec)), "3"], timeout=180)
+    report = verify_program(
+        folder / "old",
+        new,
+        entry="trainer.loop:main",
+        device="cpu",
+        args=[str(synthetic_data(spec)), "3"],
+        timeout=180,
+    )
     entry = _only(report)
     assert entry.verdict == "mismatch" and entry.side == "new"
     assert "Only one capture-mode loop can be active at a time" in entry.reason
@@ -269,10 +291,12 @@ def test_lowering_copies_code_not_data_and_never_opens_a_fifo(tmp_path: Path) ->
         (folder / "data" / "not_a_module.py").write_text("raise SystemExit('walked')")
         os.mkfifo(folder / "pipe.py")
         (folder / "train.py").write_text(body.replace('"data/', f'"{folder}/data/'))
-    code = ("from dali_migrate.harness.program import verify_program; import sys; "
-            f"r = verify_program({str(tmp_path / 'old' / 'train.py')!r}, "
-            f"{str(tmp_path / 'new' / 'train.py')!r}, device='cpu', timeout=60); "
-            "print(r.pipelines[0].verdict, r.lowered, len(r.lowering))")
+    code = (
+        "from dali_migrate.harness.program import verify_program; import sys; "
+        f"r = verify_program({str(tmp_path / 'old' / 'train.py')!r}, "
+        f"{str(tmp_path / 'new' / 'train.py')!r}, device='cpu', timeout=60); "
+        "print(r.pipelines[0].verdict, r.lowered, len(r.lowering))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["match", "True", "2"], proc.stdout + proc.stderr
 
@@ -280,7 +304,9 @@ def test_lowering_copies_code_not_data_and_never_opens_a_fifo(tmp_path: Path) ->
 def test_a_called_entry_that_returns_none_or_other_values(tmp_path: Path) -> None:
     nothing = "def main():\n    print('done')\n"
     old, new = _pair(tmp_path, nothing, nothing)
-    assert _only(verify_program(old, new, entry="main", device="cpu", timeout=60)).verdict == "match"
+    assert (
+        _only(verify_program(old, new, entry="main", device="cpu", timeout=60)).verdict == "match"
+    )
     other = "def main():\n    return {1, 2}\n"  # not arrays: compared by repr()
     (tmp_path / "b").mkdir()
     changed = _script(tmp_path / "b" / "train.py", other.replace("2}", "3}"))

@@ -19,7 +19,9 @@ from dali_migrate.harness.testing import format_report
 from dali_migrate.harness.verify import verify
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "fixtures" / "programs"
-CASES = sorted(p.name for p in PROGRAMS.iterdir() if (p / "old.py").is_file() and (p / "new.py").is_file())
+CASES = sorted(
+    p.name for p in PROGRAMS.iterdir() if (p / "old.py").is_file() and (p / "new.py").is_file()
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,15 @@ def test_program_verifies(case: str, synthetic_data, caches) -> None:
     pytest.importorskip("nvidia.dali")
     spec = json.loads((PROGRAMS / case / "data.json").read_text())
     data_dir, cache_dir = caches
-    report = verify(PROGRAMS / case / "old.py", PROGRAMS / case / "new.py", data=synthetic_data(spec), device="cpu",
-                    data_dir=data_dir, cache_dir=cache_dir, timeout=120)
+    report = verify(
+        PROGRAMS / case / "old.py",
+        PROGRAMS / case / "new.py",
+        data=synthetic_data(spec),
+        device="cpu",
+        data_dir=data_dir,
+        cache_dir=cache_dir,
+        timeout=120,
+    )
     verdicts = {p.name: p.verdict for p in report.pipelines}
     assert not any(v in ("mismatch", "error") for v in verdicts.values()), format_report(report)
     if "match" not in verdicts.values():
@@ -54,15 +63,28 @@ def test_random_outputs_are_compared_exactly(synthetic_data, caches) -> None:
     if not case.is_dir():
         pytest.skip("no d_random_ops fixture")
     spec = json.loads((case / "data.json").read_text())
-    report = verify(case / "old.py", case / "new.py", data=synthetic_data(spec), device="cpu", iterations=3,
-                    data_dir=caches[0], cache_dir=caches[1])
+    report = verify(
+        case / "old.py",
+        case / "new.py",
+        data=synthetic_data(spec),
+        device="cpu",
+        iterations=3,
+        data_dir=caches[0],
+        cache_dir=caches[1],
+    )
     (p,) = report.pipelines
     assert p.verdict == "match", format_report(report)
     assert p.random_ops == 2 and not p.rng
     assert p.comparison.samples_compared == 3 * 4 * 4
 
 
-GPU_CASES = [c for c in CASES if any(s in (PROGRAMS / c / "old.py").read_text() for s in ('"mixed"', ".gpu()", 'device="gpu"'))]
+GPU_CASES = [
+    c
+    for c in CASES
+    if any(
+        s in (PROGRAMS / c / "old.py").read_text() for s in ('"mixed"', ".gpu()", 'device="gpu"')
+    )
+]
 MUTATION_BASES = Path(__file__).resolve().parent.parent / "fixtures" / "mutations"
 
 
@@ -70,7 +92,13 @@ MUTATION_BASES = Path(__file__).resolve().parent.parent / "fixtures" / "mutation
 @pytest.mark.parametrize(
     "old,new",
     [pytest.param(PROGRAMS / c / "old.py", PROGRAMS / c / "new.py", id=c) for c in GPU_CASES]
-    + [pytest.param(MUTATION_BASES / "augment" / "old.py", MUTATION_BASES / "augment" / "new.py", id="mutations-augment")],
+    + [
+        pytest.param(
+            MUTATION_BASES / "augment" / "old.py",
+            MUTATION_BASES / "augment" / "new.py",
+            id="mutations-augment",
+        )
+    ],
 )
 def test_verifies_on_the_gpu_as_written(old: Path, new: Path, synthetic_data) -> None:
     """On a GPU machine: `mixed` decoding, `.gpu()` and GPU random operators, not lowered.
@@ -84,4 +112,6 @@ def test_verifies_on_the_gpu_as_written(old: Path, new: Path, synthetic_data) ->
     data = synthetic_data(json.loads(spec_file.read_text())) if spec_file.is_file() else None
     report = verify(old, new, data=data, device="gpu", samples=10, timeout=300)
     assert not report.lowered
-    assert report.ok and all(p.verdict in ("match", "skipped") for p in report.pipelines), format_report(report)
+    assert report.ok and all(p.verdict in ("match", "skipped") for p in report.pipelines), (
+        format_report(report)
+    )

@@ -26,7 +26,9 @@ def _copy(tmp_path: Path) -> Path:
 
 def test_verified_migration_is_written(tmp_path: Path) -> None:
     target = _copy(tmp_path)
-    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    result = CliRunner().invoke(
+        main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)]
+    )
     assert result.exit_code == 0, result.output
     assert "ndd.readers.File" in target.read_text()
     assert "pipeline augment_pipe: verified: outputs match" in result.output
@@ -40,10 +42,18 @@ def test_migration_that_does_not_verify_is_not_written(tmp_path: Path, monkeypat
 
     def broken(text, path, options, project):
         result = real(text, path, options, project)
-        return type(result)(result.source, result.code.replace("resize_x=32", "resize_x=31"), result.fixes, result.diagnostics, result.applied)
+        return type(result)(
+            result.source,
+            result.code.replace("resize_x=32", "resize_x=31"),
+            result.fixes,
+            result.diagnostics,
+            result.applied,
+        )
 
     monkeypatch.setattr(engine, "_migrate", broken)
-    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    result = CliRunner().invoke(
+        main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)]
+    )
     assert result.exit_code == 1, result.output
     assert target.read_text() == before
     assert "not written: verify found mismatch for pipeline augment_pipe" in result.output
@@ -64,7 +74,9 @@ def _mixed(tmp_path: Path) -> Path:
 
 def test_device_cpu_writes_a_verified_migration_lowered(tmp_path: Path) -> None:
     target = _mixed(tmp_path)
-    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    result = CliRunner().invoke(
+        main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)]
+    )
     assert result.exit_code == 0, result.output
     text = target.read_text()
     assert 'ndd.decoders.image(jpegs, device="cpu")' in text and '"gpu"' not in text
@@ -83,13 +95,16 @@ def test_device_cpu_leaves_a_held_back_pipeline_as_it_was(tmp_path: Path, monkey
         return type(result)(result.source, code, result.fixes, result.diagnostics, result.applied)
 
     monkeypatch.setattr(engine, "_migrate", broken)
-    result = CliRunner().invoke(main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)])
+    result = CliRunner().invoke(
+        main, ["--write", "--verify", "--device", "cpu", "-j", "1", str(target)]
+    )
     assert result.exit_code == 1, result.output
     assert target.read_text() == before
 
 
-def test_whole_program_check_holds_back_a_file_that_runs_differently(tmp_path: Path,
-                                                                     synthetic_data) -> None:
+def test_whole_program_check_holds_back_a_file_that_runs_differently(
+    tmp_path: Path, synthetic_data
+) -> None:
     """Every pipeline of the file verifies, but the program around them prints something else:
     with ``program_args`` (``--write --verify`` of a program) the file is not written."""
     pytest.importorskip("nvidia.dali")
@@ -102,7 +117,7 @@ def test_whole_program_check_holds_back_a_file_that_runs_differently(tmp_path: P
     result = migrate_source(old.read_text())
     expected = (case / "new.py").read_text()
     data = str(synthetic_data({"kind": "jpeg_folders", "classes": 2, "per_class": 5}))
-    options = dict(program_args=[data, "2"], program_entry="main", device="cpu", samples=6)
+    options = {"program_args": [data, "2"], "program_entry": "main", "device": "cpu", "samples": 6}
     broken = expected.replace("round {round_}", "round {round_ + 1}")
     for code, verdict in ((expected, "match"), (broken, "mismatch")):
         given = type(result)(result.source, code, result.fixes, result.diagnostics, result.applied)
@@ -121,8 +136,13 @@ def test_migrated_code_that_does_not_compile_is_not_written(tmp_path: Path) -> N
     from dali_migrate.harness.migration import verify_migration
 
     result = migrate_source(target.read_text())
-    broken = type(result)(result.source, result.code + "\ndef oops(:\n", result.fixes,
-                          result.diagnostics, result.applied)
+    broken = type(result)(
+        result.source,
+        result.code + "\ndef oops(:\n",
+        result.fixes,
+        result.diagnostics,
+        result.applied,
+    )
     vm = verify_migration(target, result=broken, device="cpu")
     assert not vm.changed and vm.code == target.read_text()
     messages = [d.message for d in vm.diagnostics]
@@ -132,9 +152,13 @@ def test_migrated_code_that_does_not_compile_is_not_written(tmp_path: Path) -> N
 def _sized(tmp_path: Path) -> Path:
     """The program with a pipeline argument the harness cannot find a value for by itself."""
     target = _copy(tmp_path)
-    text = target.read_text().replace("def augment_pipe(data_dir):", "def augment_pipe(data_dir, size):")
+    text = target.read_text().replace(
+        "def augment_pipe(data_dir):", "def augment_pipe(data_dir, size):"
+    )
     text = text.replace("resize_x=32, resize_y=32", "resize_x=size, resize_y=size")
-    text = text.replace("pipe = augment_pipe(data_dir)", "width = 32\n    pipe = augment_pipe(data_dir, width)")
+    text = text.replace(
+        "pipe = augment_pipe(data_dir)", "width = 32\n    pipe = augment_pipe(data_dir, width)"
+    )
     target.write_text(text)
     return target
 

@@ -79,7 +79,9 @@ def _nodes_in(value: object) -> list[cst.CSTNode]:
 def in_source_order(ctx: FileContext, refs: Iterable[Access]) -> list[Access]:
     """Scope references (libcst keeps them in sets) sorted by where they are, so that what is
     derived from them (reasons, edits, TODOs) comes out the same on every run."""
-    return sorted(refs, key=lambda r: (ctx.positions[r.node].start.line, ctx.positions[r.node].start.column))
+    return sorted(
+        refs, key=lambda r: (ctx.positions[r.node].start.line, ctx.positions[r.node].start.column)
+    )
 
 
 def within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | None) -> bool:
@@ -129,17 +131,19 @@ def names_in(node: cst.CSTNode) -> set[str]:
 def free_names(expr: cst.CSTNode) -> set[str]:
     """Plain names an expression reads (attribute names and keywords are not reads)."""
     attrs = {id(n.attr) for n in walk(expr) if isinstance(n, cst.Attribute)}
-    keywords = {id(n.keyword) for n in walk(expr) if isinstance(n, cst.Arg) and n.keyword is not None}
-    return {n.value for n in walk(expr) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
+    keywords = {
+        id(n.keyword) for n in walk(expr) if isinstance(n, cst.Arg) and n.keyword is not None
+    }
+    return {
+        n.value for n in walk(expr) if isinstance(n, cst.Name) and id(n) not in attrs | keywords
+    }
 
 
 def assigned_names(stmt: cst.CSTNode) -> set[str]:
     """Names bound in ``stmt`` by assignments and ``for`` targets."""
     names: set[str] = set()
     for n in walk(stmt):
-        if isinstance(n, cst.AssignTarget):
-            names |= names_in(n.target)
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For)):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
             names |= names_in(n.target)
     return names
 
@@ -196,7 +200,10 @@ def append_arg(args: list[cst.Arg], new: cst.Arg) -> list[cst.Arg]:
         moved = new.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     else:
         moved = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
-    return args[:-1] + [last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace("")), moved]
+    return args[:-1] + [
+        last.with_changes(comma=sep, whitespace_after_arg=cst.SimpleWhitespace("")),
+        moved,
+    ]
 
 
 def insert_arg(args: list[cst.Arg], index: int, new: cst.Arg) -> list[cst.Arg]:
@@ -212,7 +219,9 @@ def remove_args(args: list[cst.Arg], names: set[str]) -> list[cst.Arg]:
     for a in args:
         if a.keyword is not None and a.keyword.value in names:
             if a is args[-1] and out:
-                out[-1] = out[-1].with_changes(comma=a.comma, whitespace_after_arg=a.whitespace_after_arg)
+                out[-1] = out[-1].with_changes(
+                    comma=a.comma, whitespace_after_arg=a.whitespace_after_arg
+                )
             continue
         out.append(a)
     trailing = out and out[-1] is not args[-1] and isinstance(out[-1].comma, cst.Comma)
@@ -227,7 +236,9 @@ def kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 
 def no_space_equal() -> cst.AssignEqual:
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    return cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+    )
 
 
 # -- literals ----------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 
-
 class LocalEnv:
     """What a local rewrite may rely on where it rewrites.
 
@@ -86,7 +85,9 @@ class LocalRule(Rule):
             state.diagnostics.append(result)
             return
         edit = self.edit(ctx, node, result)
-        state.fixes.append(ctx.make_fix(self.id, node, [edit], self.message(ctx, node, result), safety=self.safety))
+        state.fixes.append(
+            ctx.make_fix(self.id, node, [edit], self.message(ctx, node, result), safety=self.safety)
+        )
 
 
 def run_local_rules(state: FileState, rules: list[LocalRule]) -> None:
@@ -156,7 +157,12 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
     return False
 
 
-def _bind(target: cst.BaseAssignTargetExpression, value: cst.BaseExpression, ctx: FileContext, nodes: set[str]) -> None:
+def _bind(
+    target: cst.BaseAssignTargetExpression,
+    value: cst.BaseExpression,
+    ctx: FileContext,
+    nodes: set[str],
+) -> None:
     if isinstance(target, cst.Name):
         if produces_node(ctx, value, nodes):
             nodes.add(target.value)
@@ -210,7 +216,9 @@ class _Lowering(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # a rule that replaces a node whole (``replaces``) leaves nothing inside it to rewrite
-        return not any(getattr(rule, "replaces", None) and rule.replaces(node) for rule in self.rules)
+        return not any(
+            getattr(rule, "replaces", None) and rule.replaces(node) for rule in self.rules
+        )
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
         for rule in self.rules:
@@ -227,7 +235,11 @@ class _Lowering(cst.CSTTransformer):
 
 
 def lower(
-    ctx: FileContext, node: cst.CSTNode, env: LocalEnv, rules: list[LocalRule], fired: set[str] | None = None
+    ctx: FileContext,
+    node: cst.CSTNode,
+    env: LocalEnv,
+    rules: list[LocalRule],
+    fired: set[str] | None = None,
 ) -> tuple[cst.CSTNode, list[Diagnostic]]:
     """Apply every local rule to ``node`` (an original node of ``ctx.module``); the ids of the
     rules that changed something are added to ``fired``."""

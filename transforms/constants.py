@@ -36,9 +36,9 @@ import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 
-from ._local import LocalEnv, LocalRule, produces_node
 from ._cst import has_star, kwarg, kwargs_of, literal, positional
 from ._dali import DTYPES, dali_dtype
+from ._local import LocalEnv, LocalRule, produces_node
 
 _INT32 = 2**31 - 1
 _EXACT_FLOAT32 = 2**24  # ints up to this convert to float32 exactly
@@ -61,7 +61,9 @@ class _Unsupported(Exception):
 class Constants(LocalRule):
     id = "DM107"
     name = "constants"
-    summary = "types.Constant / fn.constant in arithmetic become a literal or ndd.as_tensor(..., dtype=)"
+    summary = (
+        "types.Constant / fn.constant in arithmetic become a literal or ndd.as_tensor(..., dtype=)"
+    )
     node_types = (cst.Call,)
 
     def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
@@ -84,13 +86,19 @@ class Constants(LocalRule):
                     return ctx.todo(self.id, original, _reason(ctx, what, str(e)))
             else:
                 expr = cst.parse_expression(new)
-                return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
+                return (
+                    expr.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+                    if updated.lpar
+                    else expr
+                )
         if env.batch_size is None:
             return ctx.todo(
                 self.id,
                 original,
-                f"{what} outside arithmetic with a batch: use {ctx.ndd}.as_tensor(value, dtype=...) where it is "
-                f"combined with a batch, or {ctx.ndd}.Batch.broadcast(value, batch_size) where a batch is expected "
+                f"{what} outside arithmetic with a batch: use {ctx.ndd}.as_tensor(value, "
+                "dtype=...) where it is "
+                f"combined with a batch, or {ctx.ndd}.Batch.broadcast(value, batch_size) where a "
+                "batch is expected "
                 "(pipeline mode made float64 float32 and int64 int32)",
             )
         try:
@@ -103,13 +111,19 @@ class Constants(LocalRule):
 
 
 def _reason(ctx: FileContext, what: str, why: str, batch: bool = False) -> str:
-    use = f"{ctx.ndd}.Batch.broadcast(value, batch_size, dtype=...)" if batch else f"{ctx.ndd}.as_tensor(value, dtype=...)"
+    use = (
+        f"{ctx.ndd}.Batch.broadcast(value, batch_size, dtype=...)"
+        if batch
+        else f"{ctx.ndd}.as_tensor(value, dtype=...)"
+    )
     return f"{what}: {why}; use {use} with the dtype pipeline mode gave (float64 became float32, int64 int32)"
 
 
 def _in_arithmetic_with_node(ctx: FileContext, node: cst.Call, env: LocalEnv) -> bool:
     parent = ctx.parents.get(node)
-    if isinstance(parent, cst.BinaryOperation) and not isinstance(parent.operator, cst.MatrixMultiply):
+    if isinstance(parent, cst.BinaryOperation) and not isinstance(
+        parent.operator, cst.MatrixMultiply
+    ):
         other = parent.right if parent.left is node else parent.left
         return produces_node(ctx, other, env.nodes)
     if isinstance(parent, cst.ComparisonTarget):
@@ -152,7 +166,12 @@ def _value(node: cst.BaseExpression, ctx: FileContext):
 
 def _is_np_array(ctx: FileContext, call: cst.Call) -> bool:
     f = call.func
-    return isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == ctx.np and f.attr.value == "array"
+    return (
+        isinstance(f, cst.Attribute)
+        and isinstance(f.value, cst.Name)
+        and f.value.value == ctx.np
+        and f.attr.value == "array"
+    )
 
 
 def _flatten(v):
@@ -194,14 +213,18 @@ def _check(flat, dtype: str) -> None:
             raise _Unsupported("a bool dtype for non-bool values")
         return
     if dtype == "float32":
-        if any(isinstance(x, int) and not isinstance(x, bool) and abs(x) > _EXACT_FLOAT32 for x in flat):
+        if any(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) > _EXACT_FLOAT32 for x in flat
+        ):
             raise _Unsupported("ints too large to convert to float32 exactly")
         if "b" in kinds:
             raise _Unsupported("bools converted to float")
         return
     lo, hi = _RANGES[dtype]
     if kinds != {"i"}:
-        raise _Unsupported(f"values that are not ints converted to {dtype} (pipeline mode rounds, numpy truncates)")
+        raise _Unsupported(
+            f"values that are not ints converted to {dtype} (pipeline mode rounds, numpy truncates)"
+        )
     if any(x < lo or x > hi for x in flat):
         raise _Unsupported(f"values out of the range of {dtype}")
 
@@ -224,7 +247,9 @@ def _shape_arg(kw):
         raise _Unsupported("shape= is not a literal") from None
     if isinstance(s, int) and not isinstance(s, bool):
         s = [s]
-    if not isinstance(s, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in s):
+    if not isinstance(s, (list, tuple)) or not all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in s
+    ):
         raise _Unsupported("shape= is not a list of sizes")
     return list(s)
 
@@ -299,13 +324,17 @@ def _from_fn_constant(ctx: FileContext, call: cst.Call) -> str:
     flat = list(_flatten(value))
     if key == "idata" and not all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
         raise _Unsupported("idata= with values other than ints")
-    if key == "fdata" and not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
+    if key == "fdata" and not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat
+    ):
         raise _Unsupported("fdata= with values other than numbers")
     dtype = _dtype_arg(ctx, kw)
     if dtype is None:
         dtype = "float32" if key == "fdata" else "int32"
     elif key == "fdata" and dtype != "float32":
-        raise _Unsupported("fdata= converted to another type (pipeline mode rounds, numpy truncates)")
+        raise _Unsupported(
+            "fdata= converted to another type (pipeline mode rounds, numpy truncates)"
+        )
     if key == "fdata":
         flat = [float(x) for x in flat]
         value = [float(x) for x in value] if isinstance(value, list) else float(value)
@@ -319,10 +348,23 @@ def _from_fn_constant(ctx: FileContext, call: cst.Call) -> str:
 # -- a constant where a batch is expected: a batch of copies of the value --------------------------
 
 _NUMPY_DTYPES = {
-    "bool": "bool", "bool_": "bool", "int8": "int8", "int16": "int16", "int32": "int32",
-    "int64": "int64", "uint8": "uint8", "uint16": "uint16", "uint32": "uint32",
-    "uint64": "uint64", "float16": "float16", "float32": "float32", "float64": "float64",
-    "float": "float64", "int": "int64", "single": "float32", "double": "float64",
+    "bool": "bool",
+    "bool_": "bool",
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
+    "float16": "float16",
+    "float32": "float32",
+    "float64": "float64",
+    "float": "float64",
+    "int": "int64",
+    "single": "float32",
+    "double": "float64",
 }
 #: numpy functions whose result has the dtype their ``dtype=`` names
 _NUMPY_MAKERS = {"array", "asarray", "full", "zeros", "ones", "empty", "arange", "full_like"}
@@ -331,7 +373,11 @@ _NARROWED = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
 
 
 def constant_batch(
-    ctx: FileContext, original: cst.Call, updated: cst.Call, kind: str, batch_size: cst.BaseExpression
+    ctx: FileContext,
+    original: cst.Call,
+    updated: cst.Call,
+    kind: str,
+    batch_size: cst.BaseExpression,
 ) -> cst.BaseExpression:
     """``ndd.Batch.broadcast(value, batch_size, dtype=...)``: the batch of copies of one value
     that the constant node gave (an operator input, an argument input, an output), with the
@@ -346,7 +392,9 @@ def constant_batch(
         sample, dtype = _constant_sample(ctx, original, updated)
         layout = kwargs_of(original).get("layout")
         if layout is not None:  # the tensor carries the layout to every sample
-            sample = cst.Call(attr_chain(f"{ctx.ndd}.as_tensor"), [cst.Arg(sample), kwarg("layout", layout.value)])
+            sample = cst.Call(
+                attr_chain(f"{ctx.ndd}.as_tensor"), [cst.Arg(sample), kwarg("layout", layout.value)]
+            )
     args = [cst.Arg(sample), cst.Arg(batch_size), kwarg("dtype", attr_chain(f"{ctx.ndd}.{dtype}"))]
     call = cst.Call(attr_chain(f"{ctx.ndd}.Batch.broadcast"), args)
     return call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
@@ -425,7 +473,9 @@ def _scalar_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | N
     return cst.parse_expression(repr(v))
 
 
-def _constant_sample(ctx: FileContext, call: cst.Call, updated: cst.Call) -> tuple[cst.BaseExpression, str]:
+def _constant_sample(
+    ctx: FileContext, call: cst.Call, updated: cst.Call
+) -> tuple[cst.BaseExpression, str]:
     """The value of ``types.Constant(...)`` as code, and the dtype pipeline mode gave it."""
     value_arg, kw = _constant_args(call)
     forced = _cpu(kw) or _always_a_node(ctx, call, "Constant")
@@ -468,7 +518,12 @@ def _updated_value(call: cst.Call, updated: cst.Call, arg: cst.Arg) -> cst.BaseE
 
 
 def _unread(
-    ctx: FileContext, value: cst.BaseExpression, new_value: cst.BaseExpression, dtype: str | None, forced: bool, why: str
+    ctx: FileContext,
+    value: cst.BaseExpression,
+    new_value: cst.BaseExpression,
+    dtype: str | None,
+    forced: bool,
+    why: str,
 ) -> tuple[cst.BaseExpression, str]:
     """A value the tool cannot read, as code, and its dtype: the one ``dtype=`` names, or the
     one a numpy function's ``dtype=`` names (narrowed as pipeline mode narrowed it)."""
@@ -479,7 +534,10 @@ def _unread(
         if made in _NARROWED:
             if not forced:
                 article = "a" if made.startswith("f") else "an"
-                raise _Unsupported(f"{article} {made} numpy value that may be a scalar (pipeline mode kept {made} then)")
+                raise _Unsupported(
+                    f"{article} {made} numpy value that may be a scalar (pipeline mode kept "
+                    f"{made} then)"
+                )
             return new_value, _NARROWED[made]
         return new_value, made
     if dtype in ("float64", "float16"):
@@ -517,7 +575,9 @@ def _numpy_dtype(ctx: FileContext, value: cst.BaseExpression) -> str | None:
 
 def _fn_constant_sample(ctx: FileContext, call: cst.Call) -> tuple[cst.BaseExpression, str]:
     """The value of ``fn.constant(...)`` as code, and its dtype."""
-    sample = cst.parse_expression(_from_fn_constant(ctx, call))  # ndd.as_tensor(<sample>, dtype=...)
+    sample = cst.parse_expression(
+        _from_fn_constant(ctx, call)
+    )  # ndd.as_tensor(<sample>, dtype=...)
     assert isinstance(sample, cst.Call)
     dtype = sample.args[1].value
     assert isinstance(dtype, cst.Attribute)

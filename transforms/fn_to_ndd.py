@@ -84,7 +84,9 @@ class FnToNdd(LocalRule):
         if op is None:
             if any(o.fn_path.startswith(path + ".") for o in ctx.catalog):
                 return None  # a submodule such as fn.readers, not an operator
-            return ctx.todo(self.id, original, f"fn.{path} is not a DALI {ctx.catalog.dali_version} operator")
+            return ctx.todo(
+                self.id, original, f"fn.{path} is not a DALI {ctx.catalog.dali_version} operator"
+            )
         target = op.target
         if target.is_reader and target.ndd_path is not None:
             if isinstance(parent, cst.Call) and parent.func is original:
@@ -92,10 +94,13 @@ class FnToNdd(LocalRule):
                     self.id,
                     original,
                     f"fn.{path} outside a pipeline the tool migrated: build ndd.readers."
-                    f"{(target.ndd_path or '').split('.')[-1]} once and iterate reader.next_epoch(batch_size=...)",
+                    f"{(target.ndd_path or '').split('.')[-1]} once and iterate "
+                    "reader.next_epoch(batch_size=...)",
                 )
             return None
-        if op is not target and (op.inputs != target.inputs or op.num_outputs != target.num_outputs):
+        if op is not target and (
+            op.inputs != target.inputs or op.num_outputs != target.num_outputs
+        ):
             return ctx.todo(
                 self.id,
                 original,
@@ -106,7 +111,11 @@ class FnToNdd(LocalRule):
         if target.is_random and env.rng is None and not (called and migrates_outside(ctx, parent)):
             return None  # DM104 leaves it as it is, with a TODO that says what it needs
         if target.ndd_path is None:
-            if target.fn_path in HANDED_OFF and isinstance(parent, cst.Call) and parent.func is original:
+            if (
+                target.fn_path in HANDED_OFF
+                and isinstance(parent, cst.Call)
+                and parent.func is original
+            ):
                 return None  # the call is rewritten or flagged by HANDED_OFF[...]
             hint = REPLACEMENTS.get(target.fn_path, "no dynamic-mode counterpart")
             return ctx.todo(self.id, original, f"fn.{path} does not exist in dynamic mode: {hint}")

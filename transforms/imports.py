@@ -56,9 +56,9 @@ def _bound_name(alias: cst.ImportAlias) -> str:
 
 
 def _is_dali(module_name: str) -> bool:
-    return (module_name == "nvidia.dali" or module_name.startswith("nvidia.dali.")) and not module_name.startswith(
-        NDD_MODULE
-    )
+    return (
+        module_name == "nvidia.dali" or module_name.startswith("nvidia.dali.")
+    ) and not module_name.startswith(NDD_MODULE)
 
 
 def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
@@ -70,8 +70,13 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
     except (SyntaxError, ValueError):
         return []
     # the statements left out of the analysis are the same before and after
-    dali_names = {_bound_name(a) for s in ctx.module.body if isinstance(s, cst.SimpleStatementLine)
-                  for small in s.body for a in (_aliases(small)[0] or ())}
+    dali_names = {
+        _bound_name(a)
+        for s in ctx.module.body
+        if isinstance(s, cst.SimpleStatementLine)
+        for small in s.body
+        for a in (_aliases(small)[0] or ())
+    }
     for name in ctx.skipped_variables({ctx.ndd, ctx.np} | dali_names):
         before[name] += 1
         after[name] += 1
@@ -103,12 +108,23 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
                 new_smalls.append(small)
                 continue
             dali_stmt = True
-            keep = [a for a in aliases if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)]
+            keep = [
+                a
+                for a in aliases
+                if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)
+            ]
             if len(keep) != len(aliases):
                 touched = True
             if keep:
-                keep = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a for i, a in enumerate(keep)]
-                new_smalls.append(small.with_changes(names=keep) if isinstance(small, cst.Import) else _from_with(small, keep))
+                keep = [
+                    a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a
+                    for i, a in enumerate(keep)
+                ]
+                new_smalls.append(
+                    small.with_changes(names=keep)
+                    if isinstance(small, cst.Import)
+                    else _from_with(small, keep)
+                )
         if dali_stmt:
             anchor = stmt
         if not touched:
@@ -116,7 +132,10 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
         indents = ctx.indents(stmt)
         if new_smalls:
             last = len(new_smalls) - 1
-            new_smalls = [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s for i, s in enumerate(new_smalls)]
+            new_smalls = [
+                s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s
+                for i, s in enumerate(new_smalls)
+            ]
             text = ctx.render(stmt.with_changes(body=new_smalls), indents)
         else:
             text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
@@ -179,7 +198,9 @@ def _binds(module: cst.Module, name: str) -> bool:
     for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                    small.names, cst.ImportStar
+                ):
                     if any(_bound_name(a) == name for a in small.names):
                         return True
     return False
@@ -189,7 +210,9 @@ def _is_prologue(stmt: cst.CSTNode) -> bool:
     """Module docstring and ``from __future__`` lines come before any import we add."""
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         s = stmt.body[0]
-        if isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)):
+        if isinstance(s, cst.Expr) and isinstance(
+            s.value, (cst.SimpleString, cst.ConcatenatedString)
+        ):
             return True
     return False
 
@@ -199,7 +222,12 @@ def _prologue_end(ctx: FileContext) -> int:
     for stmt in ctx.module.body:
         if _is_prologue(stmt) or (
             isinstance(stmt, cst.SimpleStatementLine)
-            and any(isinstance(s, cst.ImportFrom) and s.module is not None and dotted(s.module) == "__future__" for s in stmt.body)
+            and any(
+                isinstance(s, cst.ImportFrom)
+                and s.module is not None
+                and dotted(s.module) == "__future__"
+                for s in stmt.body
+            )
         ):
             off = ctx.stmt_span(stmt)[1]
         else:

@@ -42,17 +42,38 @@ from ._cst import within
 
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
 _KINDS = (
-    ("nvidia.dali.plugin.", "a framework iterator: migrate the module that defines its pipeline in the same run, "
-     "then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)"),
-    ("nvidia.dali.ops.", "a legacy operator object: call the ndd operator on Batches where it is called"),
-    ("nvidia.dali.fn.", "a pipeline-mode operator: call the ndd operator on Batches where this runs"),
+    (
+        "nvidia.dali.plugin.",
+        "a framework iterator: migrate the module that defines its pipeline in the same run, "
+        "then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)",
+    ),
+    (
+        "nvidia.dali.ops.",
+        "a legacy operator object: call the ndd operator on Batches where it is called",
+    ),
+    (
+        "nvidia.dali.fn.",
+        "a pipeline-mode operator: call the ndd operator on Batches where this runs",
+    ),
     ("nvidia.dali.math.", "a pipeline-mode operator: use ndd.math on Batches"),
-    ("nvidia.dali.types.Constant", "a pipeline-mode constant: use ndd.as_tensor(...) or a numpy array"),
-    ("nvidia.dali.pipeline_def", "a pipeline definition the tool could not see: migrate its module in the same run"),
-    ("nvidia.dali.pipeline.", "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
-     "(a serialized pipeline stays in pipeline mode for serving)"),
-    ("nvidia.dali.Pipeline", "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
-     "(a serialized pipeline stays in pipeline mode for serving)"),
+    (
+        "nvidia.dali.types.Constant",
+        "a pipeline-mode constant: use ndd.as_tensor(...) or a numpy array",
+    ),
+    (
+        "nvidia.dali.pipeline_def",
+        "a pipeline definition the tool could not see: migrate its module in the same run",
+    ),
+    (
+        "nvidia.dali.pipeline.",
+        "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
+        "(a serialized pipeline stays in pipeline mode for serving)",
+    ),
+    (
+        "nvidia.dali.Pipeline",
+        "the Pipeline API, which dynamic mode has no counterpart of: run the operators directly "
+        "(a serialized pipeline stays in pipeline mode for serving)",
+    ),
 )
 
 
@@ -74,7 +95,11 @@ class Leftovers(Rule):
             if kind is None or _inside(ctx, node, claimed, covered):
                 continue
             stmt = ctx.enclosing_statement(node)
-            if _annotation(ctx, node) or ctx.first_line(stmt) in marked or ctx.line_of(node) in marked:
+            if (
+                _annotation(ctx, node)
+                or ctx.first_line(stmt) in marked
+                or ctx.line_of(node) in marked
+            ):
                 continue
             if _marker_above(ctx, ctx.first_line(stmt)) or _marker_above(ctx, ctx.line_of(node)):
                 continue
@@ -84,9 +109,13 @@ class Leftovers(Rule):
             state.diagnostics.append(_todo(ctx, self.id, node, texts))
 
 
-def _todo(ctx: FileContext, rule: str, node: cst.CSTNode, kinds: dict[str, list[str]]) -> Diagnostic:
+def _todo(
+    ctx: FileContext, rule: str, node: cst.CSTNode, kinds: dict[str, list[str]]
+) -> Diagnostic:
     parts = [f"{', '.join(dict.fromkeys(names))}, {kind}" for kind, names in kinds.items()]
-    return ctx.todo(rule, node, " ".join(f"pipeline-mode API left here: {'; '.join(parts)}".split()))
+    return ctx.todo(
+        rule, node, " ".join(f"pipeline-mode API left here: {'; '.join(parts)}".split())
+    )
 
 
 def _annotation(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -118,7 +147,9 @@ def _references(ctx: FileContext) -> list[cst.CSTNode]:
             continue  # part of a longer chain
         if isinstance(parent, cst.Attribute) and parent.attr is node:
             continue  # the attribute name of a chain
-        if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(ctx, node):
+        if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(
+            ctx, node
+        ):
             continue
         out.append(node)
     return out
@@ -135,21 +166,25 @@ def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 def _legacy_op(ctx: FileContext, q: str | None) -> str | None:
     """What to write instead of the legacy operator object ``q`` (``nvidia.dali.ops.X``)."""
-    op = ctx.catalog.ops_class(q[len(OPS_PREFIX):]) if q and q.startswith(OPS_PREFIX) else None
+    op = ctx.catalog.ops_class(q[len(OPS_PREFIX) :]) if q and q.startswith(OPS_PREFIX) else None
     target = op.target if op is not None else None
     if target is None or target.ndd_path is None:
         return None
     ndd = f"{ctx.ndd}.{target.ndd_path}"
     if target.is_reader:
-        return (f"a legacy reader object: where this runs in dynamic mode, build {ndd}(...) with the "
-                "same arguments once and iterate reader.next_epoch(batch_size=...)")
+        return (
+            f"a legacy reader object: where this runs in dynamic mode, build {ndd}(...) with the "
+            "same arguments once and iterate reader.next_epoch(batch_size=...)"
+        )
     sized = ""
     if target.is_random and op is not None and not op.inputs[0]:
         sized = " with batch_size= (of the data it goes with)"
     elif target.is_decoder:
         sized = ' (device="mixed" becomes "gpu")'
-    return (f"a legacy operator object: where this runs in dynamic mode, make it "
-            f"functools.partial({ndd}, <the same arguments>) and call it as before{sized}")
+    return (
+        f"a legacy operator object: where this runs in dynamic mode, make it "
+        f"functools.partial({ndd}, <the same arguments>) and call it as before{sized}"
+    )
 
 
 def _kind(q: str | None) -> str | None:
@@ -161,7 +196,9 @@ def _kind(q: str | None) -> str | None:
     return None
 
 
-def _inside(ctx: FileContext, node: cst.CSTNode, claimed: list[cst.CSTNode], covered: list[Edit]) -> bool:
+def _inside(
+    ctx: FileContext, node: cst.CSTNode, claimed: list[cst.CSTNode], covered: list[Edit]
+) -> bool:
     """``node`` is code a structural rule owns, or code a fix rewrites."""
     if any(within(ctx, node, c) for c in claimed):
         return True

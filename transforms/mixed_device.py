@@ -65,19 +65,25 @@ class MixedDevice(LocalRule):
             return updated.with_changes(value=updated.value.visit(_MixedToGpu()))
         literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None
         if literals is not None:
-            if all(lit.evaluated_value != "mixed" or _device_literal(ctx, lit, lit) is not None for lit in literals):
+            if all(
+                lit.evaluated_value != "mixed" or _device_literal(ctx, lit, lit) is not None
+                for lit in literals
+            ):
                 return None  # its "mixed" literals are rewritten where they are assigned
             return ctx.todo(
                 self.id,
                 original,
-                f'device={ctx.text(value)} may be "mixed", and the variable is also used for something else '
-                '(a comparison?), so its "mixed" cannot become "gpu" automatically: dynamic mode rejects "mixed"',
+                f'device={ctx.text(value)} may be "mixed", and the variable is also used for '
+                'something else '
+                '(a comparison?), so its "mixed" cannot become "gpu" automatically: dynamic mode '
+                'rejects "mixed"',
             )
         if isinstance(value, (cst.Name, cst.Attribute, cst.IfExp)):
             return ctx.todo(
                 self.id,
                 original,
-                f"device={ctx.text(value)} may be \"mixed\", which dynamic mode rejects: use \"gpu\" there",
+                f"device={ctx.text(value)} may be \"mixed\", which dynamic mode rejects: use "
+                "\"gpu\" there",
             )
         return None
 
@@ -140,7 +146,11 @@ def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] 
     for a in scope.assignments[name.value]:
         target = a.node
         assign = ctx.parents.get(ctx.parents.get(target))
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.targets[0].target is not target:
+        if (
+            not isinstance(assign, cst.Assign)
+            or len(assign.targets) != 1
+            or assign.targets[0].target is not target
+        ):
             return None
         stack = [assign.value]
         while stack:
@@ -166,7 +176,11 @@ def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.S
         comparison = ctx.parents.get(cur)
         other = comparison.left if isinstance(comparison, cst.Comparison) else None
         target = _binding(ctx, other) if isinstance(other, cst.Name) else None
-    elif isinstance(cur, cst.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0].target, cst.Name):
+    elif (
+        isinstance(cur, cst.Assign)
+        and len(cur.targets) == 1
+        and isinstance(cur.targets[0].target, cst.Name)
+    ):
         target = cur.targets[0].target
     else:
         return None
@@ -176,7 +190,9 @@ def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.S
 def _binding(ctx: FileContext, name: cst.Name) -> cst.Name | None:
     """The one assignment target a variable read refers to."""
     scope = ctx.scopes.get(name)
-    accesses = [a for a in scope.accesses[name.value] if a.node is name] if scope is not None else []
+    accesses = (
+        [a for a in scope.accesses[name.value] if a.node is name] if scope is not None else []
+    )
     referents = [r for a in accesses for r in a.referents]
     node = referents[0].node if len(referents) == 1 else None
     return node if isinstance(node, cst.Name) else None
@@ -188,7 +204,12 @@ def _device_variable(ctx: FileContext, target: cst.Name) -> bool:
     scope = ctx.scopes.get(target)
     if scope is None:
         return False
-    uses = [r.node for a in scope.assignments[target.value] if a.node is target for r in in_source_order(ctx, a.references)]
+    uses = [
+        r.node
+        for a in scope.assignments[target.value]
+        if a.node is target
+        for r in in_source_order(ctx, a.references)
+    ]
     return bool(uses) and all(_device_use(ctx, use) for use in uses)
 
 
@@ -224,9 +245,12 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
             continue
         devices = [a for a in call.args if a.keyword is not None and a.keyword.value == "device"]
         mixed = [
-            a for a in devices
-            if isinstance(a.value, cst.SimpleString) and a.value.evaluated_value == "mixed"
-            or isinstance(a.value, cst.IfExp) and _mixed_branches(a.value)
+            a
+            for a in devices
+            if isinstance(a.value, cst.SimpleString)
+            and a.value.evaluated_value == "mixed"
+            or isinstance(a.value, cst.IfExp)
+            and _mixed_branches(a.value)
         ]
         if devices and not mixed and _device_unknown(ctx, devices[0]):
             # a device variable that may hold "mixed" and cannot be rewritten: DM102 says so,
@@ -234,7 +258,11 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
             state.fixes.remove(fix)
             line = ctx.line_of(devices[0])
             if not any(d.rule == "DM102" and d.line == line for d in state.diagnostics):
-                state.diagnostics.append(ctx.todo("DM101", node, "its device may be \"mixed\", which dynamic mode rejects"))
+                state.diagnostics.append(
+                    ctx.todo(
+                        "DM101", node, "its device may be \"mixed\", which dynamic mode rejects"
+                    )
+                )
             continue
         if not mixed:
             continue
@@ -246,14 +274,23 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
             device = None
         if device is None:
             state.diagnostics.append(
-                ctx.todo("DM101", node, 'migrate this call with its device="mixed" (rule DM102 is off here): dynamic mode rejects "mixed"')
+                ctx.todo(
+                    "DM101",
+                    node,
+                    'migrate this call with its device="mixed" (rule DM102 is off here): dynamic '
+                    'mode rejects "mixed"',
+                )
             )
             continue
         state.fixes.remove(device)
         joined.add(id(device))
         state.fixes.append(
             ctx.make_fix(
-                "DM101", node, [*fix.edits, *device.edits], f'{fix.message}, device="mixed" -> "gpu"', includes=("DM102",)
+                "DM101",
+                node,
+                [*fix.edits, *device.edits],
+                f'{fix.message}, device="mixed" -> "gpu"',
+                includes=("DM102",),
             )
         )
     for fix in [f for f in state.fixes if f.rule == "DM102" and id(f) not in joined]:
@@ -265,7 +302,12 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
             # device="gpu" on a pipeline-mode decoder is as wrong as "mixed" on an ndd one
             state.fixes.remove(fix)
             state.diagnostics.append(
-                ctx.todo("DM102", node, f"migrate {ctx.text(call.func)} to dynamic mode together with its device (rule DM101)")
+                ctx.todo(
+                    "DM102",
+                    node,
+                    f"migrate {ctx.text(call.func)} to dynamic mode together with its device "
+                    "(rule DM101)",
+                )
             )
 
 

@@ -36,13 +36,17 @@ class NodeIndexing(LocalRule):
     summary = "node[i] becomes node.slice[i]"
     node_types = (cst.Subscript,)
 
-    def rewrite(self, ctx: FileContext, original: cst.Subscript, updated: cst.Subscript, env: LocalEnv):
+    def rewrite(
+        self, ctx: FileContext, original: cst.Subscript, updated: cst.Subscript, env: LocalEnv
+    ):
         value = original.value
         if isinstance(value, cst.Attribute) and value.attr.value == "slice":
             return None
         if not produces_node(ctx, value, env.nodes):
             return None
-        return updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("slice")))
+        return updated.with_changes(
+            value=cst.Attribute(value=updated.value, attr=cst.Name("slice"))
+        )
 
     def edit(self, ctx: FileContext, original: cst.Subscript, new: cst.Subscript) -> Edit:
         end = ctx.positions[original.value].end

@@ -32,8 +32,11 @@ After::
         rng = ndd.random.RNG(seed=12)
         while True:
             for jpegs, labels in reader.next_epoch(batch_size=batch_size):
-                images = ndd.random_resized_crop(ndd.decoders.image(jpegs, device="gpu"), device="gpu", size=crop, rng=rng)
-                images = ndd.flip(images, horizontal=ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng), device="gpu")
+                images = ndd.random_resized_crop(
+                    ndd.decoders.image(jpegs, device="gpu"), device="gpu", size=crop, rng=rng
+                )
+                flip = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
+                images = ndd.flip(images, horizontal=flip, device="gpu")
                 yield images, labels
 
     pipe = TrainPipe(64, 4, 0, "/data", 224)
@@ -44,8 +47,9 @@ operator object becomes the operator call with the object's arguments; ``self.x`
 become local names), which the back end shared with DM200 migrates. Methods are looked up
 through base classes defined in the same file, and the ``__init__`` of such a base is inlined
 where the subclass calls it (``_backend/class_init.py``), so a hierarchy migrates class by class:
-one function per class that is instantiated, the bases gone once no class derives from them. Operator objects made under an ``if`` in ``__init__`` are called under
-the same condition, helper methods ``define_graph`` calls become functions of the body,
+one function per class that is instantiated, the bases gone once no class derives from them.
+Operator objects made under an ``if`` in ``__init__`` are called under the same condition,
+helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
 ``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
 stand, as for DM200.
@@ -62,8 +66,6 @@ from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._backend.class_init import flat_init
-from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.arguments import (
     device_message,
     device_todo,
@@ -72,9 +74,7 @@ from ._backend.arguments import (
     is_unset,
     set_threads_stmt,
 )
-from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.edits import check_disjoint, removed_stmt
-from ._backend.emit import emit_generator_body
+from ._backend.class_init import flat_init
 from ._backend.class_loaders import (
     batch_size_reason,
     loader_args,
@@ -83,6 +83,10 @@ from ._backend.class_loaders import (
     with_batch_size,
     without_params,
 )
+from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
+from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.edits import check_disjoint, removed_stmt
+from ._backend.emit import emit_generator_body
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
@@ -92,9 +96,22 @@ from ._backend.recognise import (
     own_uses,
     pipeline_count,
 )
-from ._backend.sites import creation_todos, device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
+from ._backend.sites import (
+    creation_todos,
+    device_todo_line,
+    propose_pipeline_fix,
+    refuse_pipeline,
+    run_site_edits,
+)
 from ._cst import (
-    comment_line, free_names, in_source_order, is_docstring, names_in, truthy, walk, within
+    comment_line,
+    free_names,
+    in_source_order,
+    is_docstring,
+    names_in,
+    truthy,
+    walk,
+    within,
 )
 from ._local import collect_nodes
 
@@ -194,7 +211,15 @@ class PipelineClass(Rule):
             "with next(...), and drop build()"
         )
         propose_pipeline_fix(
-            state, self.id, done[0], edits, message, sorted(fired), notes, followups, advice,
+            state,
+            self.id,
+            done[0],
+            edits,
+            message,
+            sorted(fired),
+            notes,
+            followups,
+            advice,
             written=written,
         )
 
@@ -235,8 +260,14 @@ class PipelineClass(Rule):
         merged_methods |= {*merged.helpers, *merged.inlined}
         dropped = sorted(set(methods) - merged_methods)
         if dropped:
-            notes.append(ctx.info(self.id, cls, f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
-                                  "their callers get a TODO"))
+            notes.append(
+                ctx.info(
+                    self.id,
+                    cls,
+                    f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
+                    "their callers get a TODO",
+                )
+            )
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
@@ -262,13 +293,19 @@ class PipelineClass(Rule):
         mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
         mini_fn = mini.module.body[-1]
         last = mini_fn.body.body[-1]
-        ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+        ret = (
+            last.body[0]
+            if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1
+            else None
+        )
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         reasons += _list_outputs(mini_fn, outputs)
         conditionals = truthy(kwargs.get("enable_conditionals"))
         if conditionals:
             reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
-        graph = analyse_graph(mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons)
+        graph = analyse_graph(
+            mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons
+        )
         if graph is None or reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         # a framework iterator over the class's object: the class becomes a loader class
@@ -283,22 +320,33 @@ class PipelineClass(Rule):
         device = kwargs.get("device_id")
         todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
         mini_notes: list[Diagnostic] = []
-        branches = conditionals and has_data_branches(mini, mini_fn.body, collect_nodes(mini, mini_fn))
+        branches = conditionals and has_data_branches(
+            mini, mini_fn.body, collect_nodes(mini, mini_fn)
+        )
         plan = PipelinePlan(
             rule_id=self.id,
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
-            single_use=not followups and sum(i.copies for i in instances) == 1 and len(chain) == 1
-            and len(self.members) == 1 and pipeline_count(ctx) == 1,
+            single_use=not followups
+            and sum(i.copies for i in instances) == 1
+            and len(chain) == 1
+            and len(self.members) == 1
+            and pipeline_count(ctx) == 1,
             lowering=state.lowering,
-            device=device.value if todo and device and _device_named(params, instances, device.value)
-            and _visible(ctx, cls, mini, mini_fn, device.value) else None,
+            device=device.value
+            if todo
+            and device
+            and _device_named(params, instances, device.value)
+            and _visible(ctx, cls, mini, mini_fn, device.value)
+            else None,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
         todo = None if plan.device_applied else todo
         # what the back end noted is about the class (the small module's lines mean nothing here)
-        notes += [Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes]
+        notes += [
+            Diagnostic(self.id, d.message, ctx.first_line(cls), 0, d.severity) for d in mini_notes
+        ]
         leading = list(cls.leading_lines)
         if todo and not instances:  # the callers pass the device: with none in sight, say it here
             leading.append(comment_line(f"{TODO_PREFIX} {self.id}: {todo}"))
@@ -317,7 +365,8 @@ class PipelineClass(Rule):
             leading_lines=leading,
             # `def f(self,\n  a, ...)`: the parameters keep their layout without self
             whitespace_before_params=self_comma.whitespace_after
-            if isinstance(self_comma, cst.Comma) and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
+            if isinstance(self_comma, cst.Comma)
+            and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
             else init.whitespace_before_params,
         )
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
@@ -327,8 +376,13 @@ class PipelineClass(Rule):
         return edits, fired, instances
 
     def _instance_edits(
-        self, ctx: FileContext, inst: Instance, params: cst.Parameters, kwargs: dict[str, cst.Arg],
-        notes: list[Diagnostic], gpu: bool,
+        self,
+        ctx: FileContext,
+        inst: Instance,
+        params: cst.Parameters,
+        kwargs: dict[str, cst.Arg],
+        notes: list[Diagnostic],
+        gpu: bool,
     ) -> list[Edit]:
         """``pipe = TrainPipe(...)``: ``ndd.set_num_threads`` before it, a TODO when the device it
         asks for is dropped (``gpu``: the pipeline uses the GPU), then its run sites."""
@@ -342,7 +396,9 @@ class PipelineClass(Rule):
             stmts.append(set_threads_stmt(ctx, cst.Arg(value)).with_changes(leading_lines=lines))
             lines = []
         elif threads is not None and not is_unset(threads.value):
-            text = "num_threads could not be followed to this call: ndd uses its default thread count"
+            text = (
+                "num_threads could not be followed to this call: ndd uses its default thread count"
+            )
             notes.append(ctx.info(self.id, inst.stmt, text))
         if _device_todo(ctx, inst, params, device, gpu):
             lines.append(device_todo_line(ctx, inst, self.id, notes))
@@ -351,7 +407,6 @@ class PipelineClass(Rule):
             stmts.append(inst.stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
         return edits + run_site_edits(ctx, inst, notes)
-
 
     def _loader_edits(
         self,
@@ -414,7 +469,9 @@ def _device_todo(
     return False
 
 
-def _device_named(params: cst.Parameters, instances: list[Instance], device: cst.BaseExpression) -> bool:
+def _device_named(
+    params: cst.Parameters, instances: list[Instance], device: cst.BaseExpression
+) -> bool:
     """Some call (or, with none in sight, the class) asks for a GPU other than 0 or None, or
     for one the tool cannot follow: only then does the generator select it."""
     for inst in instances:
@@ -425,16 +482,25 @@ def _device_named(params: cst.Parameters, instances: list[Instance], device: cst
 
 
 def _visible(
-    ctx: FileContext, cls: cst.ClassDef, mini: FileContext, fn: cst.FunctionDef, expr: cst.BaseExpression
+    ctx: FileContext,
+    cls: cst.ClassDef,
+    mini: FileContext,
+    fn: cst.FunctionDef,
+    expr: cst.BaseExpression,
 ) -> bool:
     """Every name ``expr`` reads is one the generator ``fn`` sees: its parameters and locals,
     the module's names, builtins."""
     inside = mini.scopes.get(fn.body.body[0])
     outside = ctx.scopes.get(cls)
-    return all((inside is not None and n in inside) or (outside is not None and n in outside) for n in free_names(expr))
+    return all(
+        (inside is not None and n in inside) or (outside is not None and n in outside)
+        for n in free_names(expr)
+    )
 
 
-def _call_site_value(params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+def _call_site_value(
+    params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression
+) -> cst.BaseExpression | None:
     """What ``expr`` (a literal, or a parameter of ``__init__``) is at ``call``."""
     if not isinstance(expr, cst.Name):
         return expr if isinstance(expr, (cst.Integer, cst.SimpleString)) else None
@@ -444,13 +510,17 @@ def _call_site_value(params: cst.Parameters, call: cst.Call, expr: cst.BaseExpre
         return None
     index = names.index(expr.value)
     for i, a in enumerate(call.args):
-        if (a.keyword is None and i == index) or (a.keyword is not None and a.keyword.value == expr.value):
+        if (a.keyword is None and i == index) or (
+            a.keyword is not None and a.keyword.value == expr.value
+        ):
             return a.value
     default = every[index].default
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
 
 
-def _pipeline_chain(ctx: FileContext, cls: cst.ClassDef, classes: dict) -> list[cst.ClassDef] | None:
+def _pipeline_chain(
+    ctx: FileContext, cls: cst.ClassDef, classes: dict
+) -> list[cst.ClassDef] | None:
     """``cls`` and its bases in this file up to the one deriving from ``Pipeline``, or None."""
     chain = [cls]
     seen = {cls.name.value}

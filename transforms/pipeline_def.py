@@ -85,7 +85,10 @@ from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
 from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.docstrings import output_names
+from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
+from ._backend.feeds import match_feeds
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
@@ -115,10 +118,13 @@ from ._backend.recognise import (
     pipeline_decorator,
     returned_values,
 )
-from ._backend.docstrings import output_names
-from ._backend.edits import check_disjoint
-from ._backend.feeds import match_feeds
-from ._backend.sites import creation_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix, refuse_pipeline
+from ._backend.sites import (
+    creation_todos,
+    generator_advice,
+    pipeline_def_instance_edits,
+    propose_pipeline_fix,
+    refuse_pipeline,
+)
 from ._cst import free_names, fresh_name, names_in, no_space_equal, param_names, truthy, within
 from ._local import collect_nodes
 
@@ -175,7 +181,9 @@ class PipelineDef(Rule):
             alone = may_capture and _capturable_alone(ctx, unit)
             unit.capture_elsewhere = alone and taken
             try:
-                unit.edits, unit.included = self._rewrite(state, unit, alone and not taken, runs, threads_set)
+                unit.edits, unit.included = self._rewrite(
+                    state, unit, alone and not taken, runs, threads_set
+                )
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
                 units.remove(unit)
@@ -189,7 +197,11 @@ class PipelineDef(Rule):
         """One fix for pipelines whose use sites are shared (``x = a.run()`` then ``x = b.run()``)."""
         ctx = state.ctx
         names = ", ".join(u.fn.name.value for u in group)
-        message = f"migrate pipeline{'s' if len(group) > 1 else ''} {names} and {'their' if len(group) > 1 else 'its'} use sites to dynamic mode"
+        several = len(group) > 1
+        message = (
+            f"migrate pipeline{'s' if several else ''} {names} and {'their' if several else 'its'} "
+            "use sites to dynamic mode"
+        )
         if any(needs_of(u.instances).checkpointing for u in group):
             message += f"; {FORMAT_NOTE}"
         for u in group:
@@ -217,13 +229,19 @@ class PipelineDef(Rule):
         """The graph (Refused with every reason when it cannot migrate) and the objects created
         from it; uses that cannot be followed go to ``followups``."""
         reasons: list[str] = []
-        dec_kwargs = decorator_kwargs(ctx, dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        dec_kwargs = (
+            decorator_kwargs(ctx, dec.decorator) if isinstance(dec.decorator, cst.Call) else {}
+        )
         config = None  # JAX's @data_iterator(...) configures the iterator each call makes
         if dec is data_iterator_decorator(ctx, fn):
             config, dec_kwargs = dec_kwargs, {}
         reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
-        ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+        ret = (
+            last.body[0]
+            if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1
+            else None
+        )
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         outputs_stmt = last if isinstance(ret, cst.Return) else None
         graph = analyse_graph(ctx, fn, outputs_stmt, outputs, reasons, returned_values)
@@ -253,13 +271,19 @@ class PipelineDef(Rule):
             seed_source = "call"
             for inst in instances:
                 if "seed" not in inst.kwargs:
-                    followups.append(FollowUp(inst.call, f"{inst.label} gives no seed=", "pass seed= here too"))
+                    followups.append(
+                        FollowUp(inst.call, f"{inst.label} gives no seed=", "pass seed= here too")
+                    )
         for inst in instances:
             device = inst.kwargs.get("device_id", dec_kwargs.get("device_id"))
             inst.device_todo = device_todo(ctx, fn, device, inst.label)
             given = set(dec_kwargs) | set(inst.kwargs) | (param_names(fn) & {"batch_size"})
             if not ({"batch_size", "max_batch_size"} & given):
-                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"))
+                followups.append(
+                    FollowUp(
+                        inst.call, f"{inst.label} gives no batch_size=", "pass batch_size= here"
+                    )
+                )
         return graph, dec_kwargs, instances, seed_source
 
     # -- rewriting ---------------------------------------------------------------------------
@@ -311,13 +335,16 @@ class PipelineDef(Rule):
             seed=cst.Name(seed_name) if seed_name else None,
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
-            dropped=dropped_comments(ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches)
+            dropped=dropped_comments(
+                ctx, [dec_kwargs] + [i.kwargs for i in instances], branches=branches
+            )
             + dropped_checkpointing(truthy(dec_kwargs.get("enable_checkpointing")), needs),
             reader_meta=needs.reader,
             checkpointing=needs.checkpointing,
             lowering=state.lowering,
             helper_hosts=[
-                f for f in ctx.nodes_of(cst.FunctionDef)
+                f
+                for f in ctx.nodes_of(cst.FunctionDef)
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
             device=cst.Name("device_id") if device is not None else None,
@@ -343,7 +370,9 @@ class PipelineDef(Rule):
         )
         if fn.decorators:
             # comments above the decorator stay above the function
-            new_fn = new_fn.with_changes(leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines))
+            new_fn = new_fn.with_changes(
+                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+            )
         edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
         edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
@@ -356,14 +385,20 @@ class PipelineDef(Rule):
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
             edits += pipeline_def_instance_edits(
-                ctx, inst, self.id, dec_kwargs.get("num_threads"), kept, notes, peers=peers, threads_set=threads_set
+                ctx,
+                inst,
+                self.id,
+                dec_kwargs.get("num_threads"),
+                kept,
+                notes,
+                peers=peers,
+                threads_set=threads_set,
             )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
         check_disjoint(ctx, edits)
         notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
         return edits, fired
-
 
 
 #: a parameter named batch_size without the decorator's batch_size: DALI never sized the batches
@@ -402,14 +437,19 @@ def _pipeline_params(
 
 
 def _device_param(
-    fn: cst.FunctionDef, dec_kwargs: dict[str, cst.Arg], instances: list[Instance], loader: Instance | None
+    fn: cst.FunctionDef,
+    dec_kwargs: dict[str, cst.Arg],
+    instances: list[Instance],
+    loader: Instance | None,
 ) -> cst.Arg | None:
     """The default of the ``device_id`` parameter the generator takes when the pipeline runs on a
     GPU some call names (not 0 or None: those need nothing): the decorator's value, else None (the
     current device, as the pipeline's default). None where the function cannot take it: a name
     ``device_id`` of its own (DALI gave the argument to the function, not the pipeline), or a
     tf.data generator (run on TensorFlow's threads)."""
-    if not any(inst.device_todo for inst in instances) or "device_id" in param_names(fn) | free_names(fn.body):
+    if not any(inst.device_todo for inst in instances) or "device_id" in param_names(
+        fn
+    ) | free_names(fn.body):
         return None
     if loader is not None and loader.iterators[0].framework == "tf":
         return None
@@ -458,7 +498,9 @@ def _settle_forms(
         handles_why.setdefault(0, shared)
         iterators_why.append(shared)
     for inst in instances:
-        if handles_why and (needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs):
+        if handles_why and (
+            needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs
+        ):
             abandon_handles(inst, handles_why, followups)
         if inst.iterators and iterators_why:
             abandon_iterators(inst, iterators_why[0], followups)
@@ -509,9 +551,12 @@ def _definition_reasons(
     if fn.asynchronous is not None:
         reasons.append("async pipeline function")
     if isinstance(dec.decorator, cst.Call) and any(
-        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None) for a in dec.decorator.args
+        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None)
+        for a in dec.decorator.args
     ):
-        reasons.append("positional arguments, or ** of something else than a dict literal, to @pipeline_def")
+        reasons.append(
+            "positional arguments, or ** of something else than a dict literal, to @pipeline_def"
+        )
     if fn.params.star_kwarg is not None:
         reasons.append("the pipeline function takes **kwargs")
     reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
@@ -533,7 +578,9 @@ def _method_instances(
             if inside and isinstance(ctx.parents.get(node), cst.Call):
                 refs.append(node)
             else:
-                followups.append(FollowUp(node, f"`.{name}` may be the pipeline method {name} here"))
+                followups.append(
+                    FollowUp(node, f"`.{name}` may be the pipeline method {name} here")
+                )
     params = param_names(fn) - {"self"}
     return instances_of(ctx, refs, f"self.{name}", params, followups, pipeline_args=True)
 
@@ -559,7 +606,10 @@ def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
     modules too only when the cross-module plan gives it the capture loop of the program."""
     if ctx.project is not None and _used_elsewhere(ctx, unit.fn):
         name = unit.fn.name.value
-        return not (unit.instances or unit.followups or ctx.project.external_uses[name]) and name in ctx.project.capture
+        return (
+            not (unit.instances or unit.followups or ctx.project.external_uses[name])
+            and name in ctx.project.capture
+        )
     if unit.followups or not unit.instances or not all(i.local for i in unit.instances):
         return False
     return sum(i.copies for i in unit.instances) == 1

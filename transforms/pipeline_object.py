@@ -56,12 +56,12 @@ from ._backend.arguments import (
     pipeline_ctor_kwargs,
     set_threads_stmt,
 )
+from ._backend.class_loaders import block_params, rebound_reasons, settle_iterators
 from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.docstrings import output_names
 from ._backend.flow import Flow
-from ._backend.class_loaders import block_params, rebound_reasons, settle_iterators
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
@@ -94,7 +94,9 @@ class PipelineObject(Rule):
             notes: list[Diagnostic] = []
             followups: list[FollowUp] = []
             try:
-                edits, included, inst, claimed = self._migrate(state, ctor_stmt, assign, call, block, notes, followups)
+                edits, included, inst, claimed = self._migrate(
+                    state, ctor_stmt, assign, call, block, notes, followups
+                )
             except Refused as why:
                 refuse_pipeline(state, self.id, ctor_stmt, why, keep=block)
                 continue
@@ -105,13 +107,21 @@ class PipelineObject(Rule):
                 f"`{inst.label}` is a generator of ({names}) batches now, "
                 "not a Pipeline: take each batch with next(...), and drop build()"
             )
-            propose_pipeline_fix(state, self.id, block, edits, message, included, notes, followups, advice)
+            propose_pipeline_fix(
+                state, self.id, block, edits, message, included, notes, followups, advice
+            )
         for call in ctx.nodes_of(cst.Call):
             if id(call) not in followed and ctx.qualname(call.func) in PIPELINE_CLASSES:
                 # its graph is built in a way this rule does not follow; its fn.* calls must not
                 # be rewritten one by one either (refusing withholds the file's local rewrites)
                 stmt = ctx.enclosing_statement(call)
-                refuse_pipeline(state, self.id, stmt, _unfollowed_reason(ctx, call), keep=_graph_scope(ctx, stmt))
+                refuse_pipeline(
+                    state,
+                    self.id,
+                    stmt,
+                    _unfollowed_reason(ctx, call),
+                    keep=_graph_scope(ctx, stmt),
+                )
 
     def _migrate(
         self,
@@ -129,11 +139,18 @@ class PipelineObject(Rule):
         kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
         last = block.body.body[-1]
         outputs_call = _set_outputs_call(last, var)
-        outputs = [a.value for a in outputs_call.args] if outputs_call is not None and all(
-            a.keyword is None and not a.star for a in outputs_call.args
-        ) else []
+        outputs = (
+            [a.value for a in outputs_call.args]
+            if outputs_call is not None
+            and all(a.keyword is None and not a.star for a in outputs_call.args)
+            else []
+        )
         graph = analyse_graph(
-            ctx, block, last if outputs_call is not None else None, outputs, reasons,
+            ctx,
+            block,
+            last if outputs_call is not None else None,
+            outputs,
+            reasons,
             lambda stmt: _set_outputs_values(stmt, var),
         )
         if truthy(kwargs.get("enable_conditionals")):
@@ -182,14 +199,18 @@ class PipelineObject(Rule):
             edits += [removed_stmt(ctx, stmt) for stmt in prefix]
             check_disjoint(ctx, edits)
             return edits, fired, inst, [*graph.claimed, *prefix]
-        gen_name = fresh_name(f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names)
+        gen_name = fresh_name(
+            f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names
+        )
         inst.device_todo = device_todo(ctx, block, kwargs.get("device_id"), f"{gen_name}()")
         if inst.device_todo:  # the generator is defined where the Pipeline was made: same names
             plan.device = kwargs["device_id"].value
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         if plan.device_applied:
             inst.device_todo = None
-        blank = [cst.EmptyLine(indent=False)] * (2 if isinstance(ctx.parents.get(block), cst.Module) else 1)
+        blank = [cst.EmptyLine(indent=False)] * (
+            2 if isinstance(ctx.parents.get(block), cst.Module) else 1
+        )
         gen = cst.FunctionDef(
             name=cst.Name(gen_name),
             params=cst.Parameters(),
@@ -200,14 +221,26 @@ class PipelineObject(Rule):
         if inst.device_todo:
             todo_lines.append(device_todo_line(ctx, inst, self.id, notes, block))
         instantiate = cst.SimpleStatementLine(
-            [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))], leading_lines=blank + todo_lines
+            [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))],
+            leading_lines=blank + todo_lines,
         )
         threads = kwargs.get("num_threads")
         if threads is not None and not is_unset(threads.value):
-            ctor_edit = ctx.stmt_edit(ctor_stmt, [set_threads_stmt(ctx, threads).with_changes(leading_lines=ctor_stmt.leading_lines)])
+            ctor_edit = ctx.stmt_edit(
+                ctor_stmt,
+                [
+                    set_threads_stmt(ctx, threads).with_changes(
+                        leading_lines=ctor_stmt.leading_lines
+                    )
+                ],
+            )
         else:
             ctor_edit = removed_stmt(ctx, ctor_stmt)
-        edits: list[Edit] = [ctor_edit, ctx.stmt_edit(block, [gen, instantiate]), *graph.extra_edits]
+        edits: list[Edit] = [
+            ctor_edit,
+            ctx.stmt_edit(block, [gen, instantiate]),
+            *graph.extra_edits,
+        ]
         edits += [removed_stmt(ctx, stmt) for stmt in prefix]
         edits += run_site_edits(ctx, inst, notes, moved=block)
         check_disjoint(ctx, edits)
@@ -249,12 +282,16 @@ def _makes_nodes(ctx: FileContext, stmt: cst.CSTNode) -> bool:
         return False
     assign = stmt.body[0]
     if not isinstance(assign, cst.Assign) or not all(
-        isinstance(n, (cst.Name, cst.Tuple, cst.Element)) for t in assign.targets for n in walk(t.target)
+        isinstance(n, (cst.Name, cst.Tuple, cst.Element))
+        for t in assign.targets
+        for n in walk(t.target)
     ):
         return False
     ops = [ctx.fn_op(n.func) for n in walk(assign.value) if isinstance(n, cst.Call)]
     found = [op for op in ops if op is not None]
-    if not found or any(op.target.is_reader or op.target.fn_path == "external_source" for op in found):
+    if not found or any(
+        op.target.is_reader or op.target.fn_path == "external_source" for op in found
+    ):
         return False
     return not any(isinstance(n, (cst.Lambda, cst.Yield, cst.Await)) for n in walk(assign.value))
 
@@ -294,7 +331,11 @@ def _pipeline_constructions(
 ) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign, cst.Call]]:
     """``pipe = Pipeline(...)`` statements anywhere in the module."""
     for node in ctx.nodes_of(cst.SimpleStatementLine):
-        if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
+        if not (
+            isinstance(node, cst.SimpleStatementLine)
+            and len(node.body) == 1
+            and isinstance(node.body[0], cst.Assign)
+        ):
             continue
         assign = node.body[0]
         if (
@@ -320,15 +361,23 @@ def _unfollowed_reason(ctx: FileContext, call: cst.Call) -> str:
     assign = ctx.parents.get(call)
     if isinstance(assign, cst.WithItem) and isinstance(assign.asname, cst.AsName):
         name = ctx.text(assign.asname.name)
-        return (f"`with Pipeline(...) as {name}:` is not migrated yet; written as `{name} = Pipeline(...)` "
-                f"followed by `with {name}:` it would be")
+        return (
+            f"`with Pipeline(...) as {name}:` is not migrated yet; written as `{name} = "
+            "Pipeline(...)` "
+            f"followed by `with {name}:` it would be"
+        )
     if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1):
         return "the Pipeline(...) object is not assigned to a variable, so its graph and runs cannot be followed"
     target = assign.targets[0].target
     if not isinstance(target, cst.Name):
-        return (f"the Pipeline(...) object is stored in `{ctx.text(target)}`, not a local variable, so its graph "
-                "and runs cannot be followed: migrate it by hand, or build it in a local variable first")
-    return f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
+        return (
+            f"the Pipeline(...) object is stored in `{ctx.text(target)}`, not a local variable, "
+            "so its graph "
+            "and runs cannot be followed: migrate it by hand, or build it in a local variable first"
+        )
+    return (
+        f"no `with {target.value}:` block after Pipeline(...) defines its graph in the same block"
+    )
 
 
 def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str) -> cst.With | None:
@@ -356,7 +405,11 @@ def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpre
 
 
 def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
+    if (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+    ):
         call = stmt.body[0].value
         if _is_set_outputs(call, var):
             return call  # type: ignore[return-value]

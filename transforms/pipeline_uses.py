@@ -46,7 +46,13 @@ from ._backend.handles import abandon_handles
 from ._backend.iterators import abandon_iterators
 from ._backend.model import FollowUp
 from ._backend.recognise import instances_of, pipeline_count
-from ._backend.sites import creation_todos, follow_up_todos, generator_advice, pipeline_def_instance_edits, propose_pipeline_fix
+from ._backend.sites import (
+    creation_todos,
+    follow_up_todos,
+    generator_advice,
+    pipeline_def_instance_edits,
+    propose_pipeline_fix,
+)
 from ._cst import in_source_order
 
 
@@ -64,7 +70,10 @@ class PipelineUses(Rule):
         self.threads_set: set[int] = set()  # the thread pool is one: set once per scope
         self.made: list[tuple[int, str, bool]] = []
         for stmt in ctx.module.body:
-            if not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)):
+            if not (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and isinstance(stmt.body[0], cst.ImportFrom)
+            ):
                 continue
             imp = stmt.body[0]
             scope = ctx.scopes.get(imp)
@@ -75,7 +84,10 @@ class PipelineUses(Rule):
                 fp = info.foreign.get(local)
                 if fp is None:
                     continue
-                refs = in_source_order(ctx, [r for a in scope.assignments[local] if a.node is imp for r in a.references])
+                refs = in_source_order(
+                    ctx,
+                    [r for a in scope.assignments[local] if a.node is imp for r in a.references],
+                )
                 self._uses(state, alias, local, fp, [r.node for r in refs])
         info.first_made = self._first_made(ctx)
 
@@ -85,9 +97,20 @@ class PipelineUses(Rule):
         if not self.made or pipeline_count(ctx):
             return None
         line, local, followed = min(self.made)
-        return local if followed and [m for m in self.made if m[1] == local] == [(line, local, followed)] else None
+        return (
+            local
+            if followed and [m for m in self.made if m[1] == local] == [(line, local, followed)]
+            else None
+        )
 
-    def _uses(self, state: FileState, alias: cst.ImportAlias, local: str, fp: ForeignPipeline, refs: list[cst.CSTNode]) -> None:
+    def _uses(
+        self,
+        state: FileState,
+        alias: cst.ImportAlias,
+        local: str,
+        fp: ForeignPipeline,
+        refs: list[cst.CSTNode],
+    ) -> None:
         """The uses of the pipeline ``local`` imported from another module of the run."""
         ctx = state.ctx
         followups: list[FollowUp] = []
@@ -95,12 +118,24 @@ class PipelineUses(Rule):
         params = set(fp.params)
         instances = instances_of(ctx, refs, local, params, followups, pipeline_args=True)
         for inst in instances:
-            if not fp.batch_size_given and not ({"batch_size", "max_batch_size"} & set(inst.kwargs)):
-                followups.append(FollowUp(inst.call, f"{inst.label} gives no batch_size (the decorator has none)",
-                                          "pass batch_size= here"))
+            if not fp.batch_size_given and not (
+                {"batch_size", "max_batch_size"} & set(inst.kwargs)
+            ):
+                followups.append(
+                    FollowUp(
+                        inst.call,
+                        f"{inst.label} gives no batch_size (the decorator has none)",
+                        "pass batch_size= here",
+                    )
+                )
             if "seed" in inst.kwargs and not fp.seed_given:
-                followups.append(FollowUp(inst.call, f"seed= at {inst.label} (the decorator has none)",
-                                          "give the seed at the decorator, or to the migrated function by hand"))
+                followups.append(
+                    FollowUp(
+                        inst.call,
+                        f"seed= at {inst.label} (the decorator has none)",
+                        "give the seed at the decorator, or to the migrated function by hand",
+                    )
+                )
             abandon_handles(inst, {0: "not across modules"}, followups)
             abandon_iterators(inst, "not across modules", followups)
         ctx.project.use_reasons[local] = [f.what for f in followups]
@@ -124,4 +159,16 @@ class PipelineUses(Rule):
             return
         message = f"use the migrated pipeline {fp.name} of {fp.module}"
         key = f"{fp.module}.{fp.name}"
-        propose_pipeline_fix(state, self.id, alias, edits, message, [], notes, followups, advice, key=key, written=written)
+        propose_pipeline_fix(
+            state,
+            self.id,
+            alias,
+            edits,
+            message,
+            [],
+            notes,
+            followups,
+            advice,
+            key=key,
+            written=written,
+        )

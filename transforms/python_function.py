@@ -35,9 +35,9 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, LocalRule
 from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
 from ._dali import mentions_dali
+from ._local import LocalEnv, LocalRule
 
 #: keyword arguments dynamic mode needs no counterpart for
 _IGNORED = {"preserve", "bytes_per_sample_hint"}
@@ -59,7 +59,8 @@ class PythonFunction(LocalRule):
                 self.id,
                 original,
                 f"{path} does not exist in dynamic mode: call the function in plain Python on the "
-                "batch's samples (each batch.tensors[i] supports DLPack, or use batch.torch()) and wrap "
+                "batch's samples (each batch.tensors[i] supports DLPack, or use batch.torch()) "
+                "and wrap "
                 "its results with ndd.as_batch(...)",
             )
         code = lambda n: cst.Module(body=[]).code_for_node(n)  # noqa: E731
@@ -69,13 +70,19 @@ class PythonFunction(LocalRule):
 
         def todo(reason: str, hint: str | None = None):
             sketch = hint or _sketch(ctx, inputs, func)
-            return ctx.todo(self.id, original, f"{path}: {reason}; write it as plain Python: {sketch}")
+            return ctx.todo(
+                self.id, original, f"{path}: {reason}; write it as plain Python: {sketch}"
+            )
 
         if has_star(updated) or func is None:
             return todo("*args, **kwargs or no function=")
         if not inputs:
             return todo("no inputs")
-        unknown = set(kw) - {"function", "num_outputs", "batch_processing", "device", "output_layouts"} - _IGNORED
+        unknown = (
+            set(kw)
+            - {"function", "num_outputs", "batch_processing", "device", "output_layouts"}
+            - _IGNORED
+        )
         if unknown:
             return todo(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
         values = {}
@@ -92,11 +99,16 @@ class PythonFunction(LocalRule):
                 _sketch(ctx, inputs, func, batch=True),
             )
         if values.get("device", "cpu") != "cpu":
-            return todo("device='gpu' hands the function cupy arrays", "call it on the GPU samples yourself, then ndd.as_batch(...)")
+            return todo(
+                "device='gpu' hands the function cupy arrays",
+                "call it on the GPU samples yourself, then ndd.as_batch(...)",
+            )
         if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
             return todo(
                 "num_outputs=0 runs the function for its side effects only",
-                f"for t in {code(inputs[0])}.tensors: f(np.asarray(t))" if len(inputs) == 1 else None,
+                f"for t in {code(inputs[0])}.tensors: f(np.asarray(t))"
+                if len(inputs) == 1
+                else None,
             )
         layout = values.get("output_layouts")
         if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
@@ -105,7 +117,10 @@ class PythonFunction(LocalRule):
             return todo("output_layouts for several outputs", None)
         for inp in inputs:
             if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
-                return todo(f"the tool cannot tell that {code(inp)} is a data node (a batch after migration)")
+                return todo(
+                    f"the tool cannot tell that {code(inp)} is a data node (a batch after "
+                    "migration)"
+                )
         if mentions_dali(ctx, func) or not _simple_function(func):
             return todo("function= is neither a name nor a lambda (assign it to a name first)")
 
@@ -132,9 +147,11 @@ class PythonFunction(LocalRule):
                 t = fresh_name("t", taken, "sample")
                 per_sample = f"[{fexpr}({np_}.asarray({t})) for {t} in {sources[0]}]"
             else:
-                vs = [fresh_name(c, taken) for c in "abcdefgh"[: len(inputs)]] if len(inputs) <= 8 else [
-                    fresh_name(f"t{i}", taken) for i in range(len(inputs))
-                ]
+                vs = (
+                    [fresh_name(c, taken) for c in "abcdefgh"[: len(inputs)]]
+                    if len(inputs) <= 8
+                    else [fresh_name(f"t{i}", taken) for i in range(len(inputs))]
+                )
                 per_sample = (
                     f"[{fexpr}({', '.join(f'{np_}.asarray({v})' for v in vs)}) "
                     f"for {', '.join(vs)} in zip({', '.join(sources)})]"
@@ -165,7 +182,12 @@ def _simple_function(func: cst.BaseExpression) -> bool:
 
 def _plain_params(lam: cst.Lambda, n: int) -> bool:
     p = lam.params
-    if p.star_arg is not cst.MaybeSentinel.DEFAULT or p.kwonly_params or p.star_kwarg or p.posonly_params:
+    if (
+        p.star_arg is not cst.MaybeSentinel.DEFAULT
+        or p.kwonly_params
+        or p.star_kwarg
+        or p.posonly_params
+    ):
         return False
     if len(p.params) != n or any(x.default is not None for x in p.params):
         return False

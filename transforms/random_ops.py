@@ -57,7 +57,6 @@ class RandomOps(LocalRule):
             args = append_arg(args, kwarg("rng", env.rng))
         return updated.with_changes(args=args)
 
-
     def edit(self, ctx: FileContext, original: cst.Call, new: cst.Call) -> Edit:
         """Only the arguments: DM101 renames the operator by its own fix."""
         indents = ctx.indents(original)
@@ -67,7 +66,7 @@ class RandomOps(LocalRule):
         end = ctx.positions[original.func].end
         start = ctx.lines.offset(end.line, end.column)
         close = ctx.positions[original].end
-        return Edit(start, ctx.lines.offset(close.line, close.column), full[len(func):])
+        return Edit(start, ctx.lines.offset(close.line, close.column), full[len(func) :])
 
 
 def migrates_outside(ctx: FileContext, call: cst.Call) -> bool:
@@ -135,8 +134,10 @@ def _data_parameter(ctx: FileContext, call: cst.Call) -> str | None:
                 return first.value
         if isinstance(node, cst.BinaryOperation):  # images * mask, mask a node
             for one, other in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(one, cst.Name) and one.value in params and produces_node(
-                    ctx, other, collect_nodes(ctx, fn)
+                if (
+                    isinstance(one, cst.Name)
+                    and one.value in params
+                    and produces_node(ctx, other, collect_nodes(ctx, fn))
                 ):
                     return one.value
         if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):

@@ -31,9 +31,9 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from ._local import LocalEnv, LocalRule
 from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
 from ._dali import DTYPES, dali_dtype
+from ._local import LocalEnv, LocalRule
 
 #: dtypes whose result was compared with pipeline mode
 _CHECKED = {"INT32", "INT64", "UINT32", "UINT64", "FLOAT", "FLOAT64"}
@@ -68,7 +68,9 @@ class Shapes(LocalRule):
             return None
         kw = kwargs_of(updated)
         if set(kw) - {"dtype", "device"} - _IGNORED or has_star(updated):
-            return ctx.todo(self.id, original, f"{what}: unexpected arguments; {_hint(ctx, code(node))}")
+            return ctx.todo(
+                self.id, original, f"{what}: unexpected arguments; {_hint(ctx, code(node))}"
+            )
         if "device" in kw:
             try:
                 device = literal(kw["device"].value)
@@ -76,7 +78,9 @@ class Shapes(LocalRule):
                 device = None
             if device != "cpu":
                 return ctx.todo(
-                    self.id, original, f"{what} with device= other than 'cpu': {_hint(ctx, code(node))}, then .gpu()"
+                    self.id,
+                    original,
+                    f"{what} with device= other than 'cpu': {_hint(ctx, code(node))}, then .gpu()",
                 )
         dtype_arg = kw.get("dtype")
         np_dtype = "int64"
@@ -84,14 +88,18 @@ class Shapes(LocalRule):
             d = dali_dtype(ctx, dtype_arg.value)
             if d is None or d not in _CHECKED:
                 return ctx.todo(
-                    self.id, original, f"{what}: dtype= is not a known literal DALI type; {_hint(ctx, code(node), None)}"
+                    self.id,
+                    original,
+                    f"{what}: dtype= is not a known literal DALI type; "
+                    f"{_hint(ctx, code(node), None)}",
                 )
             np_dtype = DTYPES[d][1]
         if not (isinstance(node, cst.Name) and node.value in env.nodes):
             return ctx.todo(
                 self.id,
                 original,
-                f"{what}: the tool cannot tell that {code(node)} is a data node (a batch after migration); "
+                f"{what}: the tool cannot tell that {code(node)} is a data node (a batch after "
+                "migration); "
                 f"{_hint(ctx, code(node), np_dtype)}",
             )
         s = fresh_name("s", names_in(node) | {ctx.np, ctx.ndd}, "shape")

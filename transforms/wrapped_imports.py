@@ -43,7 +43,16 @@ from dali_migrate.context import FileContext
 from dali_migrate.rules import FileState, Rule
 
 #: what follows ``nvidia.dali.`` in pipeline-mode API
-_PIPELINE_API = ("fn.", "ops.", "math.", "plugin.", "pipeline.", "Pipeline", "pipeline_def", "types.Constant")
+_PIPELINE_API = (
+    "fn.",
+    "ops.",
+    "math.",
+    "plugin.",
+    "pipeline.",
+    "Pipeline",
+    "pipeline_def",
+    "types.Constant",
+)
 _ADVICE = "which the tool does not follow: migrate it to ndd by hand, or import DALI and run again"
 
 

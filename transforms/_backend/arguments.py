@@ -67,7 +67,9 @@ def pipeline_ctor_kwargs(call: cst.Call, reasons: list[str], where: str) -> dict
     return out
 
 
-def check_pipeline_args(kwargs: dict[str, cst.Arg], where: str, *, checkpoints: bool = False) -> list[str]:
+def check_pipeline_args(
+    kwargs: dict[str, cst.Arg], where: str, *, checkpoints: bool = False
+) -> list[str]:
     """Reasons the pipeline arguments give to refuse; ``checkpoints``: the front end migrates
     ``enable_checkpointing`` and ``checkpoint`` itself."""
     reasons = []
@@ -103,7 +105,11 @@ def dropped_comments(
                 lines.append(comment_line(text))
             elif name == "enable_conditionals" and name not in seen:
                 seen.add(name)
-                why = "its branches on data run per sample" if branches else "the pipeline has no data-dependent branch"
+                why = (
+                    "its branches on data run per sample"
+                    if branches
+                    else "the pipeline has no data-dependent branch"
+                )
                 lines.append(comment_line(f"# dali-migrate: dropped enable_conditionals: {why}"))
     return lines
 
@@ -135,10 +141,16 @@ def is_default_device(expr: cst.BaseExpression) -> bool:
 
 def device_message(value: str, where: str = "") -> str:
     """The TODO for a dropped ``device_id=<value>``."""
-    made = f"`{where}` made the pipeline with device_id={value}" if where else f"device_id={value} was dropped"
+    made = (
+        f"`{where}` made the pipeline with device_id={value}"
+        if where
+        else f"device_id={value} was dropped"
+    )
     return (
-        f"{made}: dynamic mode runs GPU operators on the current CUDA device; select device {value} "
-        f"before iterating (torch.cuda.set_device({value}), or `with ndd.Device(\"gpu\", {value}):`)"
+        f"{made}: dynamic mode runs GPU operators on the current CUDA device; select device "
+        f"{value} "
+        f"before iterating (torch.cuda.set_device({value}), or `with ndd.Device(\"gpu\", "
+        f"{value}):`)"
     )
 
 

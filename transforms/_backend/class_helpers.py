@@ -50,9 +50,7 @@ def helper_call(stmt: cst.BaseStatement) -> tuple[str, cst.Call] | None:
         stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
     )
     value = None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        value = small.value
-    elif isinstance(small, cst.Return):
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 or isinstance(small, cst.Return):
         value = small.value
     if isinstance(value, cst.Call) and _self_attr(value.func):
         return value.func.attr.value, value  # type: ignore[attr-defined]

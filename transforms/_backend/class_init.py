@@ -136,12 +136,7 @@ def _bind(
     base_name = names[1]
     why = f"the call of the __init__ of {base_name}"
     bp = base.params
-    if (
-        bp.posonly_params
-        or not bp.params
-        or isinstance(bp.star_arg, cst.Param)
-        or bp.star_kwarg
-    ):
+    if bp.posonly_params or not bp.params or isinstance(bp.star_arg, cst.Param) or bp.star_kwarg:
         reasons.append(
             f"the __init__ of {base_name} takes *args, **kwargs or positional-only parameters: "
             "name its parameters"
@@ -293,9 +288,7 @@ def bound_names(node: cst.CSTNode) -> set[str]:
     out: set[str] = set()
     for n in walk(node):
         targets: list[cst.CSTNode] = []
-        if isinstance(n, cst.AssignTarget):
-            targets = [n.target]
-        elif isinstance(n, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
             targets = [n.target]
         elif isinstance(n, cst.AsName):
             targets = [n.name]

@@ -61,7 +61,9 @@ class _Variant:
 class Merger:
     """Turns ``__init__`` + ``define_graph`` (+ helper methods) into one graph function body."""
 
-    def __init__(self, ctx: FileContext, reasons: list[str], methods: dict[str, cst.FunctionDef]) -> None:
+    def __init__(
+        self, ctx: FileContext, reasons: list[str], methods: dict[str, cst.FunctionDef]
+    ) -> None:
         self.ctx = ctx
         self.reasons = reasons
         self.methods = methods
@@ -81,8 +83,10 @@ class Merger:
     def merge(self, init: cst.FunctionDef, graph_fn: cst.FunctionDef) -> list[cst.BaseStatement]:
         """The body of the graph function: ``__init__``'s code, the helper methods, then
         ``define_graph``'s code."""
-        if len(graph_fn.params.params) != 1 or graph_fn.params.kwonly_params or graph_fn.params.star_arg not in (
-            cst.MaybeSentinel.DEFAULT,
+        if (
+            len(graph_fn.params.params) != 1
+            or graph_fn.params.kwonly_params
+            or graph_fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT,)
         ):
             self.reasons.append("define_graph takes parameters besides self")
         self.local_names = bound_names(init) | bound_names(graph_fn) | plain_names(init.params)
@@ -149,7 +153,9 @@ class Merger:
                 return True
         return False
 
-    def _with_feeds(self, body: list[cst.BaseStatement], setup: cst.FunctionDef | None) -> list[cst.BaseStatement]:
+    def _with_feeds(
+        self, body: list[cst.BaseStatement], setup: cst.FunctionDef | None
+    ) -> list[cst.BaseStatement]:
         """``define_graph``'s statements with the external sources ``iter_setup`` feeds replaced
         by its code (see ``iter_setup``)."""
         if setup is None:
@@ -157,16 +163,26 @@ class Merger:
         fed = fed_nodes(setup)
         sources = [i for i, s in enumerate(body) if self._source_read(s, fed or [])]
         if fed is None or len(sources) != len(fed):
-            self.reasons.append("iter_setup feeds something else than the external sources define_graph reads")
+            self.reasons.append(
+                "iter_setup feeds something else than the external sources define_graph reads"
+            )
             return body
         block = inline_block(setup, self.ctx.ndd)
         blocks = block if isinstance(block, list) else [block]
-        return body[: sources[0]] + blocks + [s for i, s in enumerate(body) if i > sources[0] and i not in sources]
+        return (
+            body[: sources[0]]
+            + blocks
+            + [s for i, s in enumerate(body) if i > sources[0] and i not in sources]
+        )
 
     def _source_read(self, stmt: cst.BaseStatement, fed: list[str]) -> bool:
         """``self.jpegs = self.input()`` of an external source object, for a fed ``jpegs``."""
         target, value = _self_assignment(stmt)
-        if target not in fed or not (isinstance(value, cst.Call) and _is_self_attr(value.func)) or value.args:
+        if (
+            target not in fed
+            or not (isinstance(value, cst.Call) and _is_self_attr(value.func))
+            or value.args
+        ):
             return False
         variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
         return bool(variants) and all(v.op.fn_path == EXTERNAL_SOURCE for v in variants)
@@ -220,7 +236,11 @@ class Merger:
         """``self.jpegs, self.labels = self.input()``: attributes set while building the graph."""
         for node in walk(fn.body):
             if isinstance(node, cst.AssignTarget):
-                self.attrs |= {t.attr.value for t in walk(node.target) if _is_self_attr(t) and t.attr.value not in self.ops}
+                self.attrs |= {
+                    t.attr.value
+                    for t in walk(node.target)
+                    if _is_self_attr(t) and t.attr.value not in self.ops
+                }
 
     def _called_helpers(self, *roots: cst.FunctionDef) -> dict[str, cst.FunctionDef]:
         """The methods ``roots`` call through ``self`` (and those they call)."""
@@ -238,7 +258,9 @@ class Merger:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _init_block(self, stmts: list[cst.BaseStatement], top: bool = False) -> list[cst.BaseStatement]:
+    def _init_block(
+        self, stmts: list[cst.BaseStatement], top: bool = False
+    ) -> list[cst.BaseStatement]:
         """``__init__``'s statements without the Pipeline constructor call and the operator
         objects, ``self.x`` made local names."""
         out: list[cst.BaseStatement] = []
@@ -249,7 +271,9 @@ class Merger:
                 args = call.args[1:] if not isinstance(call.func.value, cst.Call) else call.args  # type: ignore[attr-defined]
                 # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
                 args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
-                self.kwargs = pipeline_ctor_kwargs(call.with_changes(args=args), self.reasons, "the Pipeline constructor call")
+                self.kwargs = pipeline_ctor_kwargs(
+                    call.with_changes(args=args), self.reasons, "the Pipeline constructor call"
+                )
                 continue
             target, value = _self_assignment(stmt)
             if target is not None and target in self.ops and not self._plain(stmt):
@@ -286,19 +310,29 @@ class Merger:
     def _helper(self, fn: cst.FunctionDef) -> cst.FunctionDef:
         """A helper method as a function of the graph body (without ``self``)."""
         params = fn.params.params
-        decorators = [d for d in fn.decorators if not (isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod")]
+        decorators = [
+            d
+            for d in fn.decorators
+            if not (isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod")
+        ]
         if decorators:
             self.reasons.append(f"method {fn.name.value} has decorators")
         is_static = len(decorators) != len(fn.decorators)
         new = fn.with_changes(
-            decorators=[], params=fn.params.with_changes(params=params if is_static else params[1:]), leading_lines=[]
+            decorators=[],
+            params=fn.params.with_changes(params=params if is_static else params[1:]),
+            leading_lines=[],
         )
         return self._rewrite(new)  # type: ignore[return-value]
 
     def _graph_statement(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         """A statement of ``define_graph``; ``x = self.op(...)`` of an operator object made under
         conditions becomes an ``if`` with the call made under each."""
-        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        small = (
+            stmt.body[0]
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            else None
+        )
         value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
         if isinstance(value, cst.Call) and _is_self_attr(value.func):
             variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
@@ -309,8 +343,12 @@ class Merger:
         return [self._rewrite(stmt)]
 
     def _branches(
-        self, stmt: cst.SimpleStatementLine, small: cst.BaseSmallStatement, call: cst.Call,
-        variants: list[_Variant], depth: int,
+        self,
+        stmt: cst.SimpleStatementLine,
+        small: cst.BaseSmallStatement,
+        call: cst.Call,
+        variants: list[_Variant],
+        depth: int,
     ) -> cst.If | None:
         """The ``if`` that makes ``call`` with the operator object of each branch (None when the
         branches do not form one tree of ``if``s)."""
@@ -334,14 +372,20 @@ class Merger:
         return cst.If(self._rewrite(node.test), cst.IndentedBlock(body), orelse=orelse)  # type: ignore[arg-type]
 
     def _branch_body(
-        self, stmt: cst.SimpleStatementLine, small: cst.BaseSmallStatement, call: cst.Call,
-        variants: list[_Variant], depth: int,
+        self,
+        stmt: cst.SimpleStatementLine,
+        small: cst.BaseSmallStatement,
+        call: cst.Call,
+        variants: list[_Variant],
+        depth: int,
     ) -> list[cst.BaseStatement] | None:
         if not variants:
             return [cst.SimpleStatementLine([cst.Pass()])]
         if len(variants) == 1 and len(variants[0].path) == depth:
             v = variants[0]
-            args = self._rewrite(call.with_changes(func=cst.Name("_")))  # its arguments, self.x made x
+            args = self._rewrite(
+                call.with_changes(func=cst.Name("_"))
+            )  # its arguments, self.x made x
             new_call = self._op_call(v.op, self._rewrite(v.ctor), args)  # type: ignore[arg-type]
             return [stmt.with_changes(body=[small.with_changes(value=new_call)], leading_lines=[])]
         tree = self._branches(stmt, small, call, variants, depth)
@@ -370,8 +414,12 @@ class Merger:
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
         new = node.visit(_Rewriter(self))
-        if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(new)) and not isinstance(new, cst.FunctionDef):
-            self.reasons.append("self is used other than to reach operators, attributes and helper methods")
+        if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(new)) and not isinstance(
+            new, cst.FunctionDef
+        ):
+            self.reasons.append(
+                "self is used other than to reach operators, attributes and helper methods"
+            )
         return new
 
     def _op_call(self, op: OpInfo, ctor: cst.Call, call: cst.Call) -> cst.Call:
@@ -383,7 +431,9 @@ class Merger:
         ctor_kw = [a for a in ctor.args if a.keyword is not None or a.star == "**"]
         clash = call_kw & {a.keyword.value for a in ctor_kw if a.keyword is not None}
         if clash:
-            self.reasons.append(f"{', '.join(sorted(clash))} given both when creating and when calling an operator")
+            self.reasons.append(
+                f"{', '.join(sorted(clash))} given both when creating and when calling an operator"
+            )
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
         inputs = [a for a in call.args if a.keyword is None]
         rest = [a for a in call.args if a.keyword is not None]
@@ -416,7 +466,9 @@ class _Rewriter(cst.CSTTransformer):
                 v = variants[0]
                 return m._op_call(v.op, v.ctor.visit(_Rewriter(m)), updated)  # type: ignore[arg-type]
             if variants:
-                return m._conditional_call([_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated)  # type: ignore[arg-type]
+                return m._conditional_call(
+                    [_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
+                )  # type: ignore[arg-type]
             why = m.not_an_operator(name) if name in m.attrs and name not in m.helpers else None
             if why is not None:
                 m.reasons += [why, _MAKE_OPERATORS]
@@ -426,7 +478,9 @@ class _Rewriter(cst.CSTTransformer):
                 return m._op_call(op, updated.func, updated)  # type: ignore[arg-type]
         return updated
 
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
         if not _is_self_attr(original):
             return updated
         name = original.attr.value
@@ -494,20 +548,40 @@ def _block(node: cst.FunctionDef | cst.If | cst.Else) -> list[cst.BaseStatement]
 
 def _super_init(stmt: cst.BaseStatement) -> cst.Call | None:
     """``super().__init__(...)``, ``super(C, self).__init__(...)`` or ``Pipeline.__init__(self, ...)``."""
-    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)):
+    if not (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+    ):
         return None
     call = stmt.body[0].value
-    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__":
+    if (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "__init__"
+    ):
         owner = call.func.value
-        if isinstance(owner, cst.Call) and isinstance(owner.func, cst.Name) and owner.func.value == "super":
+        if (
+            isinstance(owner, cst.Call)
+            and isinstance(owner.func, cst.Name)
+            and owner.func.value == "super"
+        ):
             return call
-        if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "self":
+        if (
+            call.args
+            and isinstance(call.args[0].value, cst.Name)
+            and call.args[0].value.value == "self"
+        ):
             return call
     return None
 
 
 def _self_assignment(stmt: cst.CSTNode) -> tuple[str | None, cst.BaseExpression | None]:
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+    if (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Assign)
+    ):
         assign = stmt.body[0]
         if len(assign.targets) == 1 and _is_self_attr(assign.targets[0].target):
             return assign.targets[0].target.attr.value, assign.value  # type: ignore[attr-defined]
@@ -519,7 +593,11 @@ def _uses_self(node: cst.CSTNode) -> bool:
 
 
 def _is_self_attr(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    )
 
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:

@@ -80,7 +80,7 @@ did not exist before the ``if``. An ``if`` on plain Python values stays a Python
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -91,22 +91,43 @@ from .._local import LocalEnv, produces_node
 from .model import Refused
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
-SAFE_CALLS = {"int", "float", "bool", "str", "len", "abs", "min", "max", "round", "tuple", "list", "range"}
+SAFE_CALLS = {
+    "int",
+    "float",
+    "bool",
+    "str",
+    "len",
+    "abs",
+    "min",
+    "max",
+    "round",
+    "tuple",
+    "list",
+    "range",
+}
 #: words of RNG state one ndd random call draws (docs/dali-facts.md [rng])
 STATE_WORDS = 7
-EMPTY_BRANCH_COMMENT = "# pipeline mode drew the random states of this branch's operators even with no samples"
+EMPTY_BRANCH_COMMENT = (
+    "# pipeline mode drew the random states of this branch's operators even with no samples"
+)
 
 
 def _names(node: cst.CSTNode) -> set[str]:
     attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
-    keywords = {id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
-    return {n.value for n in walk(node) if isinstance(n, cst.Name) and id(n) not in attrs | keywords}
+    keywords = {
+        id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword is not None
+    }
+    return {
+        n.value for n in walk(node) if isinstance(n, cst.Name) and id(n) not in attrs | keywords
+    }
 
 
 def _ordered_names(node: cst.CSTNode) -> list[str]:
     """``_names`` in source order (generated code reads its sub-batches in this order)."""
     names = _names(node)
-    return list(dict.fromkeys(n.value for n in walk(node) if isinstance(n, cst.Name) and n.value in names))
+    return list(
+        dict.fromkeys(n.value for n in walk(node) if isinstance(n, cst.Name) and n.value in names)
+    )
 
 
 def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set[str]:
@@ -122,7 +143,9 @@ def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set
         if isinstance(t.target, cst.Name)
     ]
     assigns += [
-        (n.target.value, n.value) for n in walk(container) if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
+        (n.target.value, n.value)
+        for n in walk(container)
+        if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name)
     ]
     changed = True
     while changed:
@@ -130,7 +153,9 @@ def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set
         for name, value in assigns:
             if name not in names and (
                 _names(value) & names
-                or any(isinstance(c, cst.Call) and ctx.fn_op(c.func) is not None for c in walk(value))
+                or any(
+                    isinstance(c, cst.Call) and ctx.fn_op(c.func) is not None for c in walk(value)
+                )
             ):
                 names.add(name)
                 changed = True
@@ -163,7 +188,8 @@ def _is_logical(node: cst.CSTNode) -> bool:
 def has_data_branches(ctx: FileContext, body: cst.CSTNode, nodes: set[str]) -> bool:
     nodes = data_names(ctx, body, nodes)
     return any(
-        isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in walk(body)
+        isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes)
+        for n in walk(body)
     )
 
 
@@ -172,7 +198,9 @@ def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[s
     reasons: list[str] = []
     if body:
         nodes = _owner_nodes(ctx, body[0], nodes)
-    handled: set[int] = set()  # the data `if`s lowered (nested and elif included) and the logic of their tests
+    handled: set[int] = (
+        set()
+    )  # the data `if`s lowered (nested and elif included) and the logic of their tests
     for stmt in body:
         if _is_data_if(ctx, stmt, nodes):
             reasons += if_reasons(ctx, stmt, nodes)
@@ -181,13 +209,25 @@ def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[s
         for n in walk(stmt):
             if isinstance(n, cst.While) and is_data_test(ctx, n.test, nodes):
                 # DALI 2.4 itself rejects it: the loop test calls DataNode.__bool__ (TypeError)
-                reasons.append("a `while` loop on data: DALI conditionals reject it too (TypeError when the pipeline is defined)")
+                reasons.append(
+                    "a `while` loop on data: DALI conditionals reject it too (TypeError when the "
+                    "pipeline is defined)"
+                )
             elif isinstance(n, cst.IfExp) and is_data_test(ctx, n.test, nodes):
-                reasons.append("a conditional expression (`a if c else b`) on data is not migrated yet")
-            elif isinstance(n, cst.If) and id(n) not in handled and is_data_test(ctx, n.test, nodes):
-                reasons.append("an `if` on data inside a loop, a `with` or a Python `if` is not migrated yet")
+                reasons.append(
+                    "a conditional expression (`a if c else b`) on data is not migrated yet"
+                )
+            elif (
+                isinstance(n, cst.If) and id(n) not in handled and is_data_test(ctx, n.test, nodes)
+            ):
+                reasons.append(
+                    "an `if` on data inside a loop, a `with` or a Python `if` is not migrated yet"
+                )
             elif _is_logical(n) and id(n) not in handled and is_data_test(ctx, n, nodes):
-                reasons.append(f"`{ctx.text(n)}`: `and`/`or`/`not` on data outside an `if` test is not migrated yet")
+                reasons.append(
+                    f"`{ctx.text(n)}`: `and`/`or`/`not` on data outside an `if` test is not "
+                    "migrated yet"
+                )
     return list(dict.fromkeys(reasons))
 
 
@@ -227,18 +267,25 @@ def _pred_reasons(ctx: FileContext, test: cst.BaseExpression, nodes: set[str]) -
     atoms = _atoms(test)
     for atom in atoms:
         data = produces_node(ctx, atom, nodes) or (
-            len(atoms) > 1 and is_data_test(ctx, atom, nodes) and not _call_reasons(ctx, atom, nodes)
+            len(atoms) > 1
+            and is_data_test(ctx, atom, nodes)
+            and not _call_reasons(ctx, atom, nodes)
         )  # `x.shape()[0] > 10` too
         if not data:
             if len(atoms) == 1:
                 reasons.append(f"the data predicate `{ctx.text(test)}` is not one node")
             else:
                 reasons.append(
-                    f"`{ctx.text(atom)}` in the data predicate `{ctx.text(test)}` is not a data node"
-                    " (DALI chooses between Python and per-sample logic by its value when the pipeline is defined)"
+                    f"`{ctx.text(atom)}` in the data predicate `{ctx.text(test)}` is not a data "
+                    "node"
+                    " (DALI chooses between Python and per-sample logic by its value when the "
+                    "pipeline is defined)"
                 )
         elif any(_is_logical(n) for n in walk(atom)):
-            reasons.append(f"`and`/`or`/`not` inside the operand `{ctx.text(atom)}` of a data predicate is not migrated yet")
+            reasons.append(
+                f"`and`/`or`/`not` inside the operand `{ctx.text(atom)}` of a data predicate is "
+                "not migrated yet"
+            )
     for atom in atoms[1:]:  # short-circuited operands run on sub-batches, like branch code
         reasons += _call_reasons(ctx, atom, nodes)
     return reasons
@@ -249,10 +296,21 @@ def _call_reasons(ctx: FileContext, node: cst.CSTNode, nodes: set[str]) -> list[
     for n in walk(node):
         if isinstance(n, cst.Call) and ctx.fn_op(n.func) is None:
             q = ctx.qualname(n.func) or ""
-            plain = isinstance(n.func, cst.Name) and n.func.value in SAFE_CALLS and not q.startswith("__main__")
-            method = isinstance(n.func, cst.Attribute) and _names(n.func.value) <= nodes and bool(_names(n.func.value))
+            plain = (
+                isinstance(n.func, cst.Name)
+                and n.func.value in SAFE_CALLS
+                and not q.startswith("__main__")
+            )
+            method = (
+                isinstance(n.func, cst.Attribute)
+                and _names(n.func.value) <= nodes
+                and bool(_names(n.func.value))
+            )
             if not (plain or method or q.startswith("nvidia.dali")):
-                reasons.append(f"{ctx.text(n.func)}(...) is called inside an `if` on data: its random draws cannot be counted")
+                reasons.append(
+                    f"{ctx.text(n.func)}(...) is called inside an `if` on data: its random draws "
+                    "cannot be counted"
+                )
     return reasons
 
 
@@ -277,21 +335,29 @@ def if_reasons(ctx: FileContext, stmt: cst.If, nodes: set[str]) -> list[str]:
                 names += _assigned([s])
                 continue
             if not isinstance(s, cst.SimpleStatementLine):
-                reasons.append("a compound statement other than an `if` on data inside an `if` on data is not migrated yet")
+                reasons.append(
+                    "a compound statement other than an `if` on data inside an `if` on data is "
+                    "not migrated yet"
+                )
                 continue
             for small in s.body:
                 if isinstance(small, cst.Assign):
                     for t in small.targets:
-                        if not isinstance(t.target, cst.Name) or not _is_node(ctx, small.value, nodes):
+                        if not isinstance(t.target, cst.Name) or not _is_node(
+                            ctx, small.value, nodes
+                        ):
                             reasons.append(
-                                f"`{ctx.text(t.target)} = ...` inside an `if` on data does not assign one data node"
+                                f"`{ctx.text(t.target)} = ...` inside an `if` on data does not "
+                                "assign one data node"
                             )
                         if isinstance(t.target, cst.Name):
                             names.append(t.target.value)
                 elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
                     names.append(small.target.value)
                 elif not isinstance(small, (cst.Expr, cst.Pass)):
-                    reasons.append(f"`{ctx.text(small)}` inside an `if` on data is not migrated yet")
+                    reasons.append(
+                        f"`{ctx.text(small)}` inside an `if` on data is not migrated yet"
+                    )
             reasons += _call_reasons(ctx, s, nodes)
         assigned.append(names)
     for name in dict.fromkeys(assigned[0] + assigned[1]):
@@ -303,9 +369,16 @@ def if_reasons(ctx: FileContext, stmt: cst.If, nodes: set[str]) -> list[str]:
 def _is_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -> bool:
     """``produces_node``, and ``a if flag else b`` on a plain Python ``flag``."""
     if isinstance(expr, cst.IfExp):
-        return not is_data_test(ctx, expr.test, nodes) and _is_node(ctx, expr.body, nodes) and _is_node(ctx, expr.orelse, nodes)
+        return (
+            not is_data_test(ctx, expr.test, nodes)
+            and _is_node(ctx, expr.body, nodes)
+            and _is_node(ctx, expr.orelse, nodes)
+        )
     if isinstance(expr, cst.Call) and (op := ctx.fn_op(expr.func)) is not None:
-        return op.target.num_outputs in (1, None)  # None: resize and the like, one output unless asked
+        return op.target.num_outputs in (
+            1,
+            None,
+        )  # None: resize and the like, one output unless asked
     return produces_node(ctx, expr, nodes)
 
 
@@ -365,7 +438,13 @@ def _comment(text: str) -> list[cst.EmptyLine]:
 class _Lowerer:
     """Lowers one top-level ``if`` on data (and the ``if``s nested in it) to per-sample code."""
 
-    def __init__(self, ctx: FileContext, lower_node: Callable[[cst.CSTNode, LocalEnv], cst.CSTNode], taken: set[str], nodes: set[str]) -> None:
+    def __init__(
+        self,
+        ctx: FileContext,
+        lower_node: Callable[[cst.CSTNode, LocalEnv], cst.CSTNode],
+        taken: set[str],
+        nodes: set[str],
+    ) -> None:
         self.ctx, self.lower_node, self.taken, self.nodes = ctx, lower_node, taken, nodes
 
     def fresh(self, base: str) -> str:
@@ -378,15 +457,30 @@ class _Lowerer:
         if env.rng is None:
             raise Refused("a random operator inside an `if` on data without an RNG")
         words = str(STATE_WORDS) if draws == 1 else f"{STATE_WORDS} * {draws}"
-        advance = _stmt(f"{self.ctx.render(env.rng, [])}.advance({words})\n").with_changes(leading_lines=_comment(EMPTY_BRANCH_COMMENT))
+        advance = _stmt(f"{self.ctx.render(env.rng, [])}.advance({words})\n").with_changes(
+            leading_lines=_comment(EMPTY_BRANCH_COMMENT)
+        )
         return cst.Else(body=cst.IndentedBlock([advance]))
 
-    def sub_batches(self, reads: list[str], idx: str, rename: dict[str, str]) -> list[cst.BaseStatement]:
-        return [_stmt(f"{rename[n]} = {self.ctx.ndd}.as_batch([{n}.tensors[i] for i in {idx}])\n") for n in reads]
+    def sub_batches(
+        self, reads: list[str], idx: str, rename: dict[str, str]
+    ) -> list[cst.BaseStatement]:
+        return [
+            _stmt(f"{rename[n]} = {self.ctx.ndd}.as_batch([{n}.tensors[i] for i in {idx}])\n")
+            for n in reads
+        ]
 
     # -- the predicate ---------------------------------------------------------------------
 
-    def holds(self, expr: cst.BaseExpression, negate: bool, idx: str | None, holds: str, env: LocalEnv, out: list) -> None:
+    def holds(
+        self,
+        expr: cst.BaseExpression,
+        negate: bool,
+        idx: str | None,
+        holds: str,
+        env: LocalEnv,
+        out: list,
+    ) -> None:
         """Statements that set ``holds[i]`` to the truth of ``expr`` for every sample ``i`` of
         ``idx`` (None: all samples, creating ``holds``), evaluating and/or lazily as DALI does:
         the right operand runs only on the sub-batch of the samples the left one leaves open."""
@@ -413,22 +507,47 @@ class _Lowerer:
                 source = expr.value
             else:
                 source = self.fresh("cond")
-                out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(source))], self.lower_node(expr, env))]))
+                out.append(
+                    cst.SimpleStatementLine(
+                        [
+                            cst.Assign(
+                                [cst.AssignTarget(cst.Name(source))], self.lower_node(expr, env)
+                            )
+                        ]
+                    )
+                )
             out.append(_stmt(f"{holds} = [{truth} for p in {source}.tensors]\n"))
             return
         if isinstance(expr, cst.Name):
-            out.append(_stmt(f"for i in {idx}:\n    {holds}[i] = {truth.replace('(p)', f'({expr.value}.tensors[i])')}\n"))
+            out.append(
+                _stmt(
+                    f"for i in {idx}:\n    {holds}[i] = "
+                    f"{truth.replace('(p)', f'({expr.value}.tensors[i])')}\n"
+                )
+            )
             return
         suffix = idx.rstrip("_")
         reads = [n for n in _ordered_names(expr) if n in self.nodes]
         rename = {n: self.fresh(f"{n}_{suffix}") for n in reads}
         cond = self.fresh(f"cond_{suffix}")
-        sub_env = LocalEnv(batch_size=cst.Call(cst.Name("len"), [cst.Arg(cst.Name(idx))]), rng=env.rng, nodes=env.nodes)
+        sub_env = LocalEnv(
+            batch_size=cst.Call(cst.Name("len"), [cst.Arg(cst.Name(idx))]),
+            rng=env.rng,
+            nodes=env.nodes,
+        )
         body = self.sub_batches(reads, idx, rename)
         value = self.lower_node(expr, sub_env).visit(_Rename(rename))
-        body.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(cond))], value)]))
+        body.append(
+            cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(cond))], value)])
+        )
         body.append(_stmt(f"for i, p in zip({idx}, {cond}.tensors):\n    {holds}[i] = {truth}\n"))
-        out.append(cst.If(test=cst.Name(idx), body=cst.IndentedBlock(body), orelse=self.advance_else(env, _random_calls(ctx, [expr]))))
+        out.append(
+            cst.If(
+                test=cst.Name(idx),
+                body=cst.IndentedBlock(body),
+                orelse=self.advance_else(env, _random_calls(ctx, [expr])),
+            )
+        )
 
     # -- the statement ---------------------------------------------------------------------
 
@@ -448,32 +567,56 @@ class _Lowerer:
                 pred_name = test.value
             else:
                 pred_name = self.fresh("cond")
-                out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(pred_name))], self.lower_node(test, env))]))
+                out.append(
+                    cst.SimpleStatementLine(
+                        [
+                            cst.Assign(
+                                [cst.AssignTarget(cst.Name(pred_name))], self.lower_node(test, env)
+                            )
+                        ]
+                    )
+                )
             take, skip = self.fresh("take"), self.fresh("skip")
             sample = f"bool({np}.asarray(p))"
             first = f"not {sample}" if negated else sample
             second = sample if negated else f"not {sample}"
-            out.append(_stmt(f"{take} = [i for i, p in enumerate({pred_name}.tensors) if {first}]\n"))
-            out.append(_stmt(f"{skip} = [i for i, p in enumerate({pred_name}.tensors) if {second}]\n"))
+            out.append(
+                _stmt(f"{take} = [i for i, p in enumerate({pred_name}.tensors) if {first}]\n")
+            )
+            out.append(
+                _stmt(f"{skip} = [i for i, p in enumerate({pred_name}.tensors) if {second}]\n")
+            )
             size = f"{pred_name}.batch_size"
         if stmt.leading_lines:
-            out[0] = out[0].with_changes(leading_lines=list(stmt.leading_lines) + list(out[0].leading_lines))
+            out[0] = out[0].with_changes(
+                leading_lines=list(stmt.leading_lines) + list(out[0].leading_lines)
+            )
 
         then, orelse = _branches(stmt)
         assigned = [_assigned(b) for b in (then, orelse)]
         merged = list(dict.fromkeys(assigned[0] + assigned[1]))
         samples = {name: self.fresh(f"{name}_samples") for name in merged}
         for name in merged:
-            init = f"[None] * {size}" if all(name in a for a in assigned) else f"list({name}.tensors)"
+            init = (
+                f"[None] * {size}" if all(name in a for a in assigned) else f"list({name}.tensors)"
+            )
             out.append(_stmt(f"{samples[name]} = {init}\n"))
 
         for branch, idx, names in ((then, take, assigned[0]), (orelse, skip, assigned[1])):
-            if not branch or all(isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body) for s in branch):
+            if not branch or all(
+                isinstance(s, cst.SimpleStatementLine)
+                and all(isinstance(x, cst.Pass) for x in s.body)
+                for s in branch
+            ):
                 continue
             suffix = idx.rstrip("_")
             reads = _outer_reads(branch, self.nodes)
             rename = {n: self.fresh(f"{n}_{suffix}") for n in dict.fromkeys(reads + names)}
-            sub_env = LocalEnv(batch_size=cst.Call(cst.Name("len"), [cst.Arg(cst.Name(idx))]), rng=env.rng, nodes=env.nodes)
+            sub_env = LocalEnv(
+                batch_size=cst.Call(cst.Name("len"), [cst.Arg(cst.Name(idx))]),
+                rng=env.rng,
+                nodes=env.nodes,
+            )
             body = self.sub_batches(reads, idx, rename)
             for s in branch:
                 if isinstance(s, cst.If):  # validated: an `if` on data (nested, or an elif)
@@ -481,8 +624,19 @@ class _Lowerer:
                 else:
                     body.append(self.lower_node(s, sub_env).visit(_Rename(rename)))
             for n in dict.fromkeys(names):
-                body.append(_stmt(f"for i, sample in zip({idx}, {rename[n]}.tensors):\n    {samples[n]}[i] = sample\n"))
-            out.append(cst.If(test=cst.Name(idx), body=cst.IndentedBlock(body), orelse=self.advance_else(env, _random_calls(ctx, branch))))
+                body.append(
+                    _stmt(
+                        f"for i, sample in zip({idx}, {rename[n]}.tensors):\n    {samples[n]}[i] "
+                        "= sample\n"
+                    )
+                )
+            out.append(
+                cst.If(
+                    test=cst.Name(idx),
+                    body=cst.IndentedBlock(body),
+                    orelse=self.advance_else(env, _random_calls(ctx, branch)),
+                )
+            )
 
         for name in merged:
             out.append(_stmt(f"{name} = {ndd}.as_batch({samples[name]})\n"))
@@ -503,7 +657,10 @@ def lower_branches(
 
     nodes = _owner_nodes(ctx, stmt, env.nodes)
     if not _is_data_if(ctx, stmt, nodes):
-        if any(isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes) for n in walk(stmt)):
+        if any(
+            isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, nodes)
+            for n in walk(stmt)
+        ):
             raise Refused("an `if`/`while` on data inside other statements is not migrated yet")
         return None
     reasons = if_reasons(ctx, stmt, nodes)
@@ -536,7 +693,9 @@ def _assigned(branch: list[cst.BaseStatement]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _outer_reads(branch: list[cst.BaseStatement], nodes: set[str], bound: set[str] | None = None) -> list[str]:
+def _outer_reads(
+    branch: list[cst.BaseStatement], nodes: set[str], bound: set[str] | None = None
+) -> list[str]:
     """Data nodes a branch reads before assigning them: they need the branch's sub-batch. A
     nested ``if`` reads its test, what its branches read, and the names only one of its
     branches assigns (their other samples are kept)."""

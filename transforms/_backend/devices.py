@@ -30,7 +30,9 @@ from .._cst import walk
 _OPERATORS = (cst.BinaryOperation, cst.Comparison)
 
 
-def move_cpu_operands(stmts: list[cst.BaseStatement], nodes: set[str]) -> tuple[list[cst.BaseStatement], bool]:
+def move_cpu_operands(
+    stmts: list[cst.BaseStatement], nodes: set[str]
+) -> tuple[list[cst.BaseStatement], bool]:
     """``stmts`` (lowered, in order) with CPU data operands of GPU arithmetic moved to the GPU,
     and whether any was. ``nodes`` are the names that hold data (Batches)."""
     gpu: set[str] = set()
@@ -90,7 +92,10 @@ def _on_gpu(expr: cst.BaseExpression, gpu: set[str]) -> bool:
             return func.attr.value == "gpu"
         for a in expr.args:
             if a.keyword is not None and a.keyword.value == "device":
-                return isinstance(a.value, cst.SimpleString) and a.value.evaluated_value in ("gpu", "mixed")
+                return isinstance(a.value, cst.SimpleString) and a.value.evaluated_value in (
+                    "gpu",
+                    "mixed",
+                )
         return any(a.keyword is None and _on_gpu(a.value, gpu) for a in expr.args)
     if isinstance(expr, cst.BinaryOperation):
         return _on_gpu(expr.left, gpu) or _on_gpu(expr.right, gpu)
@@ -109,9 +114,15 @@ def _is_data(expr: cst.BaseExpression, nodes: set[str]) -> bool:
         return expr.value in nodes
     if isinstance(expr, cst.Call):
         func = expr.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and func.value.attr.value == "random":
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Attribute)
+            and func.value.attr.value == "random"
+        ):
             return True  # ndd.random.coin_flip(batch_size=...): a batch drawn on the CPU
-        return isinstance(func, cst.Attribute) and any(a.keyword is None and _is_data(a.value, nodes) for a in expr.args)
+        return isinstance(func, cst.Attribute) and any(
+            a.keyword is None and _is_data(a.value, nodes) for a in expr.args
+        )
     if isinstance(expr, cst.BinaryOperation):
         return _is_data(expr.left, nodes) or _is_data(expr.right, nodes)
     if isinstance(expr, cst.UnaryOperation):
@@ -122,7 +133,10 @@ def _is_data(expr: cst.BaseExpression, nodes: set[str]) -> bool:
 
 
 def _to_gpu(expr: cst.BaseExpression) -> cst.Call:
-    if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)) and not expr.lpar:
+    if (
+        isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison))
+        and not expr.lpar
+    ):
         expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(cst.Attribute(expr, cst.Name("gpu")))
 

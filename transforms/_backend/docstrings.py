@@ -19,7 +19,10 @@ def is_generated_doc(doc: cst.BaseStatement | None) -> bool:
 
 
 def generator_doc(
-    ctx: FileContext, outputs: list[cst.BaseExpression], kind: str, fed: list[cst.Name] = ()  # type: ignore[assignment]
+    ctx: FileContext,
+    outputs: list[cst.BaseExpression],
+    kind: str,
+    fed: list[cst.Name] = (),  # type: ignore[assignment]
 ) -> cst.SimpleStatementLine:
     """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
     ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the
@@ -27,9 +30,16 @@ def generator_doc(
     names = ", ".join(output_names(ctx, outputs))
     if kind == "fed":
         args = ", ".join(n.value for n in fed)
-        text = f'"""Returns a function of the data pipe.feed_input() gave: ({args}) -> ({names}) batches, as Pipeline.run()."""'
+        text = (
+            f'"""Returns a function of the data pipe.feed_input() gave: ({args}) -> ({names}) '
+            'batches, as Pipeline.run()."""'
+        )
     else:
-        until = "epoch after epoch, without end," if kind == "endless" else "until its external source ends,"
+        until = (
+            "epoch after epoch, without end,"
+            if kind == "endless"
+            else "until its external source ends,"
+        )
         text = f'"""Yields ({names}) batches {until} as Pipeline.run() did."""'
     return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
 
@@ -41,11 +51,20 @@ def output_names(ctx: FileContext, outputs: list[cst.BaseExpression]) -> list[st
     names = []
     for v in outputs:
         while True:
-            if isinstance(v, cst.Call) and ctx.is_fn_ref(v.func) and v.args and v.args[0].keyword is None:
+            if (
+                isinstance(v, cst.Call)
+                and ctx.is_fn_ref(v.func)
+                and v.args
+                and v.args[0].keyword is None
+            ):
                 v = v.args[0].value  # fn.resize(images, ...) yields resized images
                 if not isinstance(v, cst.Name):
                     break
-            elif isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and ctx.qualname(v.func) is None:
+            elif (
+                isinstance(v, cst.Call)
+                and isinstance(v.func, cst.Attribute)
+                and ctx.qualname(v.func) is None
+            ):
                 v = v.func.value
             elif isinstance(v, (cst.Attribute, cst.Subscript)):
                 v = v.value

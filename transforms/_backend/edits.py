@@ -15,7 +15,12 @@ def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
     block = ctx.parents.get(stmt)
     siblings = getattr(block, "body", ())
     owner = ctx.parents.get(block)
-    if _only_builds(siblings) and isinstance(owner, cst.For) and owner.body is block and owner.orelse is None:
+    if (
+        _only_builds(siblings)
+        and isinstance(owner, cst.For)
+        and owner.body is block
+        and owner.orelse is None
+    ):
         return removed_stmt(ctx, owner)  # for p in pipes: p.build()
     if _only_builds(siblings) and isinstance(block, cst.IndentedBlock) and siblings[-1] is stmt:
         assert isinstance(stmt, cst.SimpleStatementLine)

@@ -39,7 +39,9 @@ from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
 
 #: what capture mode means for the code around the generator, written above the loop
-CAPTURE_COMMENT = "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
+CAPTURE_COMMENT = (
+    "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
+)
 #: why the outputs of an eager loop are evaluated (docs/dali-facts/capture-and-exit.md)
 EVALUATE_COMMENT = (
     "# .evaluate(): each batch is computed before it is handed on, as pipe.run() did (DALI 2.4\n"
@@ -66,7 +68,9 @@ def emit_generator_body(
     e = _Emitter(ctx, graph, plan, notes)
     hoisted = e.readers() + e.sources()
     if plan.dropped and hoisted:
-        hoisted[0] = hoisted[0].with_changes(leading_lines=list(hoisted[0].leading_lines) + plan.dropped)
+        hoisted[0] = hoisted[0].with_changes(
+            leading_lines=list(hoisted[0].leading_lines) + plan.dropped
+        )
     loop = e.loop(e.lowered())
     if plan.dropped and not hoisted:
         loop = loop.with_changes(leading_lines=[*plan.dropped, *loop.leading_lines])
@@ -95,7 +99,9 @@ def emit_generator_body(
 class _Emitter:
     """The state the phases of one generator body share."""
 
-    def __init__(self, ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]) -> None:
+    def __init__(
+        self, ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]
+    ) -> None:
         self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
         self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
         self.rng_var = fresh_name("rng", self.taken)
@@ -110,7 +116,8 @@ class _Emitter:
             inputs = [
                 next(
                     (
-                        i for i, s in enumerate(graph.body)
+                        i
+                        for i, s in enumerate(graph.body)
                         if not isinstance(s, cst.FunctionDef) and _runs_dali(ctx, s, self.nodes)
                     ),
                     len(graph.body) - 1,
@@ -118,7 +125,9 @@ class _Emitter:
             ]
         self.setup = [s for s in graph.body[: min(inputs)] if not _runs_dali(ctx, s, self.nodes)]
         # helpers defined in the graph code are defined once, before the loop
-        self.defs = [s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup]
+        self.defs = [
+            s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
+        ]
         self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
         self.lowered_defs: list[cst.BaseStatement] = []
         self.per_batch_names = set().union(
@@ -127,7 +136,10 @@ class _Emitter:
         #: sources fed by pipe.feed_input(): the generator becomes a function of their data
         self.fed = [u for u in graph.sources if u.kind == "fed"]
         if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
-            raise Refused("an external source fed by pipe.feed_input() next to a reader or another external source")
+            raise Refused(
+                "an external source fed by pipe.feed_input() next to a reader or another external "
+                "source"
+            )
         counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
         self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
         self.capture = False
@@ -147,7 +159,8 @@ class _Emitter:
             depends = free_names(use.call) & self.per_batch_names
             if depends:
                 raise Refused(
-                    f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code ({', '.join(sorted(depends))})"
+                    f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code "
+                    f"({', '.join(sorted(depends))})"
                 )
             var = fresh_name("reader" if self.single else _reader_var(use), self.taken)
             self.reader_vars[id(use.call)] = var
@@ -155,7 +168,9 @@ class _Emitter:
             cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
             value = use.call.with_changes(func=cls, args=self._reader_args(use))
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            hoisted.append(statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines))
+            hoisted.append(
+                statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines)
+            )
         return hoisted
 
     def _reader_args(self, use: ReaderUse) -> list[cst.Arg]:
@@ -164,7 +179,9 @@ class _Emitter:
         args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
         if not self.single or plan.reader_meta:
             args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
-        enabled = any(a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args)
+        enabled = any(
+            a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args
+        )
         if plan.checkpointing and not enabled:
             args = remove_args(args, {"enable_checkpointing"})
             args = append_arg(args, kwarg("enable_checkpointing", cst.Name("True")))
@@ -203,8 +220,10 @@ class _Emitter:
             raise Refused(unknown_source(text, ", next to a reader or another external source"))
         depends = free_names(use.source) & self.per_batch_names
         if depends:
-            raise Refused(f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
-                          f"({', '.join(sorted(depends))})")
+            raise Refused(
+                f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
+                f"({', '.join(sorted(depends))})"
+            )
         if "inspect" in names_in(self.ctx.module) and not _imports_inspect(self.ctx.module):
             raise Refused(unknown_source(text))  # `inspect` names something else here
         var = fresh_name("batches", self.taken)
@@ -214,7 +233,8 @@ class _Emitter:
         )
         stmts = list(cst.parse_module(code).body)
         comment = [
-            cst.EmptyLine(comment=cst.Comment(line)) for line in (
+            cst.EmptyLine(comment=cst.Comment(line))
+            for line in (
                 "# as external_source: a generator function is called, an iterable iterated, and a",
                 "# callable called once per batch",
             )
@@ -252,14 +272,19 @@ class _Emitter:
         reader), or the reader called for one batch (several)."""
         if self.single:
             return use.target  # type: ignore[return-value]
-        return cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
+        return cst.Call(
+            cst.Name(self.reader_vars[id(use.call)]),
+            args=[kwarg("batch_size", self.plan.batch_size)],
+        )
 
     def _env(self) -> LocalEnv:
         """What the local rules may rely on inside the loop: the batch size, the RNG, the data."""
         graph = self.graph
         for use in graph.sources:
             target = use.target
-            for t in [target] if isinstance(target, cst.Name) else [e.value for e in target.elements]:
+            for t in (
+                [target] if isinstance(target, cst.Name) else [e.value for e in target.elements]
+            ):
                 self.nodes.add(t.value)
         if self.single:
             self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
@@ -269,35 +294,48 @@ class _Emitter:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
         else:  # the first external source's batch
             self.target = None
-            batch_expr = cst.Attribute(cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size"))
+            batch_expr = cst.Attribute(
+                cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size")
+            )
         for use in graph.readers:
             if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
                 self.nodes.add(use.target.value)
         return LocalEnv(batch_size=batch_expr, rng=cst.Name(self.rng_var), nodes=self.nodes)
 
-    def _statement(self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]) -> list[cst.BaseStatement]:
+    def _statement(
+        self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
         """One statement of the graph code, as it runs once per batch."""
         ctx, graph = self.ctx, self.graph
         source = next((u for u in graph.sources if u.stmt is s), None)
         if source is not None:
-            return _source_statements(ctx, source, self.iteration, self.data_var, self.plan.batch_size)
+            return _source_statements(
+                ctx, source, self.iteration, self.data_var, self.plan.batch_size
+            )
         if self.is_reader_stmt(s):
             if self.single:
                 return []
             assert isinstance(s, cst.SimpleStatementLine)
             use = next(u for u in graph.readers if u.stmt is s)
-            call = cst.Call(cst.Name(self.reader_vars[id(use.call)]), args=[kwarg("batch_size", self.plan.batch_size)])
+            call = cst.Call(
+                cst.Name(self.reader_vars[id(use.call)]),
+                args=[kwarg("batch_size", self.plan.batch_size)],
+            )
             return [s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[])]
         if s is graph.outputs_stmt:
             return self._yield(s, env, rules)
         if isinstance(s, cst.BaseCompoundStatement):
             # an `if` on data nodes (enable_conditionals) becomes per-sample code
-            branched = lower_branches(ctx, s, env, lambda n, e: self._lower(n, e, rules), self.taken)
+            branched = lower_branches(
+                ctx, s, env, lambda n, e: self._lower(n, e, rules), self.taken
+            )
             if branched is not None:
                 return branched
         return [self._lower(s, env, rules)]
 
-    def _yield(self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]) -> list[cst.BaseStatement]:
+    def _yield(
+        self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
         values = [self._lower(v, env, rules) for v in self.graph.outputs]
         if len(values) > 1:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
@@ -322,7 +360,12 @@ class _Emitter:
         # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
         lowered, moved = move_cpu_operands(lowered, self.nodes)
         if self.single:
-            self.capture = plan.single_use and not moved and not plan.checkpointing and _capturable(graph, lowered)
+            self.capture = (
+                plan.single_use
+                and not moved
+                and not plan.checkpointing
+                and _capturable(graph, lowered)
+            )
             plan.captured = self.capture
         if not self.capture:
             evaluated = _Evaluated(self._computed_already())
@@ -357,9 +400,13 @@ class _Emitter:
             if self.capture:
                 epoch_args.append(kwarg("capture", cst.Name("True")))
             reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
-            next_epoch = cst.Call(func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args)
+            next_epoch = cst.Call(
+                func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args
+            )
             assert self.target is not None
-            body = [cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))]
+            body = [
+                cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))
+            ]
         return self._comment(cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body)))
 
     # -- the pipeline's GPU, where it is not the current device -------------------------------------
@@ -396,7 +443,9 @@ class _Emitter:
         operators computes its value in the context first (``batch = ...``). Unchanged where the
         loop has no yield of its own at its top (the front end keeps its TODO)."""
         at = next((i for i, s in enumerate(stmts) if _yielded(s) is not None), None)
-        if at is None or any(isinstance(n, cst.Yield) for s in stmts[:at] for n in _walk_outside_defs(s)):
+        if at is None or any(
+            isinstance(n, cst.Yield) for s in stmts[:at] for n in _walk_outside_defs(s)
+        ):
             return stmts
         stmt, yielded = stmts[at], _yielded(stmts[at])
         assert isinstance(stmt, cst.SimpleStatementLine) and yielded is not None
@@ -456,20 +505,32 @@ class _Evaluated(cst.CSTTransformer):
         return False
 
     def leave_Yield(self, original: cst.Yield, updated: cst.Yield) -> cst.Yield:
-        return updated.with_changes(value=self._values(updated.value)) if updated.value is not None else updated
+        return (
+            updated.with_changes(value=self._values(updated.value))
+            if updated.value is not None
+            else updated
+        )
 
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
-        return updated.with_changes(value=self._values(updated.value)) if updated.value is not None else updated
+        return (
+            updated.with_changes(value=self._values(updated.value))
+            if updated.value is not None
+            else updated
+        )
 
     def _values(self, value: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(value, cst.Tuple):
-            return value.with_changes(elements=[e.with_changes(value=self._one(e.value)) for e in value.elements])
+            return value.with_changes(
+                elements=[e.with_changes(value=self._one(e.value)) for e in value.elements]
+            )
         return self._one(value)
 
     def _one(self, value: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(value, cst.Name) and value.value in self.computed:
             return value
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)):
+        if isinstance(
+            value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)
+        ):
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         self.wrapped += 1
         return cst.Call(cst.Attribute(value, cst.Name("evaluate")))
@@ -505,9 +566,16 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
     a single pipeline instantiated once, and a body of operator calls."""
     if len(graph.readers) != 1 or graph.sources:
         return False
-    if any(isinstance(n, cst.Name) and n.value in ("as_batch", "advance") for s in lowered for n in walk(s)):
+    if any(
+        isinstance(n, cst.Name) and n.value in ("as_batch", "advance")
+        for s in lowered
+        for n in walk(s)
+    ):
         return False
-    return not any(a.keyword is not None and a.keyword.value == "enable_checkpointing" for a in graph.readers[0].call.args)
+    return not any(
+        a.keyword is not None and a.keyword.value == "enable_checkpointing"
+        for a in graph.readers[0].call.args
+    )
 
 
 _SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
@@ -532,9 +600,12 @@ def _computed(value: cst.BaseExpression) -> bool:
 
 def _imports_inspect(module: cst.Module) -> bool:
     return any(
-        isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.Import)
-        and any(a.asname is None and isinstance(a.name, cst.Name) and a.name.value == "inspect"
-                for a in s.body[0].names)
+        isinstance(s, cst.SimpleStatementLine)
+        and isinstance(s.body[0], cst.Import)
+        and any(
+            a.asname is None and isinstance(a.name, cst.Name) and a.name.value == "inspect"
+            for a in s.body[0].names
+        )
         for s in module.body
     )
 
@@ -546,12 +617,20 @@ def _first_name(target: cst.BaseAssignTargetExpression) -> str:
 
 
 def _source_statements(
-    ctx: FileContext, use: SourceUse, iteration: cst.Name | None, data: cst.Name, batch_size: cst.BaseExpression
+    ctx: FileContext,
+    use: SourceUse,
+    iteration: cst.Name | None,
+    data: cst.Name,
+    batch_size: cst.BaseExpression,
 ) -> list[cst.BaseStatement]:
     """``x = fn.external_source(source=...)`` in the loop: the batch the source gives now."""
     assign = use.stmt.body[0]
     if use.kind == "fed":
-        return [use.stmt.with_changes(body=[assign.with_changes(value=as_batch(ctx.ndd, use.source, use.as_batch_args))])]
+        return [
+            use.stmt.with_changes(
+                body=[assign.with_changes(value=as_batch(ctx.ndd, use.source, use.as_batch_args))]
+            )
+        ]
     if use.kind == "iterable":
         return [use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, data))])]
     call = fetch(use, iteration, batch_size)
@@ -560,10 +639,16 @@ def _source_statements(
     # pipeline mode ended the run when the source raised StopIteration; so does the generator
     guarded = cst.Try(
         body=cst.IndentedBlock([statement(cst.Assign([cst.AssignTarget(data)], call))]),
-        handlers=[cst.ExceptHandler(body=cst.IndentedBlock([statement(cst.Return())]), type=cst.Name("StopIteration"))],
+        handlers=[
+            cst.ExceptHandler(
+                body=cst.IndentedBlock([statement(cst.Return())]), type=cst.Name("StopIteration")
+            )
+        ],
         leading_lines=use.stmt.leading_lines,
     )
-    kept = use.stmt.with_changes(body=[assign.with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[])
+    kept = use.stmt.with_changes(
+        body=[assign.with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[]
+    )
     return [guarded, kept]
 
 
@@ -588,7 +673,10 @@ def _reader_seed(
 ) -> list[cst.Arg]:
     """A shuffling reader without its own seed gets the pipeline's: an ndd reader without a
     seed shuffles the same way in every run."""
-    shuffles = any(a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and truthy(a) for a in args)
+    shuffles = any(
+        a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and truthy(a)
+        for a in args
+    )
     if not shuffles or any(a.keyword and a.keyword.value == "seed" for a in args):
         return args
     if seed is not None:
@@ -596,8 +684,10 @@ def _reader_seed(
             ctx.info(
                 rule_id,
                 use.call,
-                f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived its seed from the "
-                "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch holds the same samples)",
+                f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived "
+                "its seed from the "
+                "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch "
+                "holds the same samples)",
             )
         )
         return append_arg(args, kwarg("seed", seed))
@@ -625,7 +715,9 @@ def _loop_target(
             raise Refused("the reader's outputs are not unpacked into plain names")
         first = elements[0]
         bare = {"lpar": [], "rpar": []} if len(elements) > 1 else {}
-        return cst.Tuple([cst.Element(e) for e in elements], **bare), cst.Attribute(first, cst.Name("batch_size"))
+        return cst.Tuple([cst.Element(e) for e in elements], **bare), cst.Attribute(
+            first, cst.Name("batch_size")
+        )
     if not isinstance(target, cst.Name):
         raise Refused("the reader's outputs are not assigned to plain names")
     if op.fn_path == "readers.tfrecord":
@@ -634,9 +726,13 @@ def _loop_target(
     if op.num_outputs == 1:
         return cst.Tuple([cst.Element(target)]), cst.Attribute(target, cst.Name("batch_size"))
     if op.num_outputs and op.num_outputs > 1:
-        first_output = cst.Subscript(value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+        first_output = cst.Subscript(
+            value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))]
+        )
         return target, cst.Attribute(first_output, cst.Name("batch_size"))
-    raise Refused(f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names")
+    raise Refused(
+        f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names"
+    )
 
 
 def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -661,7 +757,9 @@ def _runs_dali(
         if called in helpers and called not in seen:
             if _runs_dali(ctx, helpers[called].body, set(), seen | {called}):
                 return True
-        if isinstance(n, (cst.Name, cst.Attribute)) and (ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)):
+        if isinstance(n, (cst.Name, cst.Attribute)) and (
+            ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)
+        ):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
         if q and q.startswith("nvidia.dali"):

@@ -58,7 +58,16 @@ from dali_migrate.context import FileContext, attr_chain
 from .model import Refused
 
 #: external_source arguments that only tune pipeline mode's copies and queues
-IGNORED = {"no_copy", "blocking", "prefetch_queue_depth", "cuda_stream", "use_copy_kernel", "ndim", "name", "bytes_per_sample_hint"}
+IGNORED = {
+    "no_copy",
+    "blocking",
+    "prefetch_queue_depth",
+    "cuda_stream",
+    "use_copy_kernel",
+    "ndim",
+    "name",
+    "bytes_per_sample_hint",
+}
 #: arguments ndd.as_batch takes with the same meaning
 AS_BATCH = {"layout", "dtype", "device"}
 
@@ -85,7 +94,9 @@ class SourceUse:
     feed_name: str | None = None
 
 
-def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]) -> SourceUse | None:
+def analyse_source(
+    ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]
+) -> SourceUse | None:
     kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
     if any(a.keyword is None or a.star for a in call.args):
         reasons.append("external_source with positional arguments")
@@ -95,8 +106,10 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
         return _fed(ctx, call, target, stmt, kw, reasons)
     if "parallel" in kw and not _is_false(kw["parallel"].value):
         reasons.append(
-            "external_source parallel=True runs the source in worker processes, which dynamic mode has no "
-            "counterpart of: drop parallel=True to get the sequential migration (the source is then called in "
+            "external_source parallel=True runs the source in worker processes, which dynamic "
+            "mode has no "
+            "counterpart of: drop parallel=True to get the sequential migration (the source is "
+            "then called in "
             "the main thread), or feed ndd.as_batch from your own worker pool"
         )
     cycle = False
@@ -106,12 +119,16 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
             cycle = True
         elif _string(value) == "raise":
             reasons.append(
-                'external_source cycle="raise" ends each pass with StopIteration and starts the next after '
-                "pipe.reset(), which a generator cannot do: loop over the source yourself, one generator per pass"
+                'external_source cycle="raise" ends each pass with StopIteration and starts the '
+                'next after '
+                "pipe.reset(), which a generator cannot do: loop over the source yourself, one "
+                "generator per pass"
             )
         else:
             reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
-    per_sample = "batch" in kw and not (isinstance(kw["batch"].value, cst.Name) and kw["batch"].value.value == "True")
+    per_sample = "batch" in kw and not (
+        isinstance(kw["batch"].value, cst.Name) and kw["batch"].value.value == "True"
+    )
     if per_sample and not _is_false(kw["batch"].value):
         reasons.append(f"external_source batch={ctx.text(kw['batch'].value)} is not a literal")
     unknown = set(kw) - IGNORED - AS_BATCH - {"source", "num_outputs", "parallel", "cycle", "batch"}
@@ -125,8 +142,12 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
             return None
         num_outputs = int(v.value)
         n_targets = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
-        if n_targets != num_outputs or not all(isinstance(e.value, cst.Name) for e in target.elements):
-            reasons.append("the outputs of a multi-output external_source are not unpacked into names")
+        if n_targets != num_outputs or not all(
+            isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            reasons.append(
+                "the outputs of a multi-output external_source are not unpacked into names"
+            )
             return None
     elif not isinstance(target, cst.Name):
         reasons.append("external_source output is not assigned to a name")
@@ -147,11 +168,15 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
         if per_sample:
             reasons.append("external_source cycle= with batch=False is not migrated yet")
         elif kind != "iterable":
-            reasons.append("external_source cycle= is only valid for an iterable source (DALI raises too)")
+            reasons.append(
+                "external_source cycle= is only valid for an iterable source (DALI raises too)"
+            )
         elif isinstance(source.value, cst.Call):
             reasons.append(
-                f"external_source cycle= over {ctx.text(source.value)}, made where the graph is defined: DALI "
-                "rewinds that one object (a generator object cannot be rewound at all); give it a module-level "
+                f"external_source cycle= over {ctx.text(source.value)}, made where the graph is "
+                "defined: DALI "
+                "rewinds that one object (a generator object cannot be rewound at all); give it a "
+                "module-level "
                 "name, or pass a generator function"
             )
     sample_info = None
@@ -163,7 +188,8 @@ def analyse_source(ctx: FileContext, call: cst.Call, target, stmt, reasons: list
             sample_info = _sample_info(ctx)
             if sample_info is None:
                 reasons.append(
-                    "per-sample external_source: the migrated code builds nvidia.dali.types.SampleInfo, and this "
+                    "per-sample external_source: the migrated code builds "
+                    "nvidia.dali.types.SampleInfo, and this "
                     "file imports no `types` from nvidia.dali (add `from nvidia.dali import types`)"
                 )
                 return None
@@ -178,33 +204,45 @@ def unknown_source(text: str, where: str = "") -> str:
     """Why an external source whose kind the tool cannot see is not migrated."""
     return (
         f"the tool cannot tell whether source={text} is a callable or an iterable{where} (a "
-        "function, generator or class defined in this file, or a list, is followed): bind it to one, "
-        "or annotate the parameter (Iterable[...]: iterated; Callable[[], T]: called once per batch; "
+        "function, generator or class defined in this file, or a list, is followed): bind it to "
+        "one, "
+        "or annotate the parameter (Iterable[...]: iterated; Callable[[], T]: called once per "
+        "batch; "
         "Callable[[int], T]: called with the iteration number)"
     )
 
 
 def _fed(
-    ctx: FileContext, call: cst.Call, target: cst.BaseAssignTargetExpression, stmt: cst.SimpleStatementLine,
-    kw: dict[str, cst.Arg], reasons: list[str],
+    ctx: FileContext,
+    call: cst.Call,
+    target: cst.BaseAssignTargetExpression,
+    stmt: cst.SimpleStatementLine,
+    kw: dict[str, cst.Arg],
+    reasons: list[str],
 ) -> SourceUse | None:
     """``x = fn.external_source(name="x")`` with no source: ``pipe.feed_input("x", data)`` gives
     its data before each ``pipe.run()``; the migrated pipeline takes that data as an argument."""
     name = _string(kw["name"].value) if "name" in kw else None
     unknown = set(kw) - IGNORED - AS_BATCH
     if name is None:
-        reasons.append("external_source fed by pipe.feed_input() is migrated when it has a literal name= only")
+        reasons.append(
+            "external_source fed by pipe.feed_input() is migrated when it has a literal name= only"
+        )
         return None
     if not isinstance(target, cst.Name) or unknown:
         what = f"{', '.join(sorted(unknown))}=" if unknown else "several outputs"
         reasons.append(f"external_source fed by pipe.feed_input() with {what} is not migrated yet")
         return None
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
-    return SourceUse(stmt, target, call, cst.Name(target.value), "fed", None, args, False, feed_name=name)
+    return SourceUse(
+        stmt, target, call, cst.Name(target.value), "fed", None, args, False, feed_name=name
+    )
 
 
 def _is_false(value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Name) and value.value in ("False", "None") or _string(value) == "no"
+    return (
+        isinstance(value, cst.Name) and value.value in ("False", "None") or _string(value) == "no"
+    )
 
 
 def _string(value: cst.BaseExpression) -> str | None:
@@ -223,11 +261,17 @@ def _sample_info(ctx: FileContext) -> str | None:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for small in stmt.body:
-            if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names, cst.ImportStar):
+            if (
+                isinstance(small, cst.ImportFrom)
+                and small.module is not None
+                and not isinstance(small.names, cst.ImportStar)
+            ):
                 if ctx.text(small.module) == "nvidia.dali":
                     for alias in small.names:
                         if isinstance(alias.name, cst.Name) and alias.name.value == "types":
-                            return f"{alias.asname.name.value if alias.asname else 'types'}.SampleInfo"
+                            return (
+                                f"{alias.asname.name.value if alias.asname else 'types'}.SampleInfo"
+                            )
             elif isinstance(small, cst.Import):
                 for alias in small.names:
                     if ctx.text(alias.name) == "nvidia.dali.types" and alias.asname:
@@ -245,7 +289,9 @@ def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]
     definition = _definition(ctx, name)
     if isinstance(definition, cst.FunctionDef):
         if _yields(definition):
-            return ("iterable", False) if made else (None, False)  # gen() is iterable; gen itself too, not handled
+            return (
+                ("iterable", False) if made else (None, False)
+            )  # gen() is iterable; gen itself too, not handled
         if made:
             return _made_function(ctx, definition)
         return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
@@ -330,7 +376,11 @@ def _arity(params: cst.Parameters, implicit: int, stops: bool) -> tuple[str | No
     """Pipeline mode calls a source with no argument, or with the iteration number (the sample
     info with batch=False) when it has one parameter, defaults included (DALI 2.4 counts every
     parameter, ``accepted_arg_count``, and rejects ``*args``, ``**kwargs`` and keyword-only ones)."""
-    if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg is not None or params.kwonly_params:
+    if (
+        isinstance(params.star_arg, (cst.Param, cst.ParamStar))
+        or params.star_kwarg is not None
+        or params.kwonly_params
+    ):
         return None, False
     count = len(params.posonly_params) + len(params.params) - implicit
     return {0: ("call0", stops), 1: ("call1", stops)}.get(count, (None, False))
@@ -346,7 +396,8 @@ def _definition(ctx: FileContext, name: cst.Name):
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name.value for t in small.targets
+                    isinstance(t.target, cst.Name) and t.target.value == name.value
+                    for t in small.targets
                 ):
                     found.append(small)
     if not found:
@@ -354,7 +405,11 @@ def _definition(ctx: FileContext, name: cst.Name):
     if len(found) != 1:
         return None
     node = found[0]
-    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
+    if (
+        isinstance(node, cst.Assign)
+        and isinstance(node.value, cst.Call)
+        and isinstance(node.value.func, cst.Name)
+    ):
         cls = _definition(ctx, node.value.func)
         return cls if isinstance(cls, cst.ClassDef) else node
     return node
@@ -414,7 +469,10 @@ def _yields(fn: cst.FunctionDef) -> bool:
 def as_batch(ndd: str, value: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     all_args = [cst.Arg(value)] + args
-    return cst.Call(attr_chain(f"{ndd}.as_batch"), [a.with_changes(comma=sep) for a in all_args[:-1]] + all_args[-1:])
+    return cst.Call(
+        attr_chain(f"{ndd}.as_batch"),
+        [a.with_changes(comma=sep) for a in all_args[:-1]] + all_args[-1:],
+    )
 
 
 def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpression:
@@ -426,25 +484,43 @@ def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpressi
         data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
     part = cst.Name("part")
     return cst.GeneratorExp(
-        as_batch(ndd, part, use.as_batch_args), cst.CompFor(target=part, iter=data), lpar=[cst.LeftParen()], rpar=[cst.RightParen()]
+        as_batch(ndd, part, use.as_batch_args),
+        cst.CompFor(target=part, iter=data),
+        lpar=[cst.LeftParen()],
+        rpar=[cst.RightParen()],
     )
 
 
-def fetch(use: SourceUse, iteration: cst.Name | None, batch_size: cst.BaseExpression | None = None) -> cst.BaseExpression:
+def fetch(
+    use: SourceUse, iteration: cst.Name | None, batch_size: cst.BaseExpression | None = None
+) -> cst.BaseExpression:
     """What one iteration of a callable (or per-sample) source gives."""
     if not use.kind.startswith("sample"):
         args = [cst.Arg(iteration)] if use.kind == "call1" and iteration is not None else []
         return cst.Call(use.source, args)
     if batch_size is None or (use.kind == "sample1" and iteration is None):
-        raise Refused("a per-sample external_source needs the batch size and the iteration number here")
+        raise Refused(
+            "a per-sample external_source needs the batch size and the iteration number here"
+        )
     if use.kind == "sample1":
         i = cst.Name("i")
         info = cst.parse_expression(use.sample_info or "types.SampleInfo")
-        index = cst.BinaryOperation(cst.BinaryOperation(iteration, cst.Multiply(), batch_size), cst.Add(), i)
+        index = cst.BinaryOperation(
+            cst.BinaryOperation(iteration, cst.Multiply(), batch_size), cst.Add(), i
+        )
         args = [cst.Arg(a) for a in (index, i, iteration, cst.Integer("0"))]
         sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        element: cst.BaseExpression = cst.Call(use.source, [cst.Arg(cst.Call(info, [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]))])
+        element: cst.BaseExpression = cst.Call(
+            use.source,
+            [cst.Arg(cst.Call(info, [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]))],
+        )
     else:
         i = cst.Name("_")
-        element = cst.Call(cst.Name("next"), [cst.Arg(use.source)]) if use.kind == "sample_iter" else cst.Call(use.source)
-    return cst.ListComp(element, cst.CompFor(target=i, iter=cst.Call(cst.Name("range"), [cst.Arg(batch_size)])))
+        element = (
+            cst.Call(cst.Name("next"), [cst.Arg(use.source)])
+            if use.kind == "sample_iter"
+            else cst.Call(use.source)
+        )
+    return cst.ListComp(
+        element, cst.CompFor(target=i, iter=cst.Call(cst.Name("range"), [cst.Arg(batch_size)]))
+    )

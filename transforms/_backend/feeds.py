@@ -16,7 +16,8 @@ Before::
 After::
 
     def preprocess(*, batch_size=8):
-        \"\"\"Returns a function of the data pipe.feed_input() gave: (images) -> (output) batches, as Pipeline.run().\"\"\"
+        \"\"\"Returns a function of the data pipe.feed_input() gave: (images) -> (output) batches,
+        as Pipeline.run().\"\"\"
         def run(images):
             images = ndd.as_batch(images, layout="HWC")
             return (ndd.resize(images, size=[224, 224]),)
@@ -36,12 +37,14 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import kwargs_of, kwarg
+from .._cst import kwarg, kwargs_of
 from .external_source import SourceUse, as_batch
 from .model import FollowUp, Instance
 
 
-def match_feeds(ctx: FileContext, inst: Instance, fed: list[SourceUse], followups: list[FollowUp]) -> None:
+def match_feeds(
+    ctx: FileContext, inst: Instance, fed: list[SourceUse], followups: list[FollowUp]
+) -> None:
     """Pair each ``pipe.run()`` of ``inst`` with the ``feed_input`` calls before it; what cannot
     be paired becomes a follow-up (and is not rewritten)."""
     by_name = {u.feed_name: u for u in fed}
@@ -54,7 +57,11 @@ def match_feeds(ctx: FileContext, inst: Instance, fed: list[SourceUse], followup
         missing = [n for n in by_name if n not in given]
         if missing:
             inst.runs.remove(run)
-            followups.append(FollowUp(run, f"the data of {', '.join(missing)} is not fed right before this run()"))
+            followups.append(
+                FollowUp(
+                    run, f"the data of {', '.join(missing)} is not fed right before this run()"
+                )
+            )
             continue
         args = [_argument(ctx, by_name[n], call) for n, call in given.items()]
         inst.run_calls[id(run)] = cst.Call(run.func.value, args=args)  # type: ignore[attr-defined]
@@ -63,7 +70,9 @@ def match_feeds(ctx: FileContext, inst: Instance, fed: list[SourceUse], followup
         if id(call) in matched:
             inst.feed_stmts.append(ctx.enclosing_statement(call))
         else:
-            followups.append(FollowUp(call, "this feed_input() is not followed by a run() in the same block"))
+            followups.append(
+                FollowUp(call, "this feed_input() is not followed by a run() in the same block")
+            )
 
 
 def _feeds_before(
@@ -91,7 +100,11 @@ def _feeds_before(
 
 
 def _fed_name(call: cst.Call) -> str | None:
-    first = call.args[0].value if call.args and call.args[0].keyword is None else kwargs_of(call).get("data_node")
+    first = (
+        call.args[0].value
+        if call.args and call.args[0].keyword is None
+        else kwargs_of(call).get("data_node")
+    )
     value = first.value if isinstance(first, cst.Arg) else first
     return value.evaluated_value if isinstance(value, cst.SimpleString) else None
 
@@ -101,7 +114,11 @@ def _argument(ctx: FileContext, use: SourceUse, call: cst.Call) -> cst.Arg:
     positional = [a for a in call.args if a.keyword is None]
     kw = kwargs_of(call)
     data = positional[1].value if len(positional) > 1 else kw["data"].value
-    extra = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for k, a in kw.items() if k in ("layout", "cuda_stream")]
+    extra = [
+        a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        for k, a in kw.items()
+        if k in ("layout", "cuda_stream")
+    ]
     if any(a.keyword.value == "layout" for a in extra):  # type: ignore[union-attr]
         data = as_batch(ctx.ndd, data, [a for a in extra if a.keyword.value == "layout"])  # type: ignore[union-attr]
     return kwarg(use.source.value, data)  # type: ignore[attr-defined]

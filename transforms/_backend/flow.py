@@ -49,7 +49,9 @@ class Flow:
     a ``Pipeline(...)`` is bound to). ``known``: ids of expressions that hold such an object, so
     that a name bound by two of them (``pipe = f(a)`` ... ``pipe = f(b)``) is followed."""
 
-    def __init__(self, ctx: FileContext, known: set[int], ignore: tuple[cst.CSTNode, ...] = ()) -> None:
+    def __init__(
+        self, ctx: FileContext, known: set[int], ignore: tuple[cst.CSTNode, ...] = ()
+    ) -> None:
         self.ctx = ctx
         self.known = set(known)
         self.ignore = {id(n) for n in ignore}
@@ -61,7 +63,9 @@ class Flow:
         """Everything done with the object ``origin`` evaluates to; ``label`` names it in TODOs."""
         found = Found()
         self._value(origin, label, found, depth=0)
-        found.uses.sort(key=lambda n: (self.ctx.positions[n].start.line, self.ctx.positions[n].start.column))
+        found.uses.sort(
+            key=lambda n: (self.ctx.positions[n].start.line, self.ctx.positions[n].start.column)
+        )
         return found
 
     # -- an expression that evaluates to the object -------------------------------------------------
@@ -80,13 +84,17 @@ class Flow:
         elif isinstance(parent, cst.Return) and depth < MAX_DEPTH:
             found.local = False
             self._returned(parent, expr, label, found, depth)
-        elif isinstance(parent, cst.Element) and self._in_list(parent, label, found, depth):
-            found.local = False
-        elif isinstance(parent, (cst.ListComp, cst.GeneratorExp)) and parent.elt is expr and self._comprehension(
-            parent, label, found, depth
+        elif (
+            isinstance(parent, cst.Element)
+            and self._in_list(parent, label, found, depth)
+            or (
+                isinstance(parent, (cst.ListComp, cst.GeneratorExp))
+                and parent.elt is expr
+                and self._comprehension(parent, label, found, depth)
+            )
+            or isinstance(parent, cst.Arg)
+            and self._appended(parent, label, found, depth)
         ):
-            found.local = False
-        elif isinstance(parent, cst.Arg) and self._appended(parent, label, found, depth):
             found.local = False
         elif isinstance(parent, cst.Arg) and self._argument(parent, expr, label, found, depth):
             pass
@@ -94,7 +102,12 @@ class Flow:
             found.uses.append(expr)  # handed to code the caller judges (iterators) or a TODO
 
     def _bound(
-        self, target: cst.BaseAssignTargetExpression, expr: cst.CSTNode, label: str, found: Found, depth: int
+        self,
+        target: cst.BaseAssignTargetExpression,
+        expr: cst.CSTNode,
+        label: str,
+        found: Found,
+        depth: int,
     ) -> None:
         if isinstance(target, cst.Name):
             for ref in self._name_refs(target, found):
@@ -104,7 +117,9 @@ class Flow:
             for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
                 self._value(ref, self.ctx.text(target), found, depth)
         else:
-            found.followups.append(FollowUp(expr, f"the pipeline is stored in `{self.ctx.text(target)}`"))
+            found.followups.append(
+                FollowUp(expr, f"the pipeline is stored in `{self.ctx.text(target)}`")
+            )
 
     # -- names -----------------------------------------------------------------------------------------
 
@@ -128,7 +143,11 @@ class Flow:
                     yield ref.node
                 elif id(ref.node) not in self.seen:
                     self.seen.add(id(ref.node))
-                    found.followups.append(FollowUp(ref.node, f"`{name.value}` may hold the pipeline or something else here"))
+                    found.followups.append(
+                        FollowUp(
+                            ref.node, f"`{name.value}` may hold the pipeline or something else here"
+                        )
+                    )
 
     def _holds_pipe(self, assignment: object) -> bool:
         """The binding ``assignment`` (a libcst scope assignment) holds a pipeline or None."""
@@ -154,23 +173,34 @@ class Flow:
         attr = target.attr.value
         stores = [a for a in ctx.nodes_of(cst.AssignTarget) if _attr_name(a.target) == attr]
         clean = cls is not None and all(
-            within(ctx, s, cls) and (id(ctx.parents[s].value) in self.known or _is_none(ctx.parents[s].value))
+            within(ctx, s, cls)
+            and (id(ctx.parents[s].value) in self.known or _is_none(ctx.parents[s].value))
             for s in stores
         )
         for node in ctx.nodes_of(cst.Attribute):
-            if node.attr.value != attr or any(s.target is node for s in stores) or id(node) in self.seen:
+            if (
+                node.attr.value != attr
+                or any(s.target is node for s in stores)
+                or id(node) in self.seen
+            ):
                 continue
-            if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(ctx, node):
+            if isinstance(ctx.enclosing_statement(node), cst.SimpleStatementLine) and _in_import(
+                ctx, node
+            ):
                 continue  # import nvidia.dali.pipeline
             if clean and within(ctx, node, cls) and _self_attribute(ctx, node) is not None:
                 yield node
             else:
                 self.seen.add(id(node))
-                found.followups.append(FollowUp(node, f"`{ctx.text(node)}` may hold the pipeline here"))
+                found.followups.append(
+                    FollowUp(node, f"`{ctx.text(node)}` may hold the pipeline here")
+                )
 
     # -- factories ---------------------------------------------------------------------------------------
 
-    def _returned(self, ret: cst.Return, expr: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+    def _returned(
+        self, ret: cst.Return, expr: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> None:
         """``return pipe`` in a factory: each call of the factory holds the pipeline."""
         ctx = self.ctx
         fn = _enclosing_function(ctx, ret)
@@ -194,7 +224,9 @@ class Flow:
                 yield call
             elif id(ref) not in self.seen:
                 self.seen.add(id(ref))
-                found.followups.append(FollowUp(ref, f"`{fn.name.value}` (which returns the pipeline) is used here"))
+                found.followups.append(
+                    FollowUp(ref, f"`{fn.name.value}` (which returns the pipeline) is used here")
+                )
 
     # -- lists of pipelines ----------------------------------------------------------------------------
 
@@ -203,7 +235,9 @@ class Flow:
         assigned to a name: each element read from it holds a pipeline."""
         lst = self.ctx.parents.get(element)
         holder = self.ctx.parents.get(lst)
-        if not (isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst):
+        if not (
+            isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst
+        ):
             return False
         if not all(id(e.value) in self.known for e in lst.elements):
             return False  # other things in the list too: its uses are not followed
@@ -212,10 +246,16 @@ class Flow:
         self._list(lst, label, found, depth)
         return True
 
-    def _comprehension(self, comp: cst.ListComp | cst.GeneratorExp, label: str, found: Found, depth: int) -> bool:
+    def _comprehension(
+        self, comp: cst.ListComp | cst.GeneratorExp, label: str, found: Found, depth: int
+    ) -> bool:
         """``pipes = [make(i) for i in range(n)]``."""
         holder = self.ctx.parents.get(comp)
-        if not (isinstance(comp, cst.ListComp) and isinstance(holder, cst.Assign) and holder.value is comp):
+        if not (
+            isinstance(comp, cst.ListComp)
+            and isinstance(holder, cst.Assign)
+            and holder.value is comp
+        ):
             return False
         self.known.add(id(comp))
         found.copies = 2
@@ -227,12 +267,18 @@ class Flow:
         ctx = self.ctx
         call = ctx.parents.get(arg)
         func = call.func if isinstance(call, cst.Call) else None
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name)):
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "append"
+            and isinstance(func.value, cst.Name)
+        ):
             return False
         scope = ctx.scopes.get(func.value)
-        bindings = [a for a in scope.assignments[func.value.value]] if scope is not None else []
+        bindings = list(scope.assignments[func.value.value]) if scope is not None else []
         inits = [ctx.parents.get(ctx.parents.get(a.node)) for a in bindings]
-        if not bindings or not all(isinstance(i, cst.Assign) and isinstance(i.value, cst.List) for i in inits):
+        if not bindings or not all(
+            isinstance(i, cst.Assign) and isinstance(i.value, cst.List) for i in inits
+        ):
             return False
         found.copies = 2
         for init in inits:
@@ -254,7 +300,11 @@ class Flow:
     def _element_uses(self, ref: cst.CSTNode, label: str, found: Found, depth: int) -> None:
         ctx = self.ctx
         parent = ctx.parents.get(ref)
-        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is ref and isinstance(parent.target, cst.Name):
+        if (
+            isinstance(parent, (cst.For, cst.CompFor))
+            and parent.iter is ref
+            and isinstance(parent.target, cst.Name)
+        ):
             self.known.add(id(ref))
             for r in self._name_refs(parent.target, found):
                 self._value(r, parent.target.value, found, depth)
@@ -268,14 +318,26 @@ class Flow:
 
     # -- arguments -----------------------------------------------------------------------------------
 
-    def _argument(self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int) -> bool:
+    def _argument(
+        self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> bool:
         """``helper(pipe)`` where ``helper`` is a function of this module: its parameter is
         followed, when every call of it passes a pipeline there."""
         ctx = self.ctx
         call = ctx.parents.get(arg)
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)) or depth >= MAX_DEPTH:
+        if (
+            not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name))
+            or depth >= MAX_DEPTH
+        ):
             return False
-        fn = next((s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value), None)
+        fn = next(
+            (
+                s
+                for s in ctx.module.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value
+            ),
+            None,
+        )
         param = _parameter(fn, call, arg) if fn is not None else None
         if fn is None or param is None or len(_references(ctx, fn)) != 1:
             return False  # a helper called from several places may get something else there
@@ -327,7 +389,10 @@ def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param |
     """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only)."""
     params = list(fn.params.params)
     if arg.keyword is not None:
-        return next((p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value), None)
+        return next(
+            (p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value),
+            None,
+        )
     if arg.star:
         return None
     index = [a for a in call.args if a.keyword is None].index(arg)
@@ -402,4 +467,6 @@ def _is_append(ctx: FileContext, ref: cst.CSTNode) -> bool:
 
 def _call_name(ctx: FileContext, arg: cst.Arg) -> str | None:
     call = ctx.parents.get(arg)
-    return call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None
+    return (
+        call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None
+    )

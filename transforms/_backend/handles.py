@@ -76,11 +76,15 @@ from .model import FollowUp, Graph, Instance
 META_METHODS = ("epoch_size", "reader_meta")
 #: the parameter that takes a checkpoint to restore, as ``Pipeline(checkpoint=...)`` did
 RESTORE_PARAM = "checkpoint"
-FORMAT_COMMENT = "# ndd.checkpoint writes JSON: checkpoints taken by the old pipeline cannot be restored here"
+FORMAT_COMMENT = (
+    "# ndd.checkpoint writes JSON: checkpoints taken by the old pipeline cannot be restored here"
+)
 #: said in the fix's report when checkpoints are migrated
 FORMAT_NOTE = (
-    "checkpoints are now ndd.checkpoint.Checkpoint JSON strings: checkpoints saved by the old pipeline "
-    "(pipe.checkpoint()) cannot be restored by the migrated code, nor the reverse; take new ones. A checkpoint "
+    "checkpoints are now ndd.checkpoint.Checkpoint JSON strings: checkpoints saved by the old "
+    "pipeline "
+    "(pipe.checkpoint()) cannot be restored by the migrated code, nor the reverse; take new ones. "
+    "A checkpoint "
     "taken before the first batch raises in dynamic mode (the reader has no state yet)"
 )
 ITERATORS = ("nvidia.dali.plugin.",)
@@ -100,7 +104,11 @@ def record_use(ctx: FileContext, inst, method: str, call: cst.Call) -> bool:
     if method == "reset" and not call.args:
         expr = ctx.parents.get(call)
         stmt = ctx.parents.get(expr)
-        if isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        if (
+            isinstance(expr, cst.Expr)
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+        ):
             inst.resets.append(stmt)
             return True
     return False
@@ -115,10 +123,16 @@ def abandon_handles(inst: Instance, reasons: dict[int, str], followups: list[Fol
         call = node if isinstance(node, cst.Call) else node.body[0].value
         what = f"`{_code(call.func.value)}.{call.func.attr.value}(...)` is not migrated"
         why = reasons.get(id(node), general) or "another use of the pipeline is not migrated"
-        followups.append(FollowUp(call, what, f"{why}; {PIPELINE_HINTS.get(call.func.attr.value, '')}".strip("; ")))
+        followups.append(
+            FollowUp(
+                call, what, f"{why}; {PIPELINE_HINTS.get(call.func.attr.value, '')}".strip("; ")
+            )
+        )
     if RESTORE_PARAM in inst.kwargs:
         why = reasons.get(id(inst.call), general)
-        followups.append(FollowUp(inst.call, f"restoring from {RESTORE_PARAM}= is not migrated", why))
+        followups.append(
+            FollowUp(inst.call, f"restoring from {RESTORE_PARAM}= is not migrated", why)
+        )
         inst.kwargs = {k: v for k, v in inst.kwargs.items() if k != RESTORE_PARAM}
         inst.keep_args.add(RESTORE_PARAM)
     inst.meta_calls, inst.checkpoints, inst.resets = [], [], []
@@ -179,13 +193,16 @@ def handle_reasons(
         for stmt in inst.resets:
             if graph.sources:
                 reasons[id(stmt)] = (
-                    "it restarts external sources that ended (make the source start over, then create the "
+                    "it restarts external sources that ended (make the source start over, then "
+                    "create the "
                     "pipeline again)"
                 )
         checkpointed = enabled or truthy(inst.kwargs.get("enable_checkpointing"))
         for call in inst.checkpoints:
             if call.args:
-                reasons[id(call)] = "writing the checkpoint to a file is not migrated yet (write ckpt.serialize())"
+                reasons[id(call)] = (
+                    "writing the checkpoint to a file is not migrated yet (write ckpt.serialize())"
+                )
             elif not checkpointed:
                 reasons[id(call)] = "the pipeline is not built with enable_checkpointing=True"
             else:
@@ -195,13 +212,17 @@ def handle_reasons(
         if RESTORE_PARAM in inst.kwargs and not checkpointed:
             reasons[id(inst.call)] = "checkpoint= without enable_checkpointing=True"
     if needs.checkpointing and graph.sources:
-        reasons[0] = "checkpoints of a pipeline with an external source (its position is in the checkpoint)"
+        reasons[0] = (
+            "checkpoints of a pipeline with an external source (its position is in the checkpoint)"
+        )
     if needs.restore and RESTORE_PARAM in params:
         reasons[0] = f"the pipeline function already has a parameter named {RESTORE_PARAM}"
     return reasons
 
 
-def _meta_reason(ctx: FileContext, graph: Graph, call: cst.Call, reader_name: str | None) -> str | None:
+def _meta_reason(
+    ctx: FileContext, graph: Graph, call: cst.Call, reader_name: str | None
+) -> str | None:
     """Why ``pipe.epoch_size(...)`` / ``reader_meta(...)`` cannot become the reader's metadata."""
     if len(graph.readers) != 1:
         return f"the pipeline has {len(graph.readers)} readers, only one is migrated"
@@ -210,7 +231,9 @@ def _meta_reason(ctx: FileContext, graph: Graph, call: cst.Call, reader_name: st
         return "its arguments are not a reader name"
     if name is None and reader_name is None:
         return "the reader has no name= to key the dictionary it returns"
-    if name is not None and (not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name):
+    if name is not None and (
+        not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name
+    ):
         return f"{ctx.text(name)} is not the name= of the pipeline's reader"
     return None
 
@@ -223,7 +246,9 @@ def dropped_checkpointing(enabled: bool, needs: Needs) -> list[cst.EmptyLine]:
     return [cst.EmptyLine(comment=cst.Comment(text))]
 
 
-def wrap_body(ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Needs) -> list[cst.BaseStatement]:
+def wrap_body(
+    ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Needs
+) -> list[cst.BaseStatement]:
     """The generator body from ``emit_generator_body`` (docstring, setup, the endless loop),
     with the checkpoint built and restored before the loop, made a function that returns the
     handles the call sites need and the generator of batches."""
@@ -246,23 +271,37 @@ def wrap_body(ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Nee
         body=cst.IndentedBlock([inner_doc, first]),
         leading_lines=[cst.EmptyLine(indent=False)],
     )
-    returned = [cst.Name(graph.handles["readers"][0]) if k == "reader" else cst.Name(ckpt) for k in needs.handles]
+    returned = [
+        cst.Name(graph.handles["readers"][0]) if k == "reader" else cst.Name(ckpt)
+        for k in needs.handles
+    ]
     returned.append(cst.Call(cst.Name(batches)))
     ret = cst.SimpleStatementLine(
         [cst.Return(cst.Tuple([cst.Element(v) for v in returned], lpar=[], rpar=[]))],
         leading_lines=[cst.EmptyLine(indent=False)],
     )
     if is_generated_doc(doc):
-        said = {"reader": "the reader (for its metadata)", "checkpoint": "an ndd.checkpoint.Checkpoint of its state"}
+        said = {
+            "reader": "the reader (for its metadata)",
+            "checkpoint": "an ndd.checkpoint.Checkpoint of its state",
+        }
         handles = ", ".join(said[k] for k in needs.handles)
-        doc = _doc(f"Returns {handles} and a generator of its ({outputs}) batches, as Pipeline.run() gave them.")
+        doc = _doc(
+            f"Returns {handles} and a generator of its ({outputs}) batches, as Pipeline.run() "
+            "gave them."
+        )
     return [doc, *setup, inner, ret]
 
 
 def _checkpoint_setup(ctx: FileContext, graph, ckpt: str, restore: bool) -> list[cst.BaseStatement]:
     ndd = ctx.ndd
     make = cst.SimpleStatementLine(
-        [cst.Assign([cst.AssignTarget(cst.Name(ckpt))], cst.Call(attr_chain(f"{ndd}.checkpoint.Checkpoint")))],
+        [
+            cst.Assign(
+                [cst.AssignTarget(cst.Name(ckpt))],
+                cst.Call(attr_chain(f"{ndd}.checkpoint.Checkpoint")),
+            )
+        ],
         leading_lines=[cst.EmptyLine(comment=cst.Comment(FORMAT_COMMENT))],
     )
     out: list[cst.BaseStatement] = [make]
@@ -270,7 +309,9 @@ def _checkpoint_setup(ctx: FileContext, graph, ckpt: str, restore: bool) -> list
         deserialize = _call_stmt(ckpt, "deserialize", [cst.Arg(cst.Name(RESTORE_PARAM))])
         out.append(
             cst.If(
-                test=cst.Comparison(cst.Name(RESTORE_PARAM), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]),
+                test=cst.Comparison(
+                    cst.Name(RESTORE_PARAM), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]
+                ),
                 body=cst.IndentedBlock([deserialize]),
             )
         )
@@ -278,7 +319,11 @@ def _checkpoint_setup(ctx: FileContext, graph, ckpt: str, restore: bool) -> list
     if graph.handles.get("rng"):
         objects.append(graph.handles["rng"])
     for var in objects:
-        out.append(_call_stmt(ckpt, "register", [cst.Arg(cst.Name(var)), cst.Arg(cst.SimpleString(f'"{var}"'))]))
+        out.append(
+            _call_stmt(
+                ckpt, "register", [cst.Arg(cst.Name(var)), cst.Arg(cst.SimpleString(f'"{var}"'))]
+            )
+        )
     return out
 
 
@@ -308,9 +353,13 @@ def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
     edits = [removed_stmt(ctx, stmt) for stmt in inst.resets]
     reader = inst.handle_names.get("reader")
     for call in inst.meta_calls:
-        meta: cst.BaseExpression = cst.Call(cst.Attribute(cst.Name(reader), cst.Name("get_metadata")))
+        meta: cst.BaseExpression = cst.Call(
+            cst.Attribute(cst.Name(reader), cst.Name("get_metadata"))
+        )
         if call.func.attr.value == "epoch_size":
-            meta = cst.Subscript(meta, [cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))])
+            meta = cst.Subscript(
+                meta, [cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))]
+            )
         if not call.args:
             # without a name the pipeline returned {reader name: value}
             meta = cst.Dict([cst.DictElement(cst.SimpleString(f'"{inst.reader_name}"'), meta)])
@@ -336,7 +385,11 @@ def _reader_name(graph) -> str | None:
     if len(graph.readers) != 1:
         return None
     for a in graph.readers[0].call.args:
-        if a.keyword is not None and a.keyword.value == "name" and isinstance(a.value, cst.SimpleString):
+        if (
+            a.keyword is not None
+            and a.keyword.value == "name"
+            and isinstance(a.value, cst.SimpleString)
+        ):
             return a.value.evaluated_value
     return None
 
@@ -346,7 +399,11 @@ def _name_arg(call: cst.Call):
     arguments)."""
     if not call.args:
         return None
-    if len(call.args) == 1 and not call.args[0].star and (call.args[0].keyword is None or call.args[0].keyword.value == "name"):
+    if (
+        len(call.args) == 1
+        and not call.args[0].star
+        and (call.args[0].keyword is None or call.args[0].keyword.value == "name")
+    ):
         return call.args[0].value
     return False
 
@@ -359,7 +416,19 @@ def _statement_reason(ctx: FileContext, call: cst.Call, pipe: str) -> str | None
         return "not a statement of its own"
     node = ctx.parents.get(call)
     while node is not None and node is not stmt:
-        if not isinstance(node, (cst.Assign, cst.AssignTarget, cst.Expr, cst.Arg, cst.Call, cst.Tuple, cst.Element, cst.List)):
+        if not isinstance(
+            node,
+            (
+                cst.Assign,
+                cst.AssignTarget,
+                cst.Expr,
+                cst.Arg,
+                cst.Call,
+                cst.Tuple,
+                cst.Element,
+                cst.List,
+            ),
+        ):
             return "evaluated under a condition or later (lambda, comprehension, if-expression)"
         node = ctx.parents.get(node)
     if sum(isinstance(n, cst.Name) and n.value == pipe for n in walk(stmt)) != 1:
@@ -394,7 +463,9 @@ def _underscore_read(ctx: FileContext) -> bool:
 
 
 def _call_stmt(obj: str, method: str, args: list[cst.Arg]) -> cst.SimpleStatementLine:
-    return cst.SimpleStatementLine([cst.Expr(cst.Call(cst.Attribute(cst.Name(obj), cst.Name(method)), args=args))])
+    return cst.SimpleStatementLine(
+        [cst.Expr(cst.Call(cst.Attribute(cst.Name(obj), cst.Name(method)), args=args))]
+    )
 
 
 def _doc(text: str) -> cst.SimpleStatementLine:

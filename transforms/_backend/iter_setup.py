@@ -50,7 +50,9 @@ def fed_nodes(iter_setup: cst.FunctionDef) -> list[str] | None:
     return names or None
 
 
-def inline_block(iter_setup: cst.FunctionDef, ndd: str) -> cst.BaseStatement | list[cst.BaseStatement]:
+def inline_block(
+    iter_setup: cst.FunctionDef, ndd: str
+) -> cst.BaseStatement | list[cst.BaseStatement]:
     """The body of ``iter_setup`` as loop code: each ``self.feed_input(self.x, data, ...)`` made
     ``self.x = ndd.as_batch(data, ...)``, ``raise StopIteration`` made ``return``, the whole in a
     ``try`` that ends the generator where the data ends (a ``StopIteration`` out of a generator
@@ -80,10 +82,17 @@ class _Feeds(cst.CSTTransformer):
         call = small.value if isinstance(small, cst.Expr) else None
         if isinstance(call, cst.Call) and _is_feed(call):
             target, data = call.args[0].value, call.args[1].value
-            kwargs = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in call.args[2:] if a.keyword is not None]
+            kwargs = [
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                for a in call.args[2:]
+                if a.keyword is not None
+            ]
             args = [cst.Arg(data), *kwargs]
             sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-            batch = cst.Call(cst.parse_expression(f"{self.ndd}.as_batch"), [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:])
+            batch = cst.Call(
+                cst.parse_expression(f"{self.ndd}.as_batch"),
+                [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:],
+            )
             return updated.with_changes(body=[cst.Assign([cst.AssignTarget(target)], batch)])
         if isinstance(small, cst.Raise) and _is_stop_iteration(small.exc):
             return updated.with_changes(body=[cst.Return()])
@@ -91,7 +100,19 @@ class _Feeds(cst.CSTTransformer):
 
 
 #: calls that cannot raise StopIteration (the code that makes a batch of arrays)
-_SAFE_CALLS = {"len", "range", "list", "tuple", "int", "float", "min", "max", "zip", "enumerate", "as_batch"}
+_SAFE_CALLS = {
+    "len",
+    "range",
+    "list",
+    "tuple",
+    "int",
+    "float",
+    "min",
+    "max",
+    "zip",
+    "enumerate",
+    "as_batch",
+}
 
 
 def _may_stop(node: cst.CSTNode) -> bool:
@@ -107,7 +128,10 @@ def _may_stop(node: cst.CSTNode) -> bool:
     while isinstance(root, cst.Attribute):
         root = root.value
     name = func.attr.value if isinstance(func, cst.Attribute) else ""
-    return not (isinstance(root, cst.Name) and root.value in ("np", "numpy")) and name not in _SAFE_CALLS
+    return (
+        not (isinstance(root, cst.Name) and root.value in ("np", "numpy"))
+        and name not in _SAFE_CALLS
+    )
 
 
 def _ends_on_stop(stmt: cst.BaseStatement) -> bool:
@@ -128,7 +152,11 @@ def _is_feed(call: cst.Call) -> bool:
 
 
 def _self_attr(node: cst.CSTNode | None) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    )
 
 
 def _is_stop_iteration(exc: cst.BaseExpression | None) -> bool:

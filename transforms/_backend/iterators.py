@@ -47,9 +47,9 @@ from dali_migrate.context import FileContext
 
 from .._cst import free_names, in_source_order, scope_label, use_text, walk
 from .arguments import check_pipeline_args
-from .model import FollowUp, Graph, Instance
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, dataset_use, signature_reasons
+from .model import FollowUp, Graph, Instance
 from .subclasses import iterator_subclass
 from .wrappers import binding_of, wrapped_iterator
 
@@ -640,8 +640,7 @@ class _Follower:
             return
         if fn is None or not isinstance(owner, cst.Module) or depth >= 3:
             self.reasons.append(
-                f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot "
-                "follow"
+                f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
             )
             return
         scope = ctx.scopes.get(fn)
@@ -706,7 +705,7 @@ class _Follower:
             return True
         param = _parameter(fn, call, arg)
         scope = ctx.scopes.get(fn.body) if param is not None else None
-        bindings = [a for a in scope.assignments[param.name.value]] if scope is not None else []
+        bindings = list(scope.assignments[param.name.value]) if scope is not None else []
         if param is None or len(bindings) != 1 or bindings[0].node is not param:
             self.reasons.append(
                 f"the parameter of {fn.name.value}() that takes the iterator is rebound"
@@ -903,8 +902,15 @@ def _shape(use: IteratorUse) -> tuple:
     """What the loader class is made from, besides the pipeline: iterators of one shape can
     share one class."""
     return (
-        use.framework, use.output_map, use.reader_name, use.policy, use.last_batch_padded,
-        use.auto_reset, sorted(use.sparse_lists), use.early_exit, use.hooked,
+        use.framework,
+        use.output_map,
+        use.reader_name,
+        use.policy,
+        use.last_batch_padded,
+        use.auto_reset,
+        sorted(use.sparse_lists),
+        use.early_exit,
+        use.hooked,
     )
 
 
@@ -916,8 +922,13 @@ def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
     alike = all(len(i.iterators) == 1 for i in instances)
     alike = alike and len({repr(_shape(u)) for u in uses}) == 1
     plain = all(
-        u.size is None and u.size_reader is None and u.subclass is None and u.wrapper is None
-        and u.signature is None and not u.pulls and u.framework != "tf"
+        u.size is None
+        and u.size_reader is None
+        and u.subclass is None
+        and u.wrapper is None
+        and u.signature is None
+        and not u.pulls
+        and u.framework != "tf"
         for u in uses
     )
     if alike and plain:
@@ -1216,9 +1227,7 @@ def _call_instance(
         for a in call.args
         if a.keyword is not None and a.keyword.value not in params
     }
-    unsupported = check_pipeline_args(
-        kwargs, f"at `{name}(...)`", checkpoints=False
-    )
+    unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=False)
     if unsupported or not isinstance(stmt, cst.SimpleStatementLine):
         followups.append(
             FollowUp(

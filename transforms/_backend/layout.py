@@ -73,7 +73,6 @@ class _Fit(cst.CSTTransformer):
         candidate = _split_statement(updated, self.indent, _explode)
         return candidate if candidate is not None else updated
 
-
     def _fits(self, stmt: cst.SimpleStatementLine) -> bool:
         """The statement's own lines fit (the comment lines above it are not split)."""
         return fits(stmt.with_changes(leading_lines=[]), self.indent, self.depth)

@@ -78,14 +78,14 @@ from .._cst import (
 )
 from . import runtime
 from .arguments import PIPELINE_ARGS, set_threads_stmt
+from .datasets import output_signature
+from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
 from .iterators import SIZE_BUILTINS, IteratorUse, epochs_kind, is_sharded, size_parameters
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
-from .datasets import output_signature
-from .docstrings import output_names
 from .subclasses import body_names, folded_next
 
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
@@ -328,9 +328,7 @@ def _bound(stmts: list[cst.CSTNode]) -> set[str]:
     for s in stmts:
         out |= assigned_names(s)
         for n in walk(s):
-            if isinstance(n, (cst.Param,)):
-                out.add(n.name.value)
-            elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            if isinstance(n, (cst.Param, cst.FunctionDef, cst.ClassDef)):
                 out.add(n.name.value)
             elif isinstance(n, (cst.CompFor, cst.NamedExpr)):
                 out |= names_in(n.target)
@@ -338,11 +336,9 @@ def _bound(stmts: list[cst.CSTNode]) -> set[str]:
                 out |= names_in(n.name)
             elif isinstance(n, cst.ImportAlias):
                 out.add(
-                    (
-                        n.asname.name.value
-                        if n.asname
-                        else cst.Module([]).code_for_node(n.name).split(".")[0]
-                    )
+                    n.asname.name.value
+                    if n.asname
+                    else cst.Module([]).code_for_node(n.name).split(".")[0]
                 )
     return out
 
@@ -469,7 +465,9 @@ def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
     if not capture:
         comments = [t for t in comments if t != CAPTURE_COMMENT]
     # ctx=: the default EvalContext of the pipeline's GPU (emit.py), taken once in __init__
-    device = [f", ctx={_code(a.value)}" for a in b.epoch.args if a.keyword and a.keyword.value == "ctx"]
+    device = [
+        f", ctx={_code(a.value)}" for a in b.epoch.args if a.keyword and a.keyword.value == "ctx"
+    ]
     return (
         f"{b.reader}.next_epoch(batch_size=batch_size{''.join(device)}{', capture=True' if capture else ''})",
         comments,
@@ -554,7 +552,7 @@ def _epoch_iter(
 ) -> tuple[list[str], str | None]:
     """``__iter__`` over one ``next_epoch()``: FILL over a padded reader, PARTIAL over one shard
     or a padded one, DROP over one shard."""
-    use, kind = c.use, c.kind
+    kind = c.kind
     loop = [*comments, f"for {target} in {epoch}:", "    __OPS__", "    __YIELD__"]
     if kind == "plain":
         return ["__DEFS__", *loop], None

@@ -116,19 +116,19 @@ class Instance:
 @dataclass
 class PipelinePlan:
     """What the generator that replaces one graph is to be: the front end decides it, the
-    emitter carries it out.
+        emitter carries it out.
 
-    ``batch_size`` and ``seed`` are the expressions to use inside the generator. ``single_use``:
-    this is the module's only pipeline and it is instantiated once (a condition of capture mode);
-``capture_elsewhere``: it could have been, but another pipeline of the module runs captured.
-``captured``: set by the emitter, the loop it wrote runs in capture mode.
-    ``reader_meta``: the readers' metadata is read (they get ``max_batch_size``);
-    ``checkpointing``: their state is (``enable_checkpointing=True``, no capture mode).
-    ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
-    local rules (instances) that rewrite the graph code, in registry order. ``device``: the
-    pipeline's GPU (its ``device_id``, as an expression valid in the generator) where it is not
-    the current one; the emitter runs the operators in that device's default ``ndd.EvalContext`` and
-    sets ``device_applied`` when the loop's shape let it."""
+        ``batch_size`` and ``seed`` are the expressions to use inside the generator. ``single_use``:
+        this is the module's only pipeline and it is instantiated once (a condition of capture mode);
+    ``capture_elsewhere``: it could have been, but another pipeline of the module runs captured.
+    ``captured``: set by the emitter, the loop it wrote runs in capture mode.
+        ``reader_meta``: the readers' metadata is read (they get ``max_batch_size``);
+        ``checkpointing``: their state is (``enable_checkpointing=True``, no capture mode).
+        ``dropped``: comments on pipeline arguments dynamic mode has no use for. ``lowering``: the
+        local rules (instances) that rewrite the graph code, in registry order. ``device``: the
+        pipeline's GPU (its ``device_id``, as an expression valid in the generator) where it is not
+        the current one; the emitter runs the operators in that device's default ``ndd.EvalContext`` and
+        sets ``device_applied`` when the loop's shape let it."""
 
     rule_id: str
     batch_size: cst.BaseExpression

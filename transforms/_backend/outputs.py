@@ -47,7 +47,11 @@ def output_edits(
     tracker.bind(assign.targets[0].target, True)
     for peer in peers:
         holder = ctx.parents.get(peer)
-        if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and ctx.scopes.get(holder) is scope:
+        if (
+            isinstance(holder, cst.Assign)
+            and len(holder.targets) == 1
+            and ctx.scopes.get(holder) is scope
+        ):
             tracker.bind(holder.targets[0].target, True)
     while True:
         before = tracker.size()
@@ -95,7 +99,9 @@ class _Tracker:
 
     def _ours(self, referent: object) -> bool:
         node = getattr(referent, "node", None)
-        return id(node) in self.tuples or id(node) in self.lists or within(self.ctx, node, self.moved)
+        return (
+            id(node) in self.tuples or id(node) in self.lists or within(self.ctx, node, self.moved)
+        )
 
     def plan(self) -> tuple[list[Edit], list[Diagnostic], list[_Bind]]:
         """One pass: the edits, the TODOs, and new names to bind."""
@@ -107,8 +113,13 @@ class _Tracker:
         return edits, todos, binds
 
     def _use(
-        self, expr: cst.CSTNode, name: cst.Name, is_tuple: bool,
-        edits: list[Edit], todos: list[Diagnostic], binds: list[_Bind],
+        self,
+        expr: cst.CSTNode,
+        name: cst.Name,
+        is_tuple: bool,
+        edits: list[Edit],
+        todos: list[Diagnostic],
+        binds: list[_Bind],
     ) -> None:
         ctx = self.ctx
         parent = ctx.parents.get(expr)
@@ -117,14 +128,20 @@ class _Tracker:
             if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
                 binds.append((parent.targets[0].target, True))
                 return
-            if not (isinstance(parent, cst.Subscript) and parent.value is expr and int_index(parent) is not None):
+            if not (
+                isinstance(parent, cst.Subscript)
+                and parent.value is expr
+                and int_index(parent) is not None
+            ):
                 return
             expr = parent
             base = cst.Subscript(value=cst.Name(name.value), slice=parent.slice)
         outer, new = tensorlist_use(ctx, expr, base)
         if outer is not None and new is not None:
             edits.append(ctx.expr_edit(outer, new))
-        result = outer if outer is not None and new is not None and not _ends_conversion(new) else expr
+        result = (
+            outer if outer is not None and new is not None and not _ends_conversion(new) else expr
+        )
         holder = ctx.parents.get(result)
         if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
             binds.append((holder.targets[0].target, False))
@@ -134,7 +151,8 @@ class _Tracker:
                 ctx.todo(
                     "DM200",
                     expr,
-                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): TensorList.{attr} has no "
+                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): "
+                    f"TensorList.{attr} has no "
                     "Batch counterpart the tool knows; rewrite it with the Batch API by hand",
                 )
             )
@@ -144,7 +162,8 @@ class _Tracker:
                 ctx.todo(
                     "DM200",
                     expr,
-                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that {callee} uses the Batch API",
+                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that "
+                    f"{callee} uses the Batch API",
                 )
             )
 
@@ -168,9 +187,11 @@ def _unnamed_output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnosti
         ctx.todo(
             "DM200",
             run,
-            f"the outputs of {what}.run() are ndd Batches now (they were TensorLists), used here in a way the tool "
+            f"the outputs of {what}.run() are ndd Batches now (they were TensorLists), used here "
+            "in a way the tool "
             "cannot follow: rewrite their TensorList calls with the Batch API (as_array() -> "
-            "np.asarray(ndd.as_tensor(b)), at(i) -> np.asarray(b.tensors[i]), len() -> b.batch_size)",
+            "np.asarray(ndd.as_tensor(b)), at(i) -> np.asarray(b.tensors[i]), len() -> "
+            "b.batch_size)",
         )
     )
     return []
@@ -180,21 +201,27 @@ def _unread_list(ctx: FileContext, run: cst.Call) -> bool:
     """``name = [pipe.run() for ...]`` where ``name`` is never read."""
     comp = ctx.parents.get(run)
     assign = ctx.parents.get(comp)
-    if not (isinstance(comp, (cst.ListComp, cst.GeneratorExp)) and comp.elt is run and isinstance(assign, cst.Assign)):
+    if not (
+        isinstance(comp, (cst.ListComp, cst.GeneratorExp))
+        and comp.elt is run
+        and isinstance(assign, cst.Assign)
+    ):
         return False
     targets = [t.target for t in assign.targets]
     scope = ctx.scopes.get(assign)
     if scope is None or not all(isinstance(t, cst.Name) for t in targets):
         return False
-    return all(
-        not a.references for t in targets for a in scope.assignments[t.value] if a.node is t
-    )
+    return all(not a.references for t in targets for a in scope.assignments[t.value] if a.node is t)
 
 
 def _ends_conversion(new: cst.BaseExpression) -> bool:
     """True when a rewritten TensorList use yields something else (an array, a tensor, a
     property), False when it is still a Batch (``x.cpu()``)."""
-    return not (isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute) and new.func.attr.value == "cpu")
+    return not (
+        isinstance(new, cst.Call)
+        and isinstance(new.func, cst.Attribute)
+        and new.func.attr.value == "cpu"
+    )
 
 
 def _unknown_attribute(ctx: FileContext, expr: cst.CSTNode) -> bool:
@@ -208,7 +235,10 @@ def _handed_over(ctx: FileContext, expr: cst.CSTNode) -> bool:
     call = ctx.parents.get(arg)
     if not (isinstance(arg, cst.Arg) and isinstance(call, cst.Call) and arg.value is expr):
         return False
-    return not (isinstance(call.func, cst.Name) and call.func.value in ("print", "len", "str", "repr", "type", "id"))
+    return not (
+        isinstance(call.func, cst.Name)
+        and call.func.value in ("print", "len", "str", "repr", "type", "id")
+    )
 
 
 def tensorlist_use(
@@ -252,27 +282,43 @@ def tensorlist_use(
                     return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(inner)])
                 if method == "at" and len(args) == 1 and args[0].keyword is None:
                     pick = cst.Subscript(
-                        value=cst.Attribute(new, cst.Name("tensors")), slice=[cst.SubscriptElement(cst.Index(args[0].value))]
+                        value=cst.Attribute(new, cst.Name("tensors")),
+                        slice=[cst.SubscriptElement(cst.Index(args[0].value))],
                     )
                     return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(pick)])
                 if method in ("layout", "shape") and not args:
                     return call, cst.Attribute(new, cst.Name(method))
                 if method == "is_dense_tensor" and not args:
                     # no public counterpart: a batch is dense when all its samples have one shape
-                    shapes = cst.Call(cst.Name("set"), [cst.Arg(cst.Attribute(new, cst.Name("shape")))])
+                    shapes = cst.Call(
+                        cst.Name("set"), [cst.Arg(cst.Attribute(new, cst.Name("shape")))]
+                    )
                     length = cst.Call(cst.Name("len"), [cst.Arg(shapes)])
-                    return call, cst.Comparison(length, [cst.ComparisonTarget(cst.LessThanEqual(), cst.Integer("1"))])
+                    return call, cst.Comparison(
+                        length, [cst.ComparisonTarget(cst.LessThanEqual(), cst.Integer("1"))]
+                    )
             elif method == "dtype" and not isinstance(call, cst.Call):
                 # TensorList.dtype is a DALIDataType; Batch.dtype an ndd DType whose type_id is one
-                return parent, cst.Attribute(cst.Attribute(new, cst.Name("dtype")), cst.Name("type_id"))
+                return parent, cst.Attribute(
+                    cst.Attribute(new, cst.Name("dtype")), cst.Name("type_id")
+                )
             break
-        if isinstance(parent, cst.Subscript) and parent.value is current and int_index(parent) is not None:
-            return parent, cst.Subscript(value=cst.Attribute(new, cst.Name("tensors")), slice=parent.slice)
+        if (
+            isinstance(parent, cst.Subscript)
+            and parent.value is current
+            and int_index(parent) is not None
+        ):
+            return parent, cst.Subscript(
+                value=cst.Attribute(new, cst.Name("tensors")), slice=parent.slice
+            )
         if isinstance(parent, cst.Arg):
             call = ctx.parents.get(parent)
-            if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len" and len(call.args) == 1:
+            if (
+                isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name)
+                and call.func.value == "len"
+                and len(call.args) == 1
+            ):
                 return call, cst.Attribute(new, cst.Name("batch_size"))
         break
     return (current, new) if changed else (None, None)
-
-

@@ -61,7 +61,11 @@ def random_helpers(
     with this one or not at all) are no use outside."""
     inside = [container, *(hosts or [])]
     defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    called = {n.func.value for n in walk(container) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+    called = {
+        n.func.value
+        for n in walk(container)
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+    }
     helpers: dict[str, RandomHelper] = {}
     for name in sorted(called & set(defs)):
         fn = defs[name]
@@ -70,11 +74,17 @@ def random_helpers(
             continue
         if fn.decorators or fn.asynchronous is not None:
             raise Refused(f"helper {name} with random operators is decorated or async")
-        taken = {p.name.value for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]}
+        taken = {
+            p.name.value
+            for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+        }
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
-            raise Refused(f"helper {name} with random operators already takes rng, batch_size or **kwargs")
+            raise Refused(
+                f"helper {name} with random operators already takes rng, batch_size or **kwargs"
+            )
         outside = [
-            n for n in ctx.nodes_of(cst.Name)
+            n
+            for n in ctx.nodes_of(cst.Name)
             if n.value == name and n is not fn.name and not any(within(ctx, n, c) for c in inside)
         ]
         if outside:
@@ -82,10 +92,16 @@ def random_helpers(
                 f"helper `{name}` with random operators is also used outside this pipeline, "
                 f"{scope_label(ctx, outside[0])}"
             )
-        needs_bs = any(not any(a.keyword is None and not a.star for a in call.args) for call in randoms)
+        needs_bs = any(
+            not any(a.keyword is None and not a.star for a in call.args) for call in randoms
+        )
         helpers[name] = RandomHelper(fn, needs_bs)
     for h in helpers.values():
-        inner = {n.func.value for n in walk(h.fn.body) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+        inner = {
+            n.func.value
+            for n in walk(h.fn.body)
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+        }
         if inner & set(helpers) - {h.fn.name.value}:
             raise Refused(f"helper {h.fn.name.value} calls another helper with random operators")
     return helpers
@@ -97,14 +113,22 @@ def helper_edits(
     """Each helper lowered with the RNG and batch size it now receives as parameters."""
     edits = []
     for h in helpers.values():
-        env = LocalEnv(batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn))
+        env = LocalEnv(
+            batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn)
+        )
         new, diags = lower(ctx, h.fn, env, rules, fired)
         if diags:
             raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
-        extra = [cst.Param(cst.Name("rng"))] + ([cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else [])
+        extra = [cst.Param(cst.Name("rng"))] + (
+            [cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else []
+        )
         params = new.params
-        star = params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
-        new = new.with_changes(params=params.with_changes(kwonly_params=[*params.kwonly_params, *extra], star_arg=star))
+        star = (
+            params.star_arg if params.star_arg is not cst.MaybeSentinel.DEFAULT else cst.ParamStar()
+        )
+        new = new.with_changes(
+            params=params.with_changes(kwonly_params=[*params.kwonly_params, *extra], star_arg=star)
+        )
         edits.append(ctx.stmt_edit(h.fn, [new]))
     return edits
 
@@ -120,7 +144,9 @@ class HelperCalls(LocalRule):
     def __init__(self, helpers: dict[str, RandomHelper]) -> None:
         self.helpers = helpers
 
-    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv) -> cst.CSTNode | Diagnostic | None:
+    def rewrite(
+        self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:
         if not (isinstance(original.func, cst.Name) and original.func.value in self.helpers):
             return None
         args = append_arg(list(updated.args), kwarg("rng", env.rng))

@@ -14,7 +14,6 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
-from ..fn_to_ndd import HANDED_OFF
 from .._cst import (
     fresh_name,
     in_source_order,
@@ -26,6 +25,7 @@ from .._cst import (
     within,
 )
 from .._local import collect_nodes
+from ..fn_to_ndd import HANDED_OFF
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
 from .external_source import SourceUse, analyse_source
@@ -80,7 +80,11 @@ def analyse_graph(
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
         elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, body_end):
             continue  # the outputs of one branch of the final `if`
-        elif isinstance(node, cst.Return) and not _is_outputs(node, outputs_stmt) and not _nested(ctx, node, container):
+        elif (
+            isinstance(node, cst.Return)
+            and not _is_outputs(node, outputs_stmt)
+            and not _nested(ctx, node, container)
+        ):
             if not _ends_data(ctx, node):
                 reasons.append("the pipeline returns before its last statement")
         elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
@@ -88,14 +92,21 @@ def analyse_graph(
         elif isinstance(node, cst.ClassDef):
             reasons.append("class definitions in the pipeline body")
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
-            reasons.append(f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no counterpart of")
+            reasons.append(
+                f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
+                "counterpart of"
+            )
         elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
             call = ctx.text(ctx.parents[node])
             reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
     body = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
-    docstring = body[0] if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0]) else None
+    docstring = (
+        body[0]
+        if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0])
+        else None
+    )
     if docstring is not None:
         body = body[1:]
     if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
@@ -142,8 +153,20 @@ def _inputs_and_ops(
         and len(assign.targets) == 1
     ):
         top = ctx.enclosing_statement(node)
-        if op.target.is_reader and isinstance(top, cst.SimpleStatementLine) and ctx.parents.get(ctx.parents.get(top)) is container:
-            readers.append(ReaderUse(top, cst.Name(_fresh_output(ctx, container, op.target.ndd_path)), node, op, inline=True))
+        if (
+            op.target.is_reader
+            and isinstance(top, cst.SimpleStatementLine)
+            and ctx.parents.get(ctx.parents.get(top)) is container
+        ):
+            readers.append(
+                ReaderUse(
+                    top,
+                    cst.Name(_fresh_output(ctx, container, op.target.ndd_path)),
+                    node,
+                    op,
+                    inline=True,
+                )
+            )
         else:
             reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
     elif op.target.is_reader:
@@ -257,7 +280,11 @@ def _ends_data(ctx: FileContext, ret: cst.Return) -> bool:
     cur = ctx.parents.get(ret)
     while cur is not None and not isinstance(cur, cst.ExceptHandler):
         cur = ctx.parents.get(cur)
-    return ret.value is None and isinstance(cur, cst.ExceptHandler) and ctx.text(cur.type or cst.Name("")) == "StopIteration"
+    return (
+        ret.value is None
+        and isinstance(cur, cst.ExceptHandler)
+        and ctx.text(cur.type or cst.Name("")) == "StopIteration"
+    )
 
 
 def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
@@ -271,7 +298,9 @@ def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool
 
 
 def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:
-    return isinstance(outputs_stmt, cst.SimpleStatementLine) and any(s is ret for s in outputs_stmt.body)
+    return isinstance(outputs_stmt, cst.SimpleStatementLine) and any(
+        s is ret for s in outputs_stmt.body
+    )
 
 
 def returned_values(stmt: cst.BaseStatement) -> list[cst.BaseExpression] | None:
@@ -289,14 +318,18 @@ def output_values(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
         if any(isinstance(e, cst.StarredElement) for e in value.elements):
             return []
         return [e.value for e in value.elements]
-    if isinstance(value, (cst.Dict, cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SimpleString)):
+    if isinstance(
+        value, (cst.Dict, cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SimpleString)
+    ):
         return []
     return [value]
 
 
 def has_random(ctx: FileContext, container: cst.CSTNode) -> bool:
     """Whether the graph code calls a random operator."""
-    for n in walk(container.body if isinstance(container, (cst.FunctionDef, cst.With)) else container):
+    for n in walk(
+        container.body if isinstance(container, (cst.FunctionDef, cst.With)) else container
+    ):
         if isinstance(n, cst.Call):
             op = ctx.fn_op(n.func)
             if op is not None and op.target.is_random:
@@ -308,12 +341,16 @@ def pipeline_count(ctx: FileContext) -> int:
     """Pipeline definitions in the module: @pipeline_def functions, Pipeline(...) constructions
     and Pipeline subclasses."""
     decorators = [
-        d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator for d in ctx.nodes_of(cst.Decorator)
+        d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+        for d in ctx.nodes_of(cst.Decorator)
     ]
     return (
         sum((ctx.qualname(target) or "").endswith("pipeline_def") for target in decorators)
         + sum(ctx.qualname(call.func) in PIPELINE_CLASSES for call in ctx.nodes_of(cst.Call))
-        + sum(any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in c.bases) for c in ctx.nodes_of(cst.ClassDef))
+        + sum(
+            any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in c.bases)
+            for c in ctx.nodes_of(cst.ClassDef)
+        )
     )
 
 
@@ -349,7 +386,9 @@ def follow_pipeline(
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     followups += found.followups
     for use in found.uses:
-        claimed = (n for u in inst.iterators for n in u.claimed)  # pipe.epoch_size() as an iterator's size=
+        claimed = (
+            n for u in inst.iterators for n in u.claimed
+        )  # pipe.epoch_size() as an iterator's size=
         if any(use is n for n in claimed):
             continue
         attr = ctx.parents.get(use)
@@ -359,11 +398,21 @@ def follow_pipeline(
             if isinstance(call, cst.Call) and call.func is attr:
                 if not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
                     hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
-                    followups.append(FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint))
+                    followups.append(
+                        FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint)
+                    )
             else:
-                followups.append(FollowUp(attr, f"`{label}.{attr.attr.value}` reads an attribute of the Pipeline"))
+                followups.append(
+                    FollowUp(
+                        attr, f"`{label}.{attr.attr.value}` reads an attribute of the Pipeline"
+                    )
+                )
             continue
-        why = iterators.iterator_use(ctx, inst, use) if inst.local else iterators.iterator_hint(ctx, use)
+        why = (
+            iterators.iterator_use(ctx, inst, use)
+            if inst.local
+            else iterators.iterator_hint(ctx, use)
+        )
         if why is None:
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
@@ -443,12 +492,18 @@ def _describe(ctx: FileContext, use: cst.CSTNode, label: str) -> str:
     return f"`{label}` is used here"
 
 
-def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool) -> bool:
+def _method_use(
+    ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool
+) -> bool:
     """Records ``pipe.<method>(...)`` on ``inst`` when it is migrated; False if it is not."""
     if method in DROPPED_METHODS and not call.args:
         expr = ctx.parents.get(call)
         stmt = ctx.parents.get(expr)
-        if isinstance(expr, cst.Expr) and isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        if (
+            isinstance(expr, cst.Expr)
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+        ):
             inst.builds.append(stmt)
             return True
     if method in RUN_METHODS and not call.args:
@@ -456,7 +511,9 @@ def _method_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call, w
         return True
     if method == "feed_input" and feeds.is_feed(call):
         expr = ctx.parents.get(call)
-        if isinstance(expr, cst.Expr) and isinstance(ctx.parents.get(expr), cst.SimpleStatementLine):
+        if isinstance(expr, cst.Expr) and isinstance(
+            ctx.parents.get(expr), cst.SimpleStatementLine
+        ):
             inst.feeds.append(call)
             return True
     return with_handles and handles.record_use(ctx, inst, method, call)
@@ -474,14 +531,26 @@ def find_instances(
     ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of ``fn``
     are pipeline arguments."""
     scope = ctx.scopes.get(fn)
-    refs = [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references] if scope else []
+    refs = (
+        [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
+        if scope
+        else []
+    )
     refs = in_source_order(ctx, refs)
     nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
     if isinstance(fn, cst.FunctionDef):  # the factory used by its own graph code
         what = f"`{fn.name.value}` is used inside its own definition"
         followups += [FollowUp(r.node, what) for r in refs if within(ctx, r.node, fn)]
     params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
-    return instances_of(ctx, nodes, fn.name.value, params, followups, pipeline_args=pipeline_args, with_handles=with_handles)
+    return instances_of(
+        ctx,
+        nodes,
+        fn.name.value,
+        params,
+        followups,
+        pipeline_args=pipeline_args,
+        with_handles=with_handles,
+    )
 
 
 def instances_of(
@@ -509,11 +578,19 @@ def instances_of(
     for call in calls:
         stmt = ctx.enclosing_statement(call)
         if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
-            why = "*args/**kwargs" if any(a.star for a in call.args) else "the call is part of a compound statement"
-            followups.append(FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)"))
+            why = (
+                "*args/**kwargs"
+                if any(a.star for a in call.args)
+                else "the call is part of a compound statement"
+            )
+            followups.append(
+                FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)")
+            )
             continue
         # keyword arguments naming the function's own parameters go to the function
-        kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
+        kwargs = (
+            {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
+        )
         unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))

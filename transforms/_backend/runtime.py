@@ -5,8 +5,6 @@ tests/test_iterators_plans.py runs the migrated loaders, helpers included, again
 iterator.
 """
 
-# ruff: noqa: ANN001, ANN201
-
 from __future__ import annotations
 
 

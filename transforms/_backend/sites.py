@@ -42,16 +42,22 @@ def pipeline_def_instance_edits(
         key = id(ctx.scopes.get(inst.stmt))
         threads = None if key in threads_set else threads
         threads_set.add(key)
-    keep = remove_args(list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args)
+    keep = remove_args(
+        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+    )
     keep = [
-        a.with_changes(keyword=cst.Name("batch_size")) if a.keyword and a.keyword.value == "max_batch_size" else a
+        a.with_changes(keyword=cst.Name("batch_size"))
+        if a.keyword and a.keyword.value == "max_batch_size"
+        else a
         for a in keep
     ]
     new_call = inst.call.with_changes(args=keep)
     if inst.handle_names and inst.assign is not None:
         names = [*inst.handle_names.values(), inst.name]
         target = cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
-        assign = inst.assign.with_changes(targets=[inst.assign.targets[0].with_changes(target=target)], value=new_call)
+        assign = inst.assign.with_changes(
+            targets=[inst.assign.targets[0].with_changes(target=target)], value=new_call
+        )
         new_stmt = inst.stmt.with_changes(body=[assign])
     else:
         new_stmt = inst.stmt.deep_replace(inst.call, new_call)
@@ -60,7 +66,9 @@ def pipeline_def_instance_edits(
     if inst.device_todo:
         todo_lines.append(device_todo_line(ctx, inst, rule_id, notes))
     if threads is not None:
-        stmts.append(set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines))
+        stmts.append(
+            set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines)
+        )
         new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
     else:
         new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
@@ -69,12 +77,20 @@ def pipeline_def_instance_edits(
 
 
 def device_todo_line(
-    ctx: FileContext, inst: Instance, rule_id: str, notes: list[Diagnostic], at: cst.CSTNode | None = None
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    notes: list[Diagnostic],
+    at: cst.CSTNode | None = None,
 ) -> cst.EmptyLine:
     """The TODO about a dropped ``device_id`` above the pipeline's creation, and its diagnostic
     (reported at ``at``, by default the creation)."""
     assert inst.device_todo is not None
-    notes.append(Diagnostic(rule_id, inst.device_todo, ctx.line_of(at if at is not None else inst.stmt), 0, "todo"))
+    notes.append(
+        Diagnostic(
+            rule_id, inst.device_todo, ctx.line_of(at if at is not None else inst.stmt), 0, "todo"
+        )
+    )
     return comment_line(f"{TODO_PREFIX} {rule_id}: {inst.device_todo}")
 
 
@@ -121,7 +137,9 @@ def refuse_pipeline(
     its graph (``keep``, by default ``node``) and the functions of the module it calls keep
     their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
     code is not one definition (module-level graph code), no local rewrite of the file applies."""
-    text = " ".join(f"pipeline not migrated{which}: {why}".split())  # one line, whatever the code quoted
+    text = " ".join(
+        f"pipeline not migrated{which}: {why}".split()
+    )  # one line, whatever the code quoted
     state.diagnostics.append(state.ctx.todo(rule_id, node, text))
     keep = node if keep is None else keep
     if isinstance(keep, cst.Module):
@@ -168,14 +186,17 @@ def propose_pipeline_fix(
     inside = [d for d in todos if d.marker is not None and _within_edits(d.marker, edits)]
     edits = with_markers(edits, [d.marker for d in inside if d.marker is not None])
     follow_ups = [d.message for d in [*written, *todos]]
-    fix = state.ctx.make_fix(rule_id, node, edits, message, includes=includes, key=key, follow_ups=follow_ups)
+    fix = state.ctx.make_fix(
+        rule_id, node, edits, message, includes=includes, key=key, follow_ups=follow_ups
+    )
     state.fixes.append(fix)
     state.structural.append(fix.id)
     state.diagnostics.extend(notes)
     # a TODO outside the code the fix rewrites is written with the fix only (other fixes may
     # put theirs on the same statement)
     state.diagnostics.extend(
-        dataclasses.replace(d, marker=None if d in inside else d.marker, requires=fix.id) for d in todos
+        dataclasses.replace(d, marker=None if d in inside else d.marker, requires=fix.id)
+        for d in todos
     )
     state.diagnostics.extend(written)
 
@@ -185,7 +206,11 @@ def _within_edits(marker: Edit, edits: list[Edit]) -> bool:
 
 
 def creation_todos(
-    ctx: FileContext, rule_id: str, instances: list[Instance], followups: list[FollowUp], advice: str
+    ctx: FileContext,
+    rule_id: str,
+    instances: list[Instance],
+    followups: list[FollowUp],
+    advice: str,
 ) -> list[Diagnostic]:
     """The follow-ups about the statements that create the pipelines (which the fix rewrites):
     taken out of ``followups`` and put on the instances (``todo_lines``), to be written with the
@@ -202,15 +227,21 @@ def creation_todos(
     return written
 
 
-def follow_up_todos(ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str) -> list[Diagnostic]:
+def follow_up_todos(
+    ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str
+) -> list[Diagnostic]:
     """One TODO per statement that holds follow-ups, saying what to write there now."""
     by_stmt: dict[int, list[FollowUp]] = {}
     for f in followups:
         by_stmt.setdefault(id(ctx.enclosing_statement(f.node)), []).append(f)
     todos = []
     for group in by_stmt.values():
-        texts = [f"{f.what}: {f.advice or advice}" if (f.advice or advice) else f.what for f in group]
-        text = " ".join("; ".join(dict.fromkeys(texts)).split())  # one line, whatever the code quoted
+        texts = [
+            f"{f.what}: {f.advice or advice}" if (f.advice or advice) else f.what for f in group
+        ]
+        text = " ".join(
+            "; ".join(dict.fromkeys(texts)).split()
+        )  # one line, whatever the code quoted
         todos.append(_at_line(ctx, ctx.todo(rule_id, group[0].node, text), group[0].node))
     return sorted(todos, key=lambda d: (d.line, d.col))
 
@@ -220,12 +251,20 @@ def _at_line(ctx: FileContext, todo: Diagnostic, node: cst.CSTNode) -> Diagnosti
     brackets (a comment line is valid there), so that it stands next to the code it is about."""
     line = ctx.positions[node].start.line
     stmt = ctx.enclosing_statement(node)
-    if todo.marker is None or line == ctx.positions[stmt].start.line or not _bracketed_line(ctx, stmt, line):
+    if (
+        todo.marker is None
+        or line == ctx.positions[stmt].start.line
+        or not _bracketed_line(ctx, stmt, line)
+    ):
         return todo
     start = ctx.lines.offset(line, 0)
     indent = ctx.source[start : start + ctx.positions[node].start.column]
     indent = indent[: len(indent) - len(indent.lstrip())] if indent.strip() else indent
-    marker = Edit(start, start, f"{indent}{TODO_PREFIX} {todo.rule}: {todo.message}{ctx.module.default_newline}")
+    marker = Edit(
+        start,
+        start,
+        f"{indent}{TODO_PREFIX} {todo.rule}: {todo.message}{ctx.module.default_newline}",
+    )
     return dataclasses.replace(todo, marker=marker, line=line)
 
 

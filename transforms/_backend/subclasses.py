@@ -137,13 +137,11 @@ def _allowed_self(ctx: FileContext, name: cst.Name) -> bool:
     parent = ctx.parents.get(name)
     if isinstance(parent, cst.Param):
         return True
-    if (
+    return bool(
         isinstance(parent, cst.Attribute)
         and parent.value is name
         and parent.attr.value in SELF_ATTRIBUTES
-    ):
-        return True
-    return False
+    )
 
 
 # -- folding __next__ into the loader ------------------------------------------------------------
