@@ -98,3 +98,40 @@ def test_todo_names_the_code_it_is_about(code: str, expected: str):
     todos = _todos(migrate_source(code).code)
     assert any(expected in t for t in todos), todos
     assert [t for t in todos if LINE_NUMBER.search(t)] == []
+
+
+NAMED_OUTPUTS = """\
+from nvidia.dali import fn, pipeline_def
+
+
+@pipeline_def(batch_size=2, num_threads=1, device_id=None)
+def resized(root):
+    j, l = fn.readers.file(file_root=root)
+    return fn.resize(fn.decoders.image(j), size=[8, 8]), l
+
+
+@pipeline_def(batch_size=2, num_threads=1, device_id=None)
+def decoded(root):
+    j, l = fn.readers.file(file_root=root)
+    images = fn.decoders.image(j)
+    return images, l
+
+
+a = resized("/d")
+b = decoded("/d")
+"""
+
+
+def test_generated_docstrings_name_the_outputs_not_intermediates():
+    """Issue 17 item 13: "Yields (j, l) batches" was written for a function yielding resized
+    images (decoded from ``j``); such an output is "output", a named one keeps its name."""
+    docs = [
+        line.strip() for line in migrate_source(NAMED_OUTPUTS).code.splitlines() if '"""' in line
+    ]
+    assert docs[0].startswith('"""Yields (output, l) batches'), docs
+    assert docs[1].startswith('"""Yields (images, l) batches'), docs
+
+
+def test_set_num_threads_is_written_once_per_scope():
+    """Issue 17 item 13: two pipelines with num_threads=1 in one module, one call."""
+    assert migrate_source(NAMED_OUTPUTS).code.count("ndd.set_num_threads(1)") == 1
