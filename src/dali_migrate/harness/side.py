@@ -26,22 +26,34 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..dali_api import PIPELINE_POSITIONAL
-
-#: pipeline construction arguments (the rest of a call's keywords are the function's own)
-PIPELINE_KWARGS = frozenset(PIPELINE_POSITIONAL) | {
-    "enable_memory_stats",
-    "enable_checkpointing",
-    "py_num_workers",
-    "py_start_method",
-    "py_callback_pickler",
-    "output_dtype",
-    "output_ndim",
-    "enable_conditionals",
-    "exec_dynamic",
-    "experimental_exec_dynamic",
-    "debug",
-}
+#: pipeline construction arguments (the rest of a call's keywords are the function's own); the
+#: list repeats dali_api's because program sides load this file by path, outside the package
+PIPELINE_KWARGS = frozenset(
+    {
+        "batch_size",
+        "num_threads",
+        "device_id",
+        "seed",
+        "exec_pipelined",
+        "prefetch_queue_depth",
+        "exec_async",
+        "bytes_per_sample",
+        "set_affinity",
+        "max_streams",
+        "default_cuda_stream_priority",
+        "enable_memory_stats",
+        "enable_checkpointing",
+        "py_num_workers",
+        "py_start_method",
+        "py_callback_pickler",
+        "output_dtype",
+        "output_ndim",
+        "enable_conditionals",
+        "exec_dynamic",
+        "experimental_exec_dynamic",
+        "debug",
+    }
+)
 
 
 class SideError(Exception):
