@@ -34,15 +34,14 @@ _PASSES = 8
 
 def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> str:
     """``code`` with the calls on its long lines that are not in ``source`` wrapped."""
-    if not _long_new_lines(source, code, limit):
+    old = set(source.splitlines())
+    lines = _long_new_lines(old, code, limit)
+    if not lines:
         return code  # (comment lines too are long lines)
     try:
         before = _meaning(code)
         wrapped = code
         for _ in range(_PASSES):
-            lines = _long_new_lines(source, wrapped, limit)
-            if not lines:
-                break
             module = MetadataWrapper(cst.parse_module(wrapped), unsafe_skip_copy=True)
             found = _Candidates(lines, wrapped.splitlines())
             module.visit(found)
@@ -50,7 +49,10 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
             if text == wrapped:
                 break
             wrapped = text
-        wrapped = _wrap_comments(source, wrapped, limit)
+            lines = _long_new_lines(old, wrapped, limit)
+            if not lines:
+                break
+        wrapped = _wrap_comments(old, wrapped, limit)
         if _meaning(wrapped) != before:
             return code
     except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
@@ -58,10 +60,10 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
     return wrapped
 
 
-def _wrap_comments(source: str, code: str, limit: int) -> str:
+def _wrap_comments(old: set[str], code: str, limit: int) -> str:
     """Long comment lines and one-line docstrings written by the migration, continued on the
-    lines below; TODO markers stay one line each (a person reads and deletes them as one)."""
-    old = set(source.splitlines())
+    lines below; TODO markers stay one line each (a person reads and deletes them as one).
+    ``old``: the lines of the input."""
     out = []
     for line in code.splitlines(keepends=True):
         body = line.rstrip("\r\n")
@@ -101,9 +103,9 @@ def _meaning(code: str) -> str:
     return ast.dump(tree)
 
 
-def _long_new_lines(source: str, code: str, limit: int) -> set[int]:
-    """1-based numbers of the lines of ``code`` over ``limit`` that ``source`` does not have."""
-    old = set(source.splitlines())
+def _long_new_lines(old: set[str], code: str, limit: int) -> set[int]:
+    """1-based numbers of the lines of ``code`` over ``limit`` that are not lines of the input
+    (``old``)."""
     return {
         i
         for i, line in enumerate(code.splitlines(), 1)
