@@ -171,8 +171,7 @@ class PipelineClass(Rule):
             mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
                 cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
-                unique = {(e.start, e.end, e.text): e for e in cls_edits}
-                check_disjoint(state.ctx, list(unique.values()))
+                check_disjoint(state.ctx, cls_edits)  # identical edits count once
             except Refused as why:
                 which = f" (class {cls.name.value})" if len(members) > 1 else ""
                 refuse_pipeline(state, self.id, cls, why, which)
@@ -372,7 +371,6 @@ class PipelineClass(Rule):
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
-        check_disjoint(ctx, edits)
         return edits, fired, instances
 
     def _instance_edits(
