@@ -116,3 +116,37 @@ def test_a_one_line_docstring_written_is_wrapped_and_means_the_same() -> None:
     assert _meaning(out) == _meaning(code)
     plain = "def f():\n    x = 1\n" + doc  # a string statement that is no docstring
     assert wrap_new_lines("", plain, 60) == plain
+
+
+def test_comment_lines_at_the_end_of_a_file_survive_wrapping() -> None:
+    # libcst 1.9 renders these three comment lines (deeper than the module, shallower than the
+    # block) as one: wrapping must not go through such a rendering
+    tail = "if x:\n    for a in b:\n        f()\n    g()\n   # one\n   # two\n   # three\n"
+    out = _wrapped(LONG_CALL + tail)
+    assert out.endswith("   # one\n   # two\n   # three\n")
+    assert "    reader = ndd.readers.File(\n" in out
+
+
+def test_migrating_a_file_ending_in_such_comments_keeps_every_comment() -> None:
+    code = (
+        "from nvidia.dali import pipeline_def, fn\n\n"
+        "@pipeline_def(batch_size=2, num_threads=1, device_id=None)\n"
+        "def pipe_with_a_rather_long_name_that_makes_the_emitted_lines_long_enough():\n"
+        "    return fn.random.uniform(range=[0, 1], shape=[2, 3], dtype=None, seed=1234567)\n\n"
+        "if __name__ == '__main__':\n"
+        "    for i in range(2):\n"
+        "        pipe = pipe_with_a_rather_long_name_that_makes_the_emitted_lines_long_enough()\n"
+        "        pipe.build()\n"
+        "        print(pipe.run())\n"
+        "   # first\n   # second\n   # third"
+    )
+    out = migrate_source(code, line_length=60).code
+    assert out.rstrip("\n").endswith("   # first\n   # second\n   # third")
+
+
+def test_lowering_to_cpu_keeps_the_comment_lines_that_end_a_file() -> None:
+    from dali_migrate.harness.lower import lower_to_cpu
+
+    code = 'if x:\n    f(device="gpu")\n   # one\n   # two\n'
+    out = lower_to_cpu(code)
+    assert out.code == 'if x:\n    f(device="cpu")\n   # one\n   # two\n'

@@ -19,12 +19,15 @@ becomes, at a limit of 80::
 from __future__ import annotations
 
 import ast
+import io
 import re
 import textwrap
+import tokenize
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from .cst_text import split_trailing_comments
 from .fixes import TODO_PREFIX
 
 DEFAULT_LINE_LENGTH = 100
@@ -40,9 +43,12 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
         return code  # (comment lines too are long lines)
     try:
         before = _meaning(code)
-        wrapped = code
+        wrapped, tail = split_trailing_comments(code)
         for _ in range(_PASSES):
-            module = MetadataWrapper(cst.parse_module(wrapped), unsafe_skip_copy=True)
+            tree = cst.parse_module(wrapped)
+            if tree.code != wrapped:
+                break  # (not seen once the comments at the end are set aside)
+            module = MetadataWrapper(tree, unsafe_skip_copy=True)
             found = _Candidates(lines, wrapped.splitlines())
             module.visit(found)
             text = module.module.visit(_Wrapper(found.chosen(), limit)).code
@@ -52,10 +58,10 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
             lines = _long_new_lines(old, wrapped, limit)
             if not lines:
                 break
-        wrapped = _wrap_comments(old, wrapped, limit)
+        wrapped = _wrap_comments(old, wrapped + tail, limit)
         if _meaning(wrapped) != before:
             return code
-    except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError):
+    except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError, tokenize.TokenError):
         return code
     return wrapped
 
@@ -92,7 +98,8 @@ def _words(text: str, width: int) -> list[str]:
 
 
 def _meaning(code: str) -> str:
-    """The tree of ``code``, docstrings compared by their words (a wrapped one means the same)."""
+    """The tree of ``code`` and the words of its comments, docstrings compared by their words
+    (a wrapped comment or docstring means the same)."""
     tree = ast.parse(code)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -100,7 +107,12 @@ def _meaning(code: str) -> str:
             doc = body[0].value
             if isinstance(doc, ast.Constant) and isinstance(doc.value, str):
                 doc.value = " ".join(doc.value.split())
-    return ast.dump(tree)
+    return ast.dump(tree) + "\n" + " ".join(_comment_words(code))
+
+
+def _comment_words(code: str) -> list[str]:
+    tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+    return [w for t in tokens if t.type == tokenize.COMMENT for w in t.string[1:].split()]
 
 
 def _long_new_lines(old: set[str], code: str, limit: int) -> set[int]:

@@ -20,6 +20,8 @@ from typing import TypeGuard
 import libcst as cst
 import libcst.matchers as m
 
+from ..cst_text import split_trailing_comments
+
 __all__ = ["Lowering", "lower_to_cpu", "split_entry_points", "strip_entry_points"]
 
 _ACCELERATED = ("gpu", "mixed")
@@ -185,10 +187,10 @@ class _CpuLowering(cst.CSTTransformer):
 
 def lower_to_cpu(code: str) -> Lowering:
     """Lower a DALI program (pipeline or dynamic mode) to CPU; see the module docstring."""
-    module = cst.parse_module(code)
+    head, tail = split_trailing_comments(code)
     lowering = _CpuLowering()
-    new = module.visit(lowering)
-    return Lowering(new.code, lowering.changes)
+    new = cst.parse_module(head).visit(lowering)
+    return Lowering(new.code + tail, lowering.changes)
 
 
 # -- entry points ------------------------------------------------------------------------------
