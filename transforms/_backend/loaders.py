@@ -82,7 +82,14 @@ from .datasets import output_signature
 from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
-from .iterators import SIZE_BUILTINS, IteratorUse, epochs_kind, is_sharded, size_parameters
+from .iterators import (
+    SIZE_BUILTINS,
+    IteratorUse,
+    epochs_kind,
+    is_sharded,
+    made_elsewhere,
+    size_parameters,
+)
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
@@ -1096,7 +1103,8 @@ def loader_site_edits(
         ctx, inst, rule_id, threads_default, notes, threads_set
     )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
-    edits = [] if together else [_creation_edit(ctx, inst, pre)]
+    kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
+    edits = [] if together or kept else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = args
     if keep is None:
@@ -1112,6 +1120,8 @@ def loader_site_edits(
         for a in keep
     ]
     loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    if kept:
+        return edits + _kept_edits(ctx, inst, use, pre, loader)
     if use.framework == "tf":
         return edits + [_dataset_edit(ctx, use, made, loader, name)]
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
@@ -1143,6 +1153,22 @@ def loader_site_edits(
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _kept_edits(
+    ctx: FileContext, inst: Instance, use: IteratorUse, pre: list, loader: cst.Call
+) -> list[Edit]:
+    """``self.pipe = make(...)`` becomes ``self.pipe = Loader(...)``, the iterator made over it
+    elsewhere becomes ``self.pipe``, and the iterator's ``reset()`` calls go."""
+    assert use.kept_in is not None
+    stmt = inst.stmt.deep_replace(inst.call, loader)
+    if pre:
+        stmt = stmt.with_changes(leading_lines=[])
+    depth = len(ctx.indents(inst.stmt))
+    new = [fit(s, ctx.module.default_indent, depth) for s in [*pre, stmt]]
+    edits = [ctx.stmt_edit(inst.stmt, new)]
+    edits.append(ctx.expr_edit(use.call, use.kept_in.deep_clone()))
+    return edits + [_dropped(ctx, r) for r in use.resets]
 
 
 def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
