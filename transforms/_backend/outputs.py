@@ -78,13 +78,19 @@ def _unsure_todos(ctx: FileContext, tracker: _Tracker, run: cst.Call) -> list[Di
         expr, parent = name, ctx.parents.get(name)
         if isinstance(parent, cst.Subscript) and parent.value is expr:
             expr, parent = parent, ctx.parents.get(parent)
-        if isinstance(parent, cst.Attribute) and parent.attr.value in OUTPUT_METHODS:
+        call = ctx.parents.get(parent)
+        if (
+            isinstance(parent, cst.Attribute)
+            and parent.attr.value in OUTPUT_METHODS
+            and isinstance(call, cst.Call)
+            and call.func is parent
+        ):
             what = ctx.text(run.func)
             todos.append(
                 ctx.todo(
                     "DM200",
                     parent,
-                    f"{ctx.text(parent)}(): {ctx.text(name)} may hold the outputs of {what}() "
+                    f"`{ctx.text(parent)}()`: `{ctx.text(name)}` may hold the outputs of `{what}()` "
                     "(ndd Batches now) or other values: use the Batch API where it holds a "
                     "Batch (as_array() -> np.asarray(ndd.as_tensor(b)), at(i) -> "
                     "np.asarray(b.tensors[i]))",
