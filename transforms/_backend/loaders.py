@@ -1171,6 +1171,18 @@ def _kept_edits(
     return edits + [_dropped(ctx, r) for r in use.resets]
 
 
+def _off_gpu(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``labels.gpu()`` -> ``labels``: the value goes to the host anyway (``.cpu()``)."""
+    if (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "gpu"
+    ):
+        return value.func.value
+    return value
+
+
 def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
     outer, ref, _ = use.wrapper
     stmt = ctx.enclosing_statement(outer)
@@ -1308,7 +1320,7 @@ def dataset_definition(
     arrays = [
         cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
     ]
-    arrays = [a.visit(_Replace("__V__", _atom(v))) for a, v in zip(arrays, values)]
+    arrays = [a.visit(_Replace("__V__", _atom(_off_gpu(v)))) for a, v in zip(arrays, values)]
     out = (
         arrays[0]
         if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))

@@ -441,7 +441,8 @@ def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
         if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
             return False
     call = iterators._enclosing_call(ctx, origin)
-    return call is not None and ctx.qualname(call.func) in iterators.ITERATORS
+    q = ctx.qualname(call.func) if call is not None else None
+    return q in iterators.ITERATORS or q == iterators.DATASET
 
 
 def own_uses(
