@@ -179,6 +179,20 @@ class _Candidates(cst.CSTVisitor):
     def visit_Dict(self, node: cst.Dict) -> None:
         self._consider(node, 0)
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        items = _param_items(node.params)
+        if self.fstrings or not items:
+            return
+        pos = self.get_metadata(PositionProvider, node.params)
+        line = pos.start.line
+        if line not in self.targets or pos.end.line != line:
+            return
+        if not self.lines[line - 1].lstrip().startswith(("def ", "async def ")):
+            return
+        size = pos.end.column - pos.start.column + 2  # with its parentheses
+        if size > self.best.get(line, (-1, node))[0]:
+            self.best[line] = (size, node)
+
     def visit_Tuple(self, node: cst.Tuple) -> None:
         # (its position leaves out the parentheses: a split tuple's elements are on one line)
         if (
@@ -221,6 +235,14 @@ class _Wrapper(cst.CSTTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         indent = self.chosen.get(original_node)
         return updated_node if indent is None else _split(updated_node, indent, self.limit)
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        indent = self.chosen.get(original_node)
+        if indent is None:
+            return updated_node
+        return _split_params(updated_node, indent, self.limit)
 
     def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
         indent = self.chosen.get(original_node)
@@ -270,6 +292,55 @@ def _split_brackets(node: _B, indent: str, limit: int) -> _B:
     if isinstance(node, (cst.List, cst.Set, cst.Dict)):
         changes["elements"] = _spread(list(node.elements), indent, limit)
     return node.with_changes(**changes)
+
+
+_PARAM_FIELDS = ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params")
+
+
+def _param_items(params: cst.Parameters) -> list[tuple[str, int]]:
+    """The parameters in order, as (field, index) (index -1: a single-node field);
+    ``**kwargs`` last."""
+    items: list[tuple[str, int]] = []
+    for name in (*_PARAM_FIELDS, "star_kwarg"):
+        value = getattr(params, name)
+        if isinstance(value, (list, tuple)):
+            items += [(name, i) for i in range(len(value))]
+        elif isinstance(value, (cst.Param, cst.ParamStar, cst.ParamSlash)):
+            items.append((name, -1))
+    return items
+
+
+def _split_params(fn: cst.FunctionDef, indent: str, limit: int) -> cst.FunctionDef:
+    """``def f(a, b):`` -> its parameters on one indented line when they fit there, else one per
+    line with a trailing comma; the closing parenthesis on a line of its own."""
+    params = fn.params
+    items = _param_items(params)
+    inner = indent + _INDENT
+    one_line = _EMPTY.code_for_node(params).strip().rstrip(",")
+    fits = len(inner) + len(one_line) <= limit
+    gap = _SPACE if fits else _break(inner)
+    changes: dict[str, object] = {}
+    for k, (name, index) in enumerate(items):
+        node = getattr(params, name) if index < 0 else getattr(params, name)[index]
+        last = k == len(items) - 1
+        comma = (
+            cst.Comma(whitespace_after=gap) if not (last and fits) else cst.MaybeSentinel.DEFAULT
+        )
+        new = node.with_changes(comma=comma)
+        if isinstance(node, cst.Param):
+            new = new.with_changes(
+                whitespace_after_param=_break(indent) if last else _NONE,
+                comma=cst.Comma() if last and not fits else comma,
+            )
+        if index < 0:
+            changes[name] = new
+        else:
+            current = list(changes.get(name, getattr(params, name)))  # type: ignore[call-overload]
+            current[index] = new
+            changes[name] = current
+    return fn.with_changes(
+        whitespace_before_params=_break(inner), params=params.with_changes(**changes)
+    )
 
 
 def _split_tuple(node: cst.Tuple, indent: str, limit: int) -> cst.Tuple:

@@ -40,6 +40,7 @@ says what to write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -163,6 +164,11 @@ class IteratorUse:
         default_factory=list
     )  # len(it): node, "loop"/"first"/"other"
     resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: how many iterators the code that makes this one makes (a factory called twice: 2); each
+    #: becomes a loader, and only one of them may run a capture loop
+    copies: int = 1
+    #: ``it._size`` reads (the samples of an epoch, as DALI's iterator counts them)
+    size_reads: list[cst.Attribute] = field(default_factory=list)
     #: ``next(it)`` calls (code that pulls batches), and the name or ``self.x`` holding the iterator
     pulls: list[cst.Call] = field(default_factory=list)
     holder: cst.BaseExpression | None = None
@@ -257,7 +263,11 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
             return iterator_hint(ctx, ref)
         use.kept_in = ref
     if use is not None:
-        _Follower(ctx, use, reasons).value(call, 0)
+        follower = _Follower(ctx, use, reasons)
+        follower.value(call, 0)
+        follower.finish()
+        if use.kept_in is None:  # (a kept pipeline's one loader serves every such call)
+            inst.copies *= use.copies
         _check_uses(ctx, use, reasons)
     if reasons or use is None:
         return FollowUp(
@@ -577,6 +587,18 @@ class _Follower:
 
     def __init__(self, ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
         self.ctx, self.use, self.reasons = ctx, use, reasons
+        #: functions the iterator is passed to, and the calls of each that pass it
+        self.callees: dict[str, tuple[cst.FunctionDef, Any, set[int]]] = {}
+
+    def finish(self) -> None:
+        """A function the iterator is passed to must get it (or another iterator of this
+        configuration, made by the same code) at every call: its resets are rewritten."""
+        for fn, binding, calls in self.callees.values():
+            if len(binding.references) != len(calls):
+                self.reasons.append(
+                    f"{fn.name.value}() takes the iterator and is called in several places, "
+                    "with other values too"
+                )
 
     def value(self, expr: cst.CSTNode, depth: int) -> None:
         """``expr`` evaluates to the iterator."""
@@ -666,9 +688,13 @@ class _Follower:
             self.reasons.append(
                 f"{fn.name.value}() returns the iterator, and is not called in this module"
             )
+        calls = [r for r in refs if isinstance(ctx.parents.get(r), cst.Call)]
+        self.use.copies *= max(len(calls), 1)  # each call makes an iterator
         for ref in refs:
             call = ctx.parents.get(ref)
             if isinstance(call, cst.Call) and call.func is ref:
+                if _loops_around(ctx, call):
+                    self.use.copies *= 2
                 self.value(call, depth + 1)
             else:
                 self.reasons.append(
@@ -699,6 +725,13 @@ class _Follower:
             use.pulls.append(ctx.parents.get(parent))
         elif _reset_stmt(ctx, node) is not None:
             use.resets.append(_reset_stmt(ctx, node))
+        elif (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value == "_size"
+            and not isinstance(ctx.parents.get(parent), (cst.AssignTarget, cst.AugAssign))
+        ):
+            use.size_reads.append(parent)
         elif not self._passed(node, depth):
             self.reasons.append(
                 f"`{use_text(ctx, node)}` {scope_label(ctx, node)} uses `{ctx.text(node)}` in a "
@@ -719,11 +752,10 @@ class _Follower:
         fn = getattr(binding, "node", None)  # builtins have no node
         if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
             return False
-        if len(binding.references) != 1:
-            self.reasons.append(
-                f"{fn.name.value}() takes the iterator and is called in several places"
-            )
-            return True
+        followed = fn.name.value in self.callees
+        self.callees.setdefault(fn.name.value, (fn, binding, set()))[2].add(id(call))
+        if followed:
+            return True  # its parameter's uses are recorded already
         param = _parameter(fn, call, arg)
         scope = ctx.scopes.get(fn.body) if param is not None else None
         bindings = list(scope.assignments[param.name.value]) if scope is not None else []

@@ -230,6 +230,8 @@ def loader_definition(
         c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
+    if use.size_reads:
+        tail = [*tail, *_size_lines(c, inst, fn, tail)]
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(_method("__len__", [f"return {length}"]))
@@ -912,6 +914,28 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
     return _counted_tail(c, inst, fn, size)
 
 
+def _size_lines(c: _Class, inst: Instance, fn: cst.FunctionDef, tail: list[str]) -> list[str]:
+    """``self._size``, which the code reads from the iterator: the samples of an epoch as
+    DALI's iterator counts them (``size=``; else from the reader's shards and the policy)."""
+    why = "# _size: the samples of an epoch, as DALI's iterator counted them"
+    if c.use.reader_name is None:
+        return [why, f"self._size = {_size_text(c, inst, fn)}"]
+    read = f" = {c.body.reader}.get_metadata()"
+    known = [ln[: -len(read)] for ln in tail if ln.endswith(read) and " " not in ln[: -len(read)]]
+    meta = known[0] if known else fresh_name("meta", c.local)
+    lines = [why] if known else [f"{meta}{read}", why]
+    size, shards = f'{meta}["epoch_size"]', f'{meta}["number_of_shards"]'
+    if c.use.policy == "DROP":
+        value = f"{size} // {shards}"
+    elif c.padded:
+        value = f'{meta}["epoch_size_padded"] // {shards}'
+    else:
+        per_shard = _ceil(c, f"{size} / {shards}")
+        value = _ceil(c, f"{per_shard} / batch_size") + " * batch_size"
+    c.meta = True
+    return [*lines, f"self._size = {value}"]
+
+
 def _counted_tail(
     c: _Class, inst: Instance, fn: cst.FunctionDef, size: str
 ) -> tuple[list[str], str | None]:
@@ -1065,8 +1089,11 @@ def _init(
     reader (built once), then ``tail``."""
     kept = [p for p in param_names if p in c.shared]
     lines = []
-    if kept:
-        lines.append(f"{', '.join('self.' + p for p in kept)} = {', '.join(kept)}")
+    together = f"{', '.join('self.' + p for p in kept)} = {', '.join(kept)}"
+    if kept and len(together) <= 80:
+        lines.append(together)
+    else:  # one per line where they would not fit on one
+        lines += [f"self.{p} = {p}" for p in kept]
     setup = list(c.body.setup)
     if c.meta:
         setup = [_with_max_batch_size(s, c.body.reader) for s in setup]
