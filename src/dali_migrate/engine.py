@@ -238,7 +238,14 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
     from .harness.migration import verify_migration
 
     kwargs = json.loads(options.verify_kwargs) if options.verify_kwargs else None
-    vm = verify_migration(path, text, result=result, device=options.device, kwargs=kwargs)
+    vm = verify_migration(
+        path,
+        text,
+        result=result,
+        device=options.device,
+        kwargs=kwargs,
+        line_length=options.line_length,
+    )
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:

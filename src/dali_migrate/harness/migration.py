@@ -75,6 +75,7 @@ def verify_migration(
     kwargs: dict | None = None,
     program_args: list[str] | None = None,
     program_entry: str | None = None,
+    line_length: int | None = None,
     **options,
 ) -> VerifiedMigration:
     """Migrate ``path`` (or ``code``, the source of ``path``), verify, keep what verifies.
@@ -83,9 +84,12 @@ def verify_migration(
     the pipelines' arguments (``--kwargs``); ``program_args``: also run the file whole, before
     and after, with these command-line arguments (``program_entry``: a function to call with
     them instead, see :mod:`.program`): if the two runs differ (exit status, output, files),
-    nothing of the file is written; ``options``: those of :func:`dali_migrate.verify`."""
+    nothing of the file is written; ``line_length``: where the code written is wrapped when
+    only some fixes are kept (the migration's default when None); ``options``: those of
+    :func:`dali_migrate.verify`."""
     from .. import apply_fixes, migrate_source
     from ..fixes import Diagnostic
+    from ..wrap import DEFAULT_LINE_LENGTH
 
     path = Path(path)
     if code is None:
@@ -156,5 +160,9 @@ def verify_migration(
         # file is never left half pipeline mode, half dynamic mode
         rejected |= {f.id for f in result.fixes if f.id in applied_ids and f.rule.startswith("DM1")}
     keep = [f.id for f in result.fixes if f.id in applied_ids and f.id not in rejected]
-    new_code = apply_fixes(code, keep, path=str(path)) if rejected else result.code
+    if rejected:
+        wrap_at = DEFAULT_LINE_LENGTH if line_length is None else line_length
+        new_code = apply_fixes(code, keep, path=str(path), line_length=wrap_at)
+    else:
+        new_code = result.code
     return VerifiedMigration(str(path), new_code, keep, sorted(rejected), diagnostics, report)
