@@ -36,7 +36,7 @@ from .api import apply_fixes, migrate_source
 from .engine import FileResult, Options, run, unified_diff
 from .fixes import Fix, MigrateError, Result, SourceParseError, splice
 from .project import ModuleInfo
-from .registry import get_rule, import_rule_id
+from .registry import derived_rules, get_rule, is_derived_fix
 from .report import diagnostic_markup, rule_explanation
 from .sourcefile import SourceError, SourceFile, read_source, write_source
 
@@ -213,15 +213,11 @@ def _cbreak(fd: int) -> list | None:
 
 
 def _reviewable(result: Result, unsafe: bool) -> list[Fix]:
-    """The fixes to ask about, in source order: not the derived import fix, and unsafe ones only
-    when ``--unsafe`` was given (the review picks from what ``--write`` would apply)."""
-    imports = import_rule_id()
-    fixes = [f for f in result.fixes if f.rule != imports and (unsafe or f.safety == "safe")]
+    """The fixes to ask about, in source order: not the derived ones (the import fix), and unsafe
+    ones only when ``--unsafe`` was given (the review picks from what ``--write`` would apply)."""
+    derived = {r.id for r in derived_rules()}
+    fixes = [f for f in result.fixes if f.rule not in derived and (unsafe or f.safety == "safe")]
     return sorted(fixes, key=lambda f: (f.edits[0].start, f.edits[0].end))
-
-
-def _is_import_fix(fix_id: str) -> bool:
-    return fix_id.startswith(import_rule_id() + ":")
 
 
 @dataclass
@@ -235,7 +231,8 @@ class FileReview:
     source: SourceFile
     base: str
     fixes: list[Fix]
-    has_imports: bool = False
+    #: "name (id)" of the derived rules with a fix in this file (the imports, DM100)
+    derived: list[str] = field(default_factory=list)
     #: what the other modules of the run told this one's analysis (cross-module pipelines)
     project: ModuleInfo | None = None
     to_apply: list[str] = field(default_factory=list)
@@ -275,7 +272,7 @@ class FileReview:
                 return f"needs {f.id}, which was skipped"
             needed[f.id] = f
             for dep in f.depends_on:
-                if _is_import_fix(dep):
+                if is_derived_fix(dep):
                     continue
                 if dep not in by_id:
                     return f"needs {dep}, which this file does not offer"
@@ -384,7 +381,8 @@ class Review:
             self._error(str(e))
             return None
         state.fixes = _reviewable(result, self.options.unsafe)
-        state.has_imports = any(f.rule == import_rule_id() for f in result.fixes)
+        found = {f.rule for f in result.fixes}
+        state.derived = [f"{r.name} ({r.id})" for r in derived_rules() if r.id in found]
         return state
 
     def _analyse(self, state: FileReview, code: str) -> Result:
@@ -491,10 +489,11 @@ class Review:
         if state.earlier:
             title += f", {len(state.earlier)} skipped as decided in an earlier review"
         self.out.print(Separator(title, style="bold"))
-        if n and state.has_imports:
-            self.out.print(
-                "imports (DM100) are updated to match what you accept when the file is written"
-            )
+        if n:
+            for rule in state.derived:
+                self.out.print(
+                    f"{rule} are updated to match what you accept when the file is written"
+                )
 
     def _show(
         self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None
