@@ -1,17 +1,16 @@
 """The library API: pure functions over source text. Nothing here prints, exits or touches files
-unless asked to (``migrate_paths`` reads files; writing is the caller's choice)."""
+unless asked to. Files are the engine's (:func:`dali_migrate.engine.migrate_paths`)."""
 
 from __future__ import annotations
 
 import ast
 import bisect
 import itertools
-import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 
@@ -35,9 +34,6 @@ from .project import ModuleInfo
 from .registry import all_rules, derived_rule_of, derived_rules, is_derived_fix, rules_for
 from .rules import FileState, Rule
 from .wrap import DEFAULT_LINE_LENGTH, wrap_new_lines
-
-if TYPE_CHECKING:
-    from .engine import FileResult
 
 
 @dataclass
@@ -406,43 +402,3 @@ def _check_derived_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[s
                 f"fix {fid} updates the {rule.name} for the fixes it depends on, and none of them "
                 f"is chosen: choose {', '.join(needs[:3])}{more}"
             )
-
-
-def migrate_paths(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    *,
-    select: Sequence[str] | None = None,
-    ignore: Sequence[str] | None = None,
-    unsafe: bool = False,
-    exclude: Sequence[str] = (),
-    jobs: int = 0,
-    write: bool = False,
-) -> Iterator[FileResult]:
-    """Migrate every Python file under ``paths`` (files or directories), as the CLI does.
-
-    Yields one :class:`~dali_migrate.engine.FileResult` per file found, in a stable order:
-    ``status`` is ``"changed"``, ``"unchanged"``, ``"skipped"`` (never mentions DALI, not
-    parsed) or ``"error"`` (``error`` says why in one line; a bad file never stops the others).
-    ``result`` holds the file's :class:`Result` (fixes, diagnostics, migrated code) and ``diff``
-    a unified diff. Files are migrated in ``jobs`` worker processes (0: one per core) when there
-    are enough of them. Nothing is written unless ``write=True``: then each changed file is
-    replaced atomically, keeping its encoding and newlines, and ``written`` says so.
-
-    ``paths`` is one path or a list of them. Directories are searched as by the CLI (hidden
-    directories, virtual environments and ``__pycache__`` skipped; ``exclude`` takes globs).
-    Raises :class:`FileNotFoundError` for a path that does not exist, at the call, before any
-    file is read. Never prints; the caller decides what to do with each result.
-    """
-    from .engine import Options, run
-
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    options = Options(
-        mode="write" if write else "diff",
-        select=tuple(select or ()),
-        ignore=tuple(ignore or ()),
-        unsafe=unsafe,
-        exclude=tuple(exclude),
-        jobs=jobs,
-    )
-    return run(paths, options)
