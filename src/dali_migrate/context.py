@@ -618,22 +618,48 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
         tree = tree or ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return DaliPart(source)
-    units: list[list] = []  # [first line, last line, statements]
-    for stmt in tree.body:
-        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
-        last = stmt.end_lineno or stmt.lineno
-        if units and first <= units[-1][1]:  # statements sharing a line (``a = 1; b = 2``)
-            units[-1][1] = max(units[-1][1], last)
-            units[-1][2].append(stmt)
-        else:
-            units.append([first, last, [stmt]])
+    units = _units(tree)
     if len(units) < 2:
         return DaliPart(source)
     lines = _LINE.findall(source)  # only \n, \r\n and \r end a line, as for ast and libcst
     if len(source) > sum(map(len, lines)):
         lines.append(source[sum(map(len, lines)) :])
     texts = ["".join(lines[a - 1 : b]) for a, b, _ in units]
-    seeds = set(words)
+    found = _dali_imports(units, texts)
+    if found is None:
+        return DaliPart(source)  # names DALI binds cannot be listed: keep all
+    seeds, relevant, needed = found
+    first_stmt = units[0][2][0]
+    if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant):
+        needed[0] = True  # the module docstring
+    _follow(units, texts, seeds | set(words), relevant, needed)
+    keep = [r or n for r, n in zip(relevant, needed)]
+    if all(keep):
+        return DaliPart(source)
+    return _placeholders(lines, units, texts, keep)
+
+
+def _units(tree: ast.Module) -> list[list]:
+    """The top-level statements as ``[first line, last line, statements]``: statements that
+    share a line (``a = 1; b = 2``) are one unit."""
+    units: list[list] = []
+    for stmt in tree.body:
+        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", ())])
+        last = stmt.end_lineno or stmt.lineno
+        if units and first <= units[-1][1]:
+            units[-1][1] = max(units[-1][1], last)
+            units[-1][2].append(stmt)
+        else:
+            units.append([first, last, [stmt]])
+    return units
+
+
+def _dali_imports(
+    units: list[list], texts: list[str]
+) -> tuple[set[str], list[bool], list[bool]] | None:
+    """(the names imports of ``nvidia`` bind, the units holding such imports, the units that
+    import anything); None for ``from nvidia... import *``."""
+    seeds: set[str] = set()
     relevant = [False] * len(units)  # may hold DALI objects: what they bind is followed
     needed = [False] * len(units)  # define something a relevant statement uses
     for i, (_, _, stmts) in enumerate(units):
@@ -651,12 +677,21 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
                 elif isinstance(node, ast.ImportFrom):
                     if (node.module or "").startswith("nvidia"):
                         if any(a.name == "*" for a in node.names):
-                            return DaliPart(source)  # names DALI binds cannot be listed: keep all
+                            return None
                         seeds.update(a.asname or a.name for a in node.names)
                         relevant[i] = True
-    first_stmt = units[0][2][0]
-    if isinstance(first_stmt, ast.Expr) and isinstance(first_stmt.value, ast.Constant):
-        needed[0] = True  # the module docstring
+    return seeds, relevant, needed
+
+
+def _follow(
+    units: list[list],
+    texts: list[str],
+    seeds: set[str],
+    relevant: list[bool],
+    needed: list[bool],
+) -> None:
+    """Mark, until nothing changes, the units that mention a name of ``seeds`` or one bound by
+    a relevant unit (relevant), and those that bind a name a kept unit uses (needed)."""
     bound = [_bound_names(stmts, text) for (_, _, stmts), text in zip(units, texts)]
     seen_words: set[str] = set()
     pending = seeds
@@ -693,9 +728,12 @@ def dali_part(source: str, words: Iterable[str] = (), tree: ast.Module | None = 
             not visited[i] and (relevant[i] or needed[i]) for i in range(len(units))
         ):
             break
-    keep = [r or n for r, n in zip(relevant, needed)]
-    if all(keep):
-        return DaliPart(source)
+
+
+def _placeholders(
+    lines: list[str], units: list[list], texts: list[str], keep: list[bool]
+) -> DaliPart:
+    """The source with each unit not kept replaced by a placeholder over the same lines."""
     out, aligned = list(lines), list(lines)
     skipped: list = []
     skipped_text: list[str] = []
