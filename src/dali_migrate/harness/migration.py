@@ -173,5 +173,13 @@ def _rejected(fixes: list, applied_ids: set[str], report: VerifyReport) -> tuple
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the
         # file is never left half pipeline mode, half dynamic mode
-        rejected |= {f.id for f in fixes if f.id in applied_ids and f.rule.startswith("DM1")}
+        rejected |= {f.id for f in fixes if f.id in applied_ids and _local(f.rule)}
     return rejected, diagnostics
+
+
+def _local(rule_id: str) -> bool:
+    """Whether ``rule_id`` is a rule outside the pipelines: a local or derived one (DM1xx)."""
+    from ..registry import get_rule
+
+    rule = get_rule(rule_id)
+    return rule is not None and not rule.structural and not rule.last
