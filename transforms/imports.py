@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Sequence
 
 import libcst as cst
 
 from dali_migrate.context import NDD_MODULE, FileContext, dotted
 from dali_migrate.fixes import Edit
 from dali_migrate.rules import FileState, Rule
+
+from ._optional_imports import optional_ndd_edits
 
 
 class Imports(Rule):
@@ -61,9 +64,11 @@ def _is_dali(module_name: str) -> bool:
     ) and not module_name.startswith(NDD_MODULE)
 
 
-def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
+def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) -> list[Edit]:
     """Edits on the original source that make its imports fit ``new_code``: the migrated text
-    of the statements analysed (``ctx.analysed_source`` with the chosen edits)."""
+    of the statements analysed (``ctx.analysed_source`` with the chosen edits, ``taken``).
+    Where DALI is an optional dependency, ndd is imported the same way
+    (:mod:`._optional_imports`)."""
     try:
         before = _used_names(ctx.analysed_source)
         after = _used_names(new_code)
@@ -81,6 +86,9 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
         before[name] += 1
         after[name] += 1
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
+    optional = optional_ndd_edits(ctx, new_code, taken) if need_ndd else None
+    if optional is not None:
+        need_ndd = False
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
     # the standard modules generated code may use (inspect: an external source of unknown kind)
     stdlib = [m for m in STDLIB if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)]
@@ -158,7 +166,7 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
                 break
         else:
             edits.append(Edit(off, off, text))
-    return edits
+    return edits + (optional or [])
 
 
 #: standard modules the generated code may use, imported where it does

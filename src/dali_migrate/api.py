@@ -144,7 +144,9 @@ def _assemble(
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
     if a.imports_enabled and applied:
-        edits = _import_edits(ctx, splice(ctx.analysed_source, taken_edits + marker_fixes))
+        edits = _import_edits(
+            ctx, splice(ctx.analysed_source, taken_edits + marker_fixes), taken_edits + marker_fixes
+        )
         if edits:
             imp = ctx.make_fix(
                 import_rule_id(),
@@ -267,10 +269,10 @@ def _on_deep_stack(work: Callable[[], T], depth: int) -> T:
     return value
 
 
-def _import_edits(ctx: FileContext, analysed_code: str) -> list[Edit]:
+def _import_edits(ctx: FileContext, analysed_code: str, taken: list[Edit]) -> list[Edit]:
     from dali_migrate.transforms.imports import import_edits
 
-    return import_edits(ctx, analysed_code)
+    return import_edits(ctx, analysed_code, taken)
 
 
 def _overlap(a: Iterable[Edit], b: Iterable[Edit]) -> bool:

@@ -81,6 +81,10 @@ class FileContext:
         self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
+        #: the target of each assignment of a wrapper call (``dali = try_import_dali()``)
+        self.wrappers: dict[cst.Name, Wrapper] = self._wrapper_targets()
+        if self.wrappers:
+            self.dali_names = self.dali_names | {n.value for n in self.wrappers}
         if self.project is not None:
             # pipelines imported from other modules are followed like DALI names
             self.dali_names = self.dali_names | frozenset(self.project.foreign)
@@ -189,6 +193,55 @@ class FileContext:
         )
         return frozenset(names)
 
+    def _wrapper_targets(self) -> dict[cst.Name, Wrapper]:
+        if not self.wrapped_dali:
+            return {}
+        found = {}
+        for node in self.nodes_of(cst.Assign, cst.AnnAssign):
+            target: cst.BaseExpression
+            if isinstance(node, cst.Assign):
+                if len(node.targets) != 1:
+                    continue
+                target = node.targets[0].target
+            else:
+                target = cast("cst.AnnAssign", node).target
+            value = cast("cst.Assign | cst.AnnAssign", node).value
+            if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)):
+                continue
+            func = value.func
+            callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+            first = _cst_first(value)
+            module = wrapper_module(callee, first)
+            followed = module is not None
+            if module is None and _marks_dali(callee) and first is None:
+                module = "nvidia.dali"
+            if module is not None:
+                found[target] = Wrapper(f"{dotted(func) or callee}(...)", module, followed, node)
+        return found
+
+    def wrapper_bindings(self, name: cst.Name) -> list[Wrapper]:
+        """The wrapper calls (``dali = try_import_dali()``) that may bind ``name`` where it is
+        read, in source order (none for the assignment's own target)."""
+        if name.value not in self.wrapped_dali or name in self.wrappers:
+            return []
+        scope = self.scopes.get(name)
+        if scope is None:
+            return []
+        found = {self.wrappers[a.node] for a in scope[name.value] if a.node in self.wrappers}
+        if len(found) < 2:
+            return list(found)
+        return sorted(found, key=lambda w: self.positions[w.statement].start.line)
+
+    def wrapper_binding(self, name: cst.Name) -> Wrapper | None:
+        """The wrapper call that binds ``name`` where it is read (``dali`` in ``dali.fn.flip``
+        after ``dali = try_import_dali()``), or None: not such a name, or bound by wrapper
+        calls of different modules. Other bindings of the name in the same scope (``except
+        ImportError: dali = None``) are passed over, as for imports."""
+        found = self.wrapper_bindings(name)
+        if len({(w.module, w.followed) for w in found}) != 1:
+            return None
+        return found[0]
+
     def module_nodes(self) -> list[cst.CSTNode]:
         """Every node of the module in pre-order (the order of a walk over ``children``)."""
         return self._nodes
@@ -219,6 +272,11 @@ class FileContext:
         for q in names:
             if q.source is QualifiedNameSource.IMPORT:
                 return q.name
+        if root.value in self.wrapped_dali:
+            wrapper = self.wrapper_binding(root)
+            if wrapper is not None and wrapper.followed:
+                chain = dotted(cast("cst.Attribute | cst.Name", node))
+                return ".".join([wrapper.module, *chain.split(".")[1:]])
         return None
 
     def fn_op(self, node: cst.CSTNode) -> OpInfo | None:
@@ -547,6 +605,30 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
+class Wrapper(NamedTuple):
+    """A name bound by a call that imports DALI (:func:`wrapper_module`)."""
+
+    #: the callee's text and ``(...)``: ``try_import_dali(...)``
+    call: str
+    #: the module it stands for (``nvidia.dali`` when only the callee's name says DALI)
+    module: str
+    #: whether the tool follows the name as that module (else DM206 marks its uses)
+    followed: bool
+    #: the assignment (``cst.Assign`` or ``cst.AnnAssign``)
+    statement: cst.CSTNode
+
+
+def _cst_first(call: cst.Call) -> str | None:
+    """The first positional argument of ``call`` when it is a string literal."""
+    first = call.args[0] if call.args else None
+    if first is None or first.keyword is not None or first.star:
+        return None
+    if isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
+        value = first.value.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 class DaliPart(NamedTuple):
     source: str
     #: the statements replaced (:mod:`ast` nodes), and their text
@@ -557,45 +639,82 @@ class DaliPart(NamedTuple):
     aligned: str = ""
 
 
-#: a call that may import DALI under another name: ``try_import_dali()``, ``import_dali()``,
-#: ``importlib.import_module("nvidia.dali")``, ``pytest.importorskip("nvidia.dali")``
+#: a call that may import DALI under another name (a cheap filter of the source text):
+#: ``try_import_dali()``, ``importlib.import_module("nvidia.dali")``, ``OptionalImport(...)``
 WRAPPER_CALL = re.compile(
-    r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|\b(?:import_module|importorskip)\s*\("
+    r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|import\w*\s*\(\s*[rbu]*[\"']nvidia\.dali\b"
 )
+_DALI_LITERAL = re.compile(r"nvidia\.dali(?:\.\w+)*")
+
+
+def wrapper_module(func: str, first: str | None) -> str | None:
+    """The DALI module that a call of the function named ``func`` (the callee's last name)
+    with ``first`` as its first positional argument (a string literal, else None) returns, when the
+    tool follows such a call as an import:
+
+    * a string literal naming ``nvidia.dali`` or a module under it, given to a function whose
+      name holds ``import`` (``importlib.import_module``, ``pytest.importorskip``,
+      ``OptionalImport``, ``optional_import``, ``lazy_import``): that module;
+    * no such string, and the name, lowercased without underscores, ends in ``importdali`` or
+      ``importnvidiadali`` (``try_import_dali``, ``import_dali``, ``tryImportDALI``): the
+      ``nvidia.dali`` package itself.
+
+    ``__import__`` (which returns the top package) is not followed."""
+    low = func.lower().replace("_", "")
+    if "import" not in low or func == "__import__":
+        return None
+    if isinstance(first, str):
+        return first if _DALI_LITERAL.fullmatch(first) else None
+    if low.endswith(("importdali", "importnvidiadali")):
+        return "nvidia.dali"
+    return None
+
+
+def _marks_dali(func: str) -> bool:
+    """A callee name that says it imports DALI, followed or not (``import_dali_tf``)."""
+    return re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
+
+
+def _ast_callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def _ast_first(call: ast.Call) -> str | None:
+    """The first positional argument when it is a string literal."""
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
 
 
 def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[str, tuple[str, str]]:
-    """Module-level names bound to DALI by a call rather than an import (``dali =
+    """Names bound to DALI by a call rather than an import, in any scope (``dali =
     try_import_dali()``; ``dali_fn = importlib.import_module("nvidia.dali.fn")``) -> (the
-    call's text, the module it stands for). The rules do not follow them as imports (the call
-    may stand for an optional dependency)."""
+    call's text, the module it stands for: see :func:`wrapper_module`; ``nvidia.dali`` for a
+    call whose name only says it imports DALI, which is not followed)."""
     if not WRAPPER_CALL.search(source):
         return {}
     try:
         tree = tree or ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return {}
-    found = {}
-    for stmt in tree.body:
-        if not (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.value, ast.Call)
-        ):
+    found: dict[str, tuple[str, str]] = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
             continue
-        target, call = stmt.targets[0], stmt.value
-        func = (
-            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        )
-        first = call.args[0] if call.args else None
-        literal = str(first.value) if isinstance(first, ast.Constant) else ""
-        named = literal.startswith("nvidia.dali")
-        wrapper = re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
-        module = literal if named else "nvidia.dali"
-        if isinstance(target, ast.Name) and (
-            wrapper or (func in ("import_module", "importorskip") and named)
-        ):
-            found[target.id] = (f"{ast.unparse(call.func)}(...)", module)
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Call)):
+            continue
+        func, first = _ast_callee(value), _ast_first(value)
+        module = wrapper_module(func, first)
+        if module is None and _marks_dali(func) and first is None:
+            module = "nvidia.dali"
+        if module is not None:
+            found.setdefault(target.id, (f"{ast.unparse(value.func)}(...)", module))
     return found
 
 
