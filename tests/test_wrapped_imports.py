@@ -3,6 +3,8 @@ for; DM206 marks the pipeline-mode API reached through those the tool does not f
 
 from __future__ import annotations
 
+import sys
+
 import libcst as cst
 import pytest
 
@@ -123,3 +125,47 @@ def test_shadowed_or_ambiguous_names_are_not_followed() -> None:
     assert names["dali.fn.flip"] is None
     assert names["m.flip"] is None
     assert names["f.flip"] == "nvidia.dali.fn.flip"  # the fallback binding is passed over
+
+
+_OPTIONAL = {
+    "wrapper named for DALI": (
+        "def try_import_dali():\n"
+        "    try:\n"
+        "        import nvidia.dali as dali\n"
+        "    except ImportError:\n"
+        "        return None\n"
+        "    return dali\n"
+        "dali = try_import_dali()\n"
+        "def flip(x):\n"
+        "    return dali.fn.flip(x, horizontal=1)\n",
+        "dali = try_import_dali()\ntry:\n    import nvidia.dali.experimental.dynamic as ndd\n",
+    ),
+    "try block": (
+        "try:\n"
+        "    import nvidia.dali.fn as fn\n"
+        "except ImportError:\n"
+        "    fn = None\n"
+        "def flip(x):\n"
+        "    return fn.flip(x, horizontal=1)\n",
+        "    import nvidia.dali.fn as fn\n    import nvidia.dali.experimental.dynamic as ndd\n",
+    ),
+    "local import": (
+        "import math\n"
+        "def flip(x):\n"
+        "    from nvidia.dali import fn\n"
+        "    return fn.flip(x, horizontal=math.floor(1.5))\n",
+        "    from nvidia.dali import fn\n    import nvidia.dali.experimental.dynamic as ndd\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_OPTIONAL))
+def test_ndd_is_imported_the_way_dali_was(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, placed = _OPTIONAL[case]
+    out = migrate_source(source).code
+    assert placed in out and "ndd.flip(" in out
+    # the migrated module still imports where DALI is not installed
+    for name in [m for m in sys.modules if m == "nvidia" or m.startswith("nvidia.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "nvidia", None)  # import nvidia... raises ImportError
+    exec(compile(out, "<migrated>", "exec"), {"__name__": "migrated"})
