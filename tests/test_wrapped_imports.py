@@ -147,6 +147,7 @@ _OPTIONAL = {
         "    fn = None\n"
         "def flip(x):\n"
         "    return fn.flip(x, horizontal=1)\n",
+        # `fn = None` still binds fn: its import stays
         "    import nvidia.dali.fn as fn\n    import nvidia.dali.experimental.dynamic as ndd\n",
     ),
     "local import": (
@@ -154,7 +155,7 @@ _OPTIONAL = {
         "def flip(x):\n"
         "    from nvidia.dali import fn\n"
         "    return fn.flip(x, horizontal=math.floor(1.5))\n",
-        "    from nvidia.dali import fn\n    import nvidia.dali.experimental.dynamic as ndd\n",
+        "def flip(x):\n    import nvidia.dali.experimental.dynamic as ndd\n",
     ),
 }
 

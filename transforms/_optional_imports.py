@@ -22,8 +22,9 @@ used at module level), the caller falls back to the top-level import.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, cast
 
 import libcst as cst
 
@@ -40,15 +41,19 @@ class _Site(NamedTuple):
     wrapper: Wrapper | None
 
 
-def optional_ndd_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit]) -> list[Edit] | None:
+def optional_ndd_edits(
+    ctx: FileContext, new_code: str, taken: Sequence[Edit], unused: Callable[[str], bool]
+) -> list[Edit] | None:
     """The edits that import ndd as DALI is imported (see the module's docstring), or None when
-    the ndd import belongs among the top-level imports."""
+    the ndd import belongs among the top-level imports. ``unused``: whether the migration left
+    a module-level name unused (the DALI names imported next to the new import are dropped
+    then; in a function, those it left unused in that function)."""
     sites = _sites(ctx)
     if sites is None or not sites:
         return None
     module_level = [s for s in sites if s.function is None]
     if module_level:
-        return _after_block(ctx, module_level, taken)
+        return _after_block(ctx, module_level, taken, unused)
     return _in_functions(ctx, sites, new_code, taken)
 
 
@@ -137,15 +142,84 @@ def _names_module(call: cst.Call) -> bool:
     return first.keyword is None and isinstance(first.value, cst.SimpleString)
 
 
-def _after_block(ctx: FileContext, sites: list[_Site], taken: Sequence[Edit]) -> list[Edit] | None:
-    """The import after the last site of the block of the first one."""
+def _after_block(
+    ctx: FileContext, sites: list[_Site], taken: Sequence[Edit], unused: Callable[[str], bool]
+) -> list[Edit] | None:
+    """The import after the last site of the block of the first one; the DALI names that
+    block imports and the migration left ``unused`` are dropped."""
     block = ctx.parents.get(sites[0].statement)
-    last = [s for s in sites if ctx.parents.get(s.statement) is block][-1]
+    here = [s for s in sites if ctx.parents.get(s.statement) is block]
+    last = here[-1]
     off = ctx.stmt_span(last.statement)[1]
     if _inside(off, taken):
         return None
     indent = "".join(ctx.indents(last.statement))
-    return [Edit(off, off, _import_text(ctx, last, indent))]
+    text = _import_text(ctx, last, indent)
+    edits = []
+    for site in dict.fromkeys(s.statement for s in here):
+        start, end = ctx.stmt_span(site)
+        pruned = None
+        if not any(e.start < end and start < e.end for e in taken):
+            pruned = _pruned(ctx, site, unused)
+        if site is last.statement:
+            if pruned is None:
+                return [*edits, Edit(off, off, text)]
+            return [*edits, Edit(start, end, pruned + text)]
+        if pruned is not None:
+            edits.append(Edit(start, end, pruned))
+    return [*edits, Edit(off, off, text)]
+
+
+def _pruned(
+    ctx: FileContext, line: cst.SimpleStatementLine, unused: Callable[[str], bool]
+) -> str | None:
+    """``line`` without the DALI names ``unused`` says (its comment lines only when none is
+    left), or None when it keeps them all."""
+    smalls: list[cst.BaseSmallStatement] = []
+    touched = False
+    for small in line.body:
+        if not isinstance(small, (cst.Import, cst.ImportFrom)) or isinstance(
+            small.names, cst.ImportStar
+        ):
+            smalls.append(small)
+            continue
+        dali_from = isinstance(small, cst.ImportFrom) and _imports_dali(small)
+        keep = [
+            a
+            for a in small.names
+            if not ((dali_from or _is_dali(dotted(a.name))) and unused(bound_name(a)))
+        ]
+        if len(keep) == len(small.names):
+            smalls.append(small)
+            continue
+        touched = True
+        if keep:
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            smalls.append(
+                small.with_changes(names=keep)
+                if isinstance(small, cst.Import)
+                else from_with(small, keep)
+            )
+    if not touched:
+        return None
+    if not smalls:
+        return ctx.leading_comments(line)
+    smalls[-1] = smalls[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+    return ctx.render(line.with_changes(body=smalls), ctx.indents(line))
+
+
+def bound_name(alias: cst.ImportAlias) -> str:
+    """The name an import alias binds."""
+    if alias.asname is not None:
+        return cast("cst.Name", alias.asname.name).value
+    return dotted(alias.name).split(".")[0]
+
+
+def from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
+    """``small`` importing only ``keep`` (without parentheses left around one name)."""
+    if small.lpar is None or len(keep) > 1:
+        return small.with_changes(names=keep)
+    return small.with_changes(names=keep, lpar=None, rpar=None)
 
 
 class _Shift:
@@ -164,21 +238,21 @@ class _Shift:
         return offset + delta
 
 
-def _ndd_uses(code: str, ndd: str) -> list[int]:
-    """Offsets in ``code`` of every name ``ndd``."""
+def _names(code: str) -> list[tuple[int, str]]:
+    """(offset, name) of every name (``ast.Name``) of ``code``, in order."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return []
-    starts = [0]
-    for line in code.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
     lines = code.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == ndd:
+        if isinstance(node, ast.Name):
             text = lines[node.lineno - 1].encode()[: node.col_offset].decode(errors="ignore")
-            out.append(starts[node.lineno - 1] + len(text))
+            out.append((starts[node.lineno - 1] + len(text), node.id))
     return sorted(out)
 
 
@@ -188,20 +262,19 @@ def _in_functions(
     """One import per function that imports DALI and uses ndd once migrated; one at the start
     of each other outermost function that uses ndd; None if a use is left out."""
     shift = _Shift(taken)
-    uses = _ndd_uses(new_code, ctx.ndd)
+    names_before, names_after = _names(ctx.analysed_source), _names(new_code)
+    uses = [o for o, n in names_after if n == ctx.ndd]
     covered: set[int] = set()
     edits: list[Edit] = []
     for function in dict.fromkeys(s.function for s in sites):
         inside = _uses_within(ctx, function, uses, shift)
-        first = next((s for s in sites if s.function is function), None)
-        if not inside or first is None:
+        if not inside or function is None:
             continue
-        off = ctx.stmt_span(first.statement)[1]
-        if _inside(off, taken):
+        unused = _unused_in(ctx, function, names_before, names_after, shift)
+        placed = _after_block(ctx, [s for s in sites if s.function is function], taken, unused)
+        if placed is None:
             continue
-        edits.append(
-            Edit(off, off, _import_text(ctx, first, "".join(ctx.indents(first.statement))))
-        )
+        edits += placed
         covered |= inside
     for use in uses:
         if use in covered:
@@ -212,6 +285,23 @@ def _in_functions(
         edits.append(edit)
         covered |= within
     return edits
+
+
+def _unused_in(
+    ctx: FileContext,
+    function: cst.FunctionDef,
+    names_before: list[tuple[int, str]],
+    names_after: list[tuple[int, str]],
+    shift: _Shift,
+) -> Callable[[str], bool]:
+    """Whether the migration left a name of ``function`` unused there."""
+    start, end = ctx.stmt_span(function)
+    new_start, new_end = shift(start), shift(end)
+    if new_start is None or new_end is None:
+        return lambda name: False
+    before = Counter(n for o, n in names_before if start <= o < end)
+    after = Counter(n for o, n in names_after if new_start <= o < new_end)
+    return lambda name: before[name] > 0 and after[name] == 0
 
 
 def _uses_within(

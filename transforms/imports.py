@@ -31,6 +31,8 @@ from dali_migrate.context import NDD_MODULE, FileContext, dotted
 from dali_migrate.fixes import Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._optional_imports import bound_name as _bound_name
+from ._optional_imports import from_with as _from_with
 from ._optional_imports import optional_ndd_edits
 
 
@@ -50,12 +52,6 @@ def _used_names(code: str) -> Counter:
         if isinstance(node, ast.Name):
             counts[node.id] += 1
     return counts
-
-
-def _bound_name(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None:
-        return alias.asname.name.value
-    return dotted(alias.name).split(".")[0]
 
 
 def _is_dali(module_name: str) -> bool:
@@ -86,7 +82,11 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
         before[name] += 1
         after[name] += 1
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
-    optional = optional_ndd_edits(ctx, new_code, taken) if need_ndd else None
+    optional = None
+    if need_ndd:
+        optional = optional_ndd_edits(
+            ctx, new_code, taken, lambda n: before[n] > 0 and after[n] == 0
+        )
     if optional is not None:
         need_ndd = False
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
@@ -194,12 +194,6 @@ def _aliases(small: cst.BaseSmallStatement):
             return None, dotted(small.module)
         return list(small.names), dotted(small.module)
     return None, None
-
-
-def _from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
-    if small.lpar is None or len(keep) > 1:
-        return small.with_changes(names=keep)
-    return small.with_changes(names=keep, lpar=None, rpar=None)
 
 
 def _binds(module: cst.Module, name: str) -> bool:
