@@ -315,6 +315,11 @@ class FileContext:
                         for alias in small.names:
                             if alias.name.value == "dynamic":
                                 return alias.evaluated_alias or "dynamic"
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    # ``dyn = pytest.importorskip("nvidia.dali.experimental.dynamic")``
+                    for target, w in self.wrappers.items():
+                        if w.statement is small and w.followed and w.module == NDD_MODULE:
+                            return target.value
         return "ndd"
 
     # -- positions and rendering -----------------------------------------------------------
