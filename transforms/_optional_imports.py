@@ -102,15 +102,16 @@ def _sites(ctx: FileContext) -> list[_Site] | None:
 def _where(ctx: FileContext, line: cst.CSTNode) -> cst.FunctionDef | None | bool:
     """The innermost function around ``line``; None at module level; False in a class body or
     under ``if TYPE_CHECKING:``."""
-    cur = ctx.parents.get(line)
+    child, cur = line, ctx.parents.get(line)
     while cur is not None and not isinstance(cur, cst.Module):
         if isinstance(cur, cst.FunctionDef):
             return cur
         if isinstance(cur, cst.ClassDef):
             return False
-        if isinstance(cur, cst.If) and dotted(cur.test).split(".")[-1] == "TYPE_CHECKING":
-            return False
-        cur = ctx.parents.get(cur)
+        if isinstance(cur, cst.If) and child is cur.body:
+            if dotted(cur.test).split(".")[-1] == "TYPE_CHECKING":
+                return False
+        child, cur = cur, ctx.parents.get(cur)
     return None
 
 
