@@ -170,3 +170,19 @@ def test_ndd_is_imported_the_way_dali_was(case: str, monkeypatch: pytest.MonkeyP
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "nvidia", None)  # import nvidia... raises ImportError
     exec(compile(out, "<migrated>", "exec"), {"__name__": "migrated"})
+
+
+def test_the_harness_keeps_wrapper_imports_when_it_strips_entry_points() -> None:
+    from dali_migrate.harness.lower import strip_entry_points
+
+    source = (
+        "def try_import_dali():\n"
+        "    import nvidia.dali\n"
+        "    return nvidia.dali\n"
+        "def main():\n"
+        "    return 1\n"
+        "dali = try_import_dali()\n"
+        "result = main()\n"
+    )
+    kept = strip_entry_points(source)
+    assert "dali = try_import_dali()" in kept and "result = main()" not in kept

@@ -623,6 +623,13 @@ class Wrapper(NamedTuple):
     statement: cst.CSTNode
 
 
+def call_module(call: cst.Call) -> str | None:
+    """The DALI module a call imports, when the tool follows it (:func:`wrapper_module`)."""
+    func = call.func
+    callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+    return wrapper_module(callee, _cst_first(call))
+
+
 def _cst_first(call: cst.Call) -> str | None:
     """The first positional argument of ``call`` when it is a string literal."""
     first = call.args[0] if call.args else None
