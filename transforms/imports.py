@@ -23,12 +23,17 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
+from collections.abc import Sequence
 
 import libcst as cst
 
 from dali_migrate.context import NDD_MODULE, FileContext, dotted
 from dali_migrate.fixes import Edit
 from dali_migrate.rules import FileState, Rule
+
+from ._optional_imports import bound_name as _bound_name
+from ._optional_imports import from_with as _from_with
+from ._optional_imports import optional_ndd_edits
 
 
 class Imports(Rule):
@@ -40,8 +45,8 @@ class Imports(Rule):
     def run(self, state: FileState) -> None:
         """Derived rule: its fix is made by :meth:`finalize` once the other fixes are chosen."""
 
-    def finalize(self, ctx: FileContext, new_code: str) -> list[Edit]:
-        return import_edits(ctx, new_code)
+    def finalize(self, ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) -> list[Edit]:
+        return import_edits(ctx, new_code, taken)
 
 
 def _used_names(code: str) -> Counter:
@@ -53,21 +58,17 @@ def _used_names(code: str) -> Counter:
     return counts
 
 
-def _bound_name(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None:
-        return alias.asname.name.value
-    return dotted(alias.name).split(".")[0]
-
-
 def _is_dali(module_name: str) -> bool:
     return (
         module_name == "nvidia.dali" or module_name.startswith("nvidia.dali.")
     ) and not module_name.startswith(NDD_MODULE)
 
 
-def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
+def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) -> list[Edit]:
     """Edits on the original source that make its imports fit ``new_code``: the migrated text
-    of the statements analysed (``ctx.analysed_source`` with the chosen edits)."""
+    of the statements analysed (``ctx.analysed_source`` with the chosen edits, ``taken``).
+    Where DALI is an optional dependency, ndd is imported the same way
+    (:mod:`._optional_imports`)."""
     try:
         before = _used_names(ctx.analysed_source)
         after = _used_names(new_code)
@@ -85,6 +86,13 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
         before[name] += 1
         after[name] += 1
     need_ndd = after[ctx.ndd] > 0 and before[ctx.ndd] == 0 and not _binds(ctx.module, ctx.ndd)
+    optional = None
+    if need_ndd:
+        optional = optional_ndd_edits(
+            ctx, new_code, taken, lambda n: before[n] > 0 and after[n] == 0
+        )
+    if optional is not None:
+        need_ndd = False
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
     # the standard modules generated code may use (inspect: an external source of unknown kind)
     stdlib = [m for m in STDLIB if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)]
@@ -162,7 +170,7 @@ def import_edits(ctx: FileContext, new_code: str) -> list[Edit]:
                 break
         else:
             edits.append(Edit(off, off, text))
-    return edits
+    return edits + (optional or [])
 
 
 #: standard modules the generated code may use, imported where it does
@@ -190,12 +198,6 @@ def _aliases(small: cst.BaseSmallStatement):
             return None, dotted(small.module)
         return list(small.names), dotted(small.module)
     return None, None
-
-
-def _from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
-    if small.lpar is None or len(keep) > 1:
-        return small.with_changes(names=keep)
-    return small.with_changes(names=keep, lpar=None, rpar=None)
 
 
 def _binds(module: cst.Module, name: str) -> bool:

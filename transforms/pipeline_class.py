@@ -630,12 +630,14 @@ def _methods(chain: list[cst.ClassDef]) -> dict[str, cst.FunctionDef]:
 
 def _module_imports(ctx: FileContext) -> list[cst.BaseStatement]:
     """The module's imports, also those inside a top-level ``try``/``if`` (``try: import
-    nvidia.dali.fn as fn except ImportError: ...``), as plain statements."""
+    nvidia.dali.fn as fn except ImportError: ...``), and the names it binds to DALI by a
+    wrapper call (``dali = try_import_dali()``), as plain statements."""
     out: list[cst.BaseStatement] = []
+    wrappers = {id(w.statement) for w in ctx.wrappers.values() if w.followed}
     for stmt in ctx.module.body:
         for node in walk(stmt) if isinstance(stmt, (cst.Try, cst.If)) else [stmt]:
             if isinstance(node, cst.SimpleStatementLine) and all(
-                isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body
+                isinstance(s, (cst.Import, cst.ImportFrom)) or id(s) in wrappers for s in node.body
             ):
                 out.append(node.with_changes(leading_lines=[]))
     return out

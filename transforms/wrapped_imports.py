@@ -1,35 +1,34 @@
 """DM206 wrapped-import: pipeline-mode API reached through a name that a call, not an import,
-bound to DALI gets a TODO where it is used.
+bound to DALI, where the tool cannot follow that name, gets a TODO where it is used.
+
+Most such names are followed as the module they stand for (``dali = try_import_dali()``,
+``fn = importlib.import_module("nvidia.dali.fn")``, ``pytest.importorskip(...)``,
+``OptionalImport("nvidia.dali")``: see ``wrapper_module`` in ``dali_migrate.context``) and
+migrate as if ``import nvidia.dali as dali`` had been written. This rule marks the others: a
+callee whose name says it imports DALI but not that it returns the ``nvidia.dali`` package
+(``import_dali_lazily()``), and a name bound by wrapper calls of different modules.
 
 Before::
 
-    from .utils import try_import_dali
+    from .compat import import_dali_lazily
 
-    dali = try_import_dali()
+    dali = import_dali_lazily()
 
-    class TrainPipe(dali.Pipeline):
-        def __init__(self, batch_size, num_threads, device_id):
-            super().__init__(batch_size, num_threads, device_id)
-            self.decode = dali.ops.ImageDecoder(device="mixed")
+    def augment(images):
+        return dali.fn.flip(images, horizontal=1)
 
 After::
 
-    from .utils import try_import_dali
+    from .compat import import_dali_lazily
 
-    dali = try_import_dali()
+    dali = import_dali_lazily()
 
-    # TODO(dali-migrate): DM206: `dali.Pipeline`: pipeline-mode API reached through `dali =
-    # try_import_dali(...)`, which the tool does not follow: migrate it to ndd by hand, ...
-    class TrainPipe(dali.Pipeline):
-        def __init__(self, batch_size, num_threads, device_id):
-            super().__init__(batch_size, num_threads, device_id)
-            # TODO(dali-migrate): DM206: `dali.ops.ImageDecoder`: pipeline-mode API reached ...
-            self.decode = dali.ops.ImageDecoder(device="mixed")
+    def augment(images):
+        # TODO(dali-migrate): DM206: `dali.fn.flip`: pipeline-mode API reached through `dali =
+        # import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, ...
+        return dali.fn.flip(images, horizontal=1)
 
-Such a call usually stands for an optional dependency (the module must import without DALI), so
-the tool cannot add ``import nvidia.dali.experimental.dynamic as ndd`` at the top; it marks every
-statement that uses pipeline-mode API through the name instead, so the file is never left
-silently unmigrated. Other uses (``dali.types.FLOAT``) are not pipeline-mode API.
+Other uses (``dali.types.FLOAT``) are not pipeline-mode API.
 
 Safety: safe (it only writes comments).
 """
@@ -37,7 +36,6 @@ Safety: safe (it only writes comments).
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import GlobalScope
 
 from dali_migrate.context import FileContext
 from dali_migrate.rules import FileState, Rule
@@ -64,20 +62,23 @@ class WrappedImports(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
-        if not ctx.wrapped_dali:
+        if not ctx.wrappers:
             return
         found: dict[int, tuple[cst.CSTNode, str, list[str]]] = {}
         for node in ctx.nodes_of(cst.Name):
-            bound = ctx.wrapped_dali.get(node.value)
-            if bound is None or not _reads_module_name(ctx, node):
+            if node.value not in ctx.wrapped_dali or _is_attribute_name(ctx, node):
                 continue
-            call, module = bound
+            bound = ctx.wrapper_bindings(node)
+            followed = ctx.wrapper_binding(node)
+            if not bound or followed is not None and followed.followed:
+                continue  # not such a name, or followed as the module it stands for
             chain = _chain(ctx, node)
-            qualified = ".".join([module, *chain.split(".")[1:]])
-            if not any(qualified.startswith(f"nvidia.dali.{p}") for p in _PIPELINE_API):
+            rest = chain.split(".")[1:]
+            reached = [w for w in bound if _pipeline_api(".".join([w.module, *rest]))]
+            if not reached:
                 continue
             stmt = ctx.enclosing_statement(node)
-            found.setdefault(id(stmt), (node, call, []))[2].append(chain)
+            found.setdefault(id(stmt), (node, reached[0].call, []))[2].append(chain)
         for node, call, chains in found.values():
             uses = ", ".join(f"`{c}`" for c in dict.fromkeys(chains))
             name = chains[0].partition(".")[0]
@@ -85,15 +86,13 @@ class WrappedImports(Rule):
             state.diagnostics.append(ctx.todo(self.id, node, message))
 
 
-def _reads_module_name(ctx: FileContext, node: cst.Name) -> bool:
-    """``node`` reads the module-level name, not a local of the same name or an attribute."""
+def _pipeline_api(qualified: str) -> bool:
+    return any(qualified.startswith(f"nvidia.dali.{p}") for p in _PIPELINE_API)
+
+
+def _is_attribute_name(ctx: FileContext, node: cst.Name) -> bool:
     parent = ctx.parents.get(node)
-    if isinstance(parent, cst.Attribute) and parent.attr is node:
-        return False
-    scope = ctx.scopes.get(node)
-    if scope is None or all(a.node is not node for a in scope.accesses[node.value]):
-        return False  # not a read (the assignment's own target, a keyword, ...)
-    return all(isinstance(a.scope, GlobalScope) for a in scope[node.value])
+    return isinstance(parent, cst.Attribute) and parent.attr is node
 
 
 def _chain(ctx: FileContext, node: cst.Name) -> str:

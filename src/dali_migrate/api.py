@@ -174,7 +174,7 @@ def _derived_fixes(
     new_code = splice(ctx.analysed_source, taken + markers)
     made: list[Fix] = []
     for rule in a.derived:
-        edits = rule().finalize(ctx, new_code)
+        edits = rule().finalize(ctx, new_code, taken + markers)
         if not edits:
             continue
         fix = ctx.make_fix(

@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -35,7 +35,14 @@ from .fixes import (
     fix_id,
     one_line,
 )
-from .partial_parse import DaliPart, dali_part, names_of, wrapped_dali_imports
+from .partial_parse import (
+    DaliPart,
+    _marks_dali,
+    dali_part,
+    names_of,
+    wrapped_dali_imports,
+    wrapper_module,
+)
 
 NDD_MODULE = "nvidia.dali.experimental.dynamic"
 FN_PREFIX = "nvidia.dali.fn."
@@ -82,6 +89,10 @@ class FileContext:
         self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
+        #: the target of each assignment of a wrapper call (``dali = try_import_dali()``)
+        self.wrappers: dict[cst.Name, Wrapper] = self._wrapper_targets()
+        if self.wrappers:
+            self.dali_names = self.dali_names | {n.value for n in self.wrappers}
         if self.project is not None:
             # pipelines imported from other modules are followed like DALI names
             self.dali_names = self.dali_names | frozenset(self.project.foreign)
@@ -190,6 +201,55 @@ class FileContext:
         )
         return frozenset(names)
 
+    def _wrapper_targets(self) -> dict[cst.Name, Wrapper]:
+        if not self.wrapped_dali:
+            return {}
+        found = {}
+        for node in self.nodes_of(cst.Assign, cst.AnnAssign):
+            target: cst.BaseExpression
+            if isinstance(node, cst.Assign):
+                if len(node.targets) != 1:
+                    continue
+                target = node.targets[0].target
+            else:
+                target = cast("cst.AnnAssign", node).target
+            value = cast("cst.Assign | cst.AnnAssign", node).value
+            if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)):
+                continue
+            func = value.func
+            callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+            first = _cst_first(value)
+            module = wrapper_module(callee, first)
+            followed = module is not None
+            if module is None and _marks_dali(callee) and first is None:
+                module = "nvidia.dali"
+            if module is not None:
+                found[target] = Wrapper(f"{dotted(func) or callee}(...)", module, followed, node)
+        return found
+
+    def wrapper_bindings(self, name: cst.Name) -> list[Wrapper]:
+        """The wrapper calls (``dali = try_import_dali()``) that may bind ``name`` where it is
+        read, in source order (none for the assignment's own target)."""
+        if name.value not in self.wrapped_dali or name in self.wrappers:
+            return []
+        scope = self.scopes.get(name)
+        if scope is None:
+            return []
+        found = {self.wrappers[a.node] for a in scope[name.value] if a.node in self.wrappers}
+        if len(found) < 2:
+            return list(found)
+        return sorted(found, key=lambda w: self.positions[w.statement].start.line)
+
+    def wrapper_binding(self, name: cst.Name) -> Wrapper | None:
+        """The wrapper call that binds ``name`` where it is read (``dali`` in ``dali.fn.flip``
+        after ``dali = try_import_dali()``), or None: not such a name, or bound by wrapper
+        calls of different modules. Other bindings of the name in the same scope (``except
+        ImportError: dali = None``) are passed over, as for imports."""
+        found = self.wrapper_bindings(name)
+        if len({(w.module, w.followed) for w in found}) != 1:
+            return None
+        return found[0]
+
     def module_nodes(self) -> list[cst.CSTNode]:
         """Every node of the module in pre-order (the order of a walk over ``children``)."""
         return self._nodes
@@ -220,6 +280,11 @@ class FileContext:
         for q in names:
             if q.source is QualifiedNameSource.IMPORT:
                 return q.name
+        if root.value in self.wrapped_dali:
+            wrapper = self.wrapper_binding(root)
+            if wrapper is not None and wrapper.followed:
+                chain = dotted(cast("cst.Attribute | cst.Name", node))
+                return ".".join([wrapper.module, *chain.split(".")[1:]])
         return None
 
     def fn_op(self, node: cst.CSTNode) -> OpInfo | None:
@@ -258,6 +323,11 @@ class FileContext:
                         for alias in small.names:
                             if alias.name.value == "dynamic":
                                 return alias.evaluated_alias or "dynamic"
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    # ``dyn = pytest.importorskip("nvidia.dali.experimental.dynamic")``
+                    for target, w in self.wrappers.items():
+                        if w.statement is small and w.followed and w.module == NDD_MODULE:
+                            return target.value
         return "ndd"
 
     # -- positions and rendering -----------------------------------------------------------
@@ -544,3 +614,34 @@ def nesting(tree: ast.AST) -> tuple[int, ast.AST]:
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class Wrapper(NamedTuple):
+    """A name bound by a call that imports DALI (:func:`wrapper_module`)."""
+
+    #: the callee's text and ``(...)``: ``try_import_dali(...)``
+    call: str
+    #: the module it stands for (``nvidia.dali`` when only the callee's name says DALI)
+    module: str
+    #: whether the tool follows the name as that module (else DM206 marks its uses)
+    followed: bool
+    #: the assignment (``cst.Assign`` or ``cst.AnnAssign``)
+    statement: cst.CSTNode
+
+
+def call_module(call: cst.Call) -> str | None:
+    """The DALI module a call imports, when the tool follows it (:func:`wrapper_module`)."""
+    func = call.func
+    callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+    return wrapper_module(callee, _cst_first(call))
+
+
+def _cst_first(call: cst.Call) -> str | None:
+    """The first positional argument of ``call`` when it is a string literal."""
+    first = call.args[0] if call.args else None
+    if first is None or first.keyword is not None or first.star:
+        return None
+    if isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
+        value = first.value.evaluated_value
+        return value if isinstance(value, str) else None
+    return None

@@ -22,45 +22,82 @@ class DaliPart(NamedTuple):
     aligned: str = ""
 
 
-#: a call that may import DALI under another name: ``try_import_dali()``, ``import_dali()``,
-#: ``importlib.import_module("nvidia.dali")``, ``pytest.importorskip("nvidia.dali")``
+#: a call that may import DALI under another name (a cheap filter of the source text):
+#: ``try_import_dali()``, ``importlib.import_module("nvidia.dali")``, ``OptionalImport(...)``
 WRAPPER_CALL = re.compile(
-    r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|\b(?:import_module|importorskip)\s*\("
+    r"(?i)\w*(?:import\w*dali|dali\w*import)\w*\s*\(|import\w*\s*\(\s*[rbu]*[\"']nvidia\.dali\b"
 )
+_DALI_LITERAL = re.compile(r"nvidia\.dali(?:\.\w+)*")
+
+
+def wrapper_module(func: str, first: str | None) -> str | None:
+    """The DALI module that a call of the function named ``func`` (the callee's last name)
+    with ``first`` as its first positional argument (a string literal, else None) returns, when the
+    tool follows such a call as an import:
+
+    * a string literal naming ``nvidia.dali`` or a module under it, given to a function whose
+      name holds ``import`` (``importlib.import_module``, ``pytest.importorskip``,
+      ``OptionalImport``, ``optional_import``, ``lazy_import``): that module;
+    * no such string, and the name, lowercased without underscores, ends in ``importdali`` or
+      ``importnvidiadali`` (``try_import_dali``, ``import_dali``, ``tryImportDALI``): the
+      ``nvidia.dali`` package itself.
+
+    ``__import__`` (which returns the top package) is not followed."""
+    low = func.lower().replace("_", "")
+    if "import" not in low or func == "__import__":
+        return None
+    if isinstance(first, str):
+        return first if _DALI_LITERAL.fullmatch(first) else None
+    if low.endswith(("importdali", "importnvidiadali")):
+        return "nvidia.dali"
+    return None
+
+
+def _marks_dali(func: str) -> bool:
+    """A callee name that says it imports DALI, followed or not (``import_dali_tf``)."""
+    return re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
+
+
+def _ast_callee(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def _ast_first(call: ast.Call) -> str | None:
+    """The first positional argument when it is a string literal."""
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
 
 
 def wrapped_dali_imports(source: str, tree: ast.Module | None = None) -> dict[str, tuple[str, str]]:
-    """Module-level names bound to DALI by a call rather than an import (``dali =
+    """Names bound to DALI by a call rather than an import, in any scope (``dali =
     try_import_dali()``; ``dali_fn = importlib.import_module("nvidia.dali.fn")``) -> (the
-    call's text, the module it stands for). The rules do not follow them as imports (the call
-    may stand for an optional dependency)."""
+    call's text, the module it stands for: see :func:`wrapper_module`; ``nvidia.dali`` for a
+    call whose name only says it imports DALI, which is not followed)."""
     if not WRAPPER_CALL.search(source):
         return {}
     try:
         tree = tree or ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return {}
-    found = {}
-    for stmt in tree.body:
-        if not (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.value, ast.Call)
-        ):
+    found: dict[str, tuple[str, str]] = {}
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target, value = stmt.target, stmt.value
+        else:
             continue
-        target, call = stmt.targets[0], stmt.value
-        func = (
-            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        )
-        first = call.args[0] if call.args else None
-        literal = str(first.value) if isinstance(first, ast.Constant) else ""
-        named = literal.startswith("nvidia.dali")
-        wrapper = re.search(r"(?i)import\w*dali|dali\w*import", func) is not None
-        module = literal if named else "nvidia.dali"
-        if isinstance(target, ast.Name) and (
-            wrapper or (func in ("import_module", "importorskip") and named)
-        ):
-            found[target.id] = (f"{ast.unparse(call.func)}(...)", module)
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Call)):
+            continue
+        func, first = _ast_callee(value), _ast_first(value)
+        module = wrapper_module(func, first)
+        if module is None and _marks_dali(func) and first is None:
+            module = "nvidia.dali"
+        if module is not None:
+            found.setdefault(target.id, (f"{ast.unparse(value.func)}(...)", module))
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -54,12 +55,13 @@ class Rule:
     def run(self, state: FileState) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def finalize(self, ctx: FileContext, new_code: str) -> list[Edit]:
+    def finalize(self, ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) -> list[Edit]:
         """Declared by a *derived* rule: one whose fix is not proposed by :meth:`run` but made
         after the other fixes are chosen, for whichever of them are applied (and so recomputed
         for every subset). ``new_code`` is ``ctx.analysed_source`` with the chosen edits; the
         edits returned apply to ``ctx.source`` (none: nothing to change). Their fix depends on
-        every applied fix. A derived rule is on whenever any rule is selected, unless ignored by
+        every applied fix; ``taken``: the chosen edits (code a derived edit must not land in). A
+        derived rule is on whenever any rule is selected, unless ignored by
         its id or name, and is not run with the local rules.
         """
         raise NotImplementedError  # pragma: no cover - only derived rules declare it

@@ -20,6 +20,7 @@ from typing import TypeGuard
 import libcst as cst
 import libcst.matchers as m
 
+from ..context import call_module
 from ..cst_text import split_trailing_comments
 
 __all__ = ["Lowering", "lower_to_cpu", "split_entry_points", "strip_entry_points"]
@@ -315,6 +316,8 @@ def split_entry_points(
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     state["local"] |= _imported_locals(small, set(local_modules))
                     keep.append(small)
+                elif _wrapper_import(small):
+                    keep.append(small)  # dali = try_import_dali(): an import, not the program
                 elif runs_program(small):
                     dropped.append(_describe(module, small, lines[stmt].start.line))
                 else:
@@ -326,6 +329,13 @@ def split_entry_points(
         else:
             body.append(stmt)
     return module.with_changes(body=body).code, dropped
+
+
+def _wrapper_import(small: cst.BaseSmallStatement) -> bool:
+    """``dali = try_import_dali()``, ``fn = importlib.import_module("nvidia.dali.fn")``: a name
+    bound to DALI by a call the migration follows as an import."""
+    value = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+    return isinstance(value, cst.Call) and call_module(value) is not None
 
 
 def strip_entry_points(code: str, local_modules: set[str] | frozenset = frozenset()) -> str:
