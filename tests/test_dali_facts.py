@@ -94,6 +94,28 @@ def test_mixed_is_not_a_device():
         ndd.decoders.image(ndd.as_batch([np.zeros(10, np.uint8)]), device="mixed")
 
 
+def test_only_decoders_have_a_mixed_backend():
+    """[mixed-backend] Pipeline mode accepts ``device="mixed"`` only for operators with a mixed
+    implementation registered (the image and video decoders): so any other operator's
+    ``device=<expression>`` is never ``"mixed"`` where the old code runs, and DM102 leaves it
+    alone. The catalog's ``backends`` are the registry's."""
+    from nvidia.dali import backend
+
+    from dali_migrate.catalog import get_catalog
+
+    registered = set(backend.RegisteredMixedOps())
+    catalog = get_catalog()
+    with_mixed = {op.schema for op in catalog if "mixed" in op.backends}
+    assert with_mixed == registered
+    assert catalog.fn("resize").backends == ("cpu", "gpu")
+    assert {
+        op.fn_path.split(".")[-1].split("_")[0] for op in catalog if "mixed" in op.backends
+    } == {
+        "image",
+        "video",
+    }
+
+
 @pytest.mark.filterwarnings("ignore:capture=True was specified")
 def test_epochs_run_in_the_context_given(numbers):
     """[device_id] ``next_epoch(ctx=...)`` takes the pipeline's ``EvalContext`` (the same object
