@@ -188,9 +188,9 @@ def test_early_exit_is_refused_where_the_loader_cannot_resume(policy) -> None:
 
 STAYS = {
     "handed to a builtin": ("print(loader)", "in a way the tool cannot follow"),
-    "handed to a helper called twice": (
-        "show(loader)\n    show(loader)",
-        "show() takes the iterator and is called in several places",
+    "handed to a helper also called with something else": (
+        "show(loader)\n    show(None)",
+        "show() takes the iterator and is called in several places, with other values too",
     ),
     "size from a name the loader lacks": (None, "reads `samples`, which the loader cannot have"),
 }

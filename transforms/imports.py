@@ -35,9 +35,13 @@ class Imports(Rule):
     id = "DM100"
     name = "imports"
     summary = "add the ndd import and drop pipeline-mode imports the migration left unused"
+    finalize_message = "update imports: add ndd, drop pipeline-mode names left unused"
 
     def run(self, state: FileState) -> None:
-        """Derived rule: see :func:`import_edits`, called once the other fixes are chosen."""
+        """Derived rule: its fix is made by :meth:`finalize` once the other fixes are chosen."""
+
+    def finalize(self, ctx: FileContext, new_code: str) -> list[Edit]:
+        return import_edits(ctx, new_code)
 
 
 def _used_names(code: str) -> Counter:

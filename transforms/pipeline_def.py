@@ -492,7 +492,7 @@ def _settle_forms(
             "a loader class would confuse them"
         )
     elsewhere = fn.name.value in getattr(ctx.project, "external_uses", {})
-    if elsewhere or followups or not all(i.local for i in instances):
+    if elsewhere or followups or not all(i.followed for i in instances):
         where = "other modules" if elsewhere else "places the tool cannot follow"
         shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
         handles_why.setdefault(0, shared)
@@ -610,7 +610,7 @@ def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
             not (unit.instances or unit.followups or ctx.project.external_uses[name])
             and name in ctx.project.capture
         )
-    if unit.followups or not unit.instances or not all(i.local for i in unit.instances):
+    if unit.followups or not unit.instances or not all(i.followed for i in unit.instances):
         return False
     return sum(i.copies for i in unit.instances) == 1
 

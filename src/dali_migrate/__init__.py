@@ -25,8 +25,8 @@ from .fixes import (
 )
 
 if TYPE_CHECKING:
-    from .api import apply_fixes, migrate_paths, migrate_source
-    from .engine import FileResult
+    from .api import apply_fixes, migrate_source
+    from .engine import FileResult, migrate_paths
     from .harness import verify
 
 __version__ = "0.1.0"
@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 #: of a second: the command line must be able to take a Ctrl-C quietly while they do)
 _LAZY = {
     "apply_fixes": "api",
-    "migrate_paths": "api",
+    "migrate_paths": "engine",
     "migrate_source": "api",
     "FileResult": "engine",
     "verify": "harness",  # (libcst.matchers under it) neither the migration nor the CLI needs it

@@ -1,17 +1,16 @@
 """The library API: pure functions over source text. Nothing here prints, exits or touches files
-unless asked to (``migrate_paths`` reads files; writing is the caller's choice)."""
+unless asked to. Files are the engine's (:func:`dali_migrate.engine.migrate_paths`)."""
 
 from __future__ import annotations
 
 import ast
 import bisect
 import itertools
-import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 
@@ -32,12 +31,9 @@ from .fixes import (
     uniquify,
 )
 from .project import ModuleInfo
-from .registry import all_rules, import_rule_id, rules_for
-from .rules import FileState
+from .registry import all_rules, derived_rule_of, derived_rules, is_derived_fix, rules_for
+from .rules import FileState, Rule
 from .wrap import DEFAULT_LINE_LENGTH, wrap_new_lines
-
-if TYPE_CHECKING:
-    from .engine import FileResult
 
 
 @dataclass
@@ -45,7 +41,8 @@ class _Analysis:
     ctx: FileContext
     fixes: list[Fix]
     diagnostics: list[Diagnostic]
-    imports_enabled: bool
+    #: the derived rules that are on (their fixes are made for the fixes applied)
+    derived: list[type[Rule]]
     structural: list[str] = field(default_factory=list)
 
 
@@ -74,12 +71,14 @@ def _analyse(
                 state.refused_pipeline = True
             state.fixes = [f for f in state.fixes if f.rule != rule.id]
             state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
-    local = [r for r in active if not r.structural and not r.last and r.id != import_rule_id()]
+    local = [r for r in active if not r.structural and not r.last and not r.is_derived()]
     if state.refused_pipeline:
-        if local:
+        # reported under the rule that updates the file as a whole after the others (imports)
+        owner = next(iter(derived_rules()), None)
+        if local and owner is not None:
             state.diagnostics.append(
                 Diagnostic(
-                    "DM100",
+                    owner.id,
                     "a pipeline of this file could not be migrated: local rewrites are withheld "
                     "so the file is not left half pipeline mode, half dynamic mode",
                     1,
@@ -103,8 +102,8 @@ def _analyse(
     ]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
     fixes = drop_nested(fixes)
-    imports_enabled = any(r.id == import_rule_id() for r in active)
-    return _Analysis(ctx, fixes, diagnostics, imports_enabled, state.structural)
+    derived = [r for r in active if r.is_derived()]
+    return _Analysis(ctx, fixes, diagnostics, derived, state.structural)
 
 
 def _assemble(
@@ -143,29 +142,14 @@ def _assemble(
         marker_fixes = _markers(ctx.source, taken_edits, diagnostics, applied_ids)
     code = splice(ctx.source, taken_edits + marker_fixes)
     fixes = list(a.fixes)
-    if a.imports_enabled and applied:
-        edits = _import_edits(ctx, splice(ctx.analysed_source, taken_edits + marker_fixes))
-        if edits:
-            imp = ctx.make_fix(
-                import_rule_id(),
-                ctx.module,
-                edits,
-                "update imports: add ndd, drop pipeline-mode names left unused",
-                depends_on=[f.id for f in applied],
-                key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
+    if applied:
+        made = _derived_fixes(a, applied, taken_edits, marker_fixes, diagnostics)
+        if made:
+            code = splice(
+                ctx.source, taken_edits + [e for f in made for e in f.edits] + marker_fixes
             )
-            # a marker last at its place: right above its statement, below an import inserted there
-            trial = splice(ctx.source, taken_edits + list(imp.edits) + marker_fixes)
-            if parses(trial) and not _overlap(imp.edits, taken_edits + marker_fixes):
-                code = trial
-                fixes.append(imp)
-                applied = applied + [imp]
-            else:
-                diagnostics.append(
-                    Diagnostic(
-                        imp.rule, "internal error: the import fix was not applied", 1, 0, "error"
-                    )
-                )
+            fixes += made
+            applied = applied + made
     if line_length and applied:
         code = wrap_new_lines(ctx.source, code, line_length)
     return Result(
@@ -175,6 +159,41 @@ def _assemble(
         diagnostics=diagnostics,
         applied=[f.id for f in applied],
     )
+
+
+def _derived_fixes(
+    a: _Analysis,
+    applied: list[Fix],
+    taken: list[Edit],
+    markers: list[Edit],
+    diagnostics: list[Diagnostic],
+) -> list[Fix]:
+    """The fixes of the derived rules (:meth:`Rule.finalize`) for the ``applied`` fixes, whose
+    edits are ``taken``; one that would break the code is left out, as an internal error."""
+    ctx = a.ctx
+    new_code = splice(ctx.analysed_source, taken + markers)
+    made: list[Fix] = []
+    for rule in a.derived:
+        edits = rule().finalize(ctx, new_code)
+        if not edits:
+            continue
+        fix = ctx.make_fix(
+            rule.id,
+            ctx.module,
+            edits,
+            rule.finalize_message,
+            depends_on=[f.id for f in applied],
+            key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
+        )
+        # a marker last at its place: right above its statement, below an import inserted there
+        written = taken + [e for f in made for e in f.edits]
+        trial = splice(ctx.source, written + list(fix.edits) + markers)
+        if parses(trial) and not _overlap(fix.edits, written + markers):
+            made.append(fix)
+        else:
+            message = f"internal error: the {rule.name} fix was not applied"
+            diagnostics.append(Diagnostic(fix.rule, message, 1, 0, "error"))
+    return made
 
 
 @dataclass(frozen=True)
@@ -267,12 +286,6 @@ def _on_deep_stack(work: Callable[[], T], depth: int) -> T:
     return value
 
 
-def _import_edits(ctx: FileContext, analysed_code: str) -> list[Edit]:
-    from dali_migrate.transforms.imports import import_edits
-
-    return import_edits(ctx, analysed_code)
-
-
 def _overlap(a: Iterable[Edit], b: Iterable[Edit]) -> bool:
     b = list(b)
     return any(x.start < y.end and y.start < x.end for x in a for y in b)
@@ -336,14 +349,10 @@ def apply_fixes(
     def run(tree: ast.Module) -> str:
         a = _analyse(code, path, select, ignore, project, tree)
         chosen = _chosen(a, wanted)
-        _check_import_fixes(a, wanted, {f.id for f in chosen})
+        _check_derived_fixes(a, wanted, {f.id for f in chosen})
         return _assemble(a, chosen, todo_markers, line_length).code
 
     return _guarded(code, path, run)
-
-
-def _is_import_fix(fid: str) -> bool:
-    return fid.startswith(import_rule_id() + ":")
 
 
 def _chosen(a: _Analysis, fixes: Sequence[Fix | str]) -> list[Fix]:
@@ -352,34 +361,36 @@ def _chosen(a: _Analysis, fixes: Sequence[Fix | str]) -> list[Fix]:
     chosen: list[Fix] = []
     for f in fixes:
         fid = f if isinstance(f, str) else f.id
-        if _is_import_fix(fid):
-            continue  # derived: recomputed for what is chosen (_check_import_fixes)
+        if is_derived_fix(fid):
+            continue  # derived: recomputed for what is chosen (_check_derived_fixes)
         if fid not in by_id:
             raise UnknownFixError(fid)
         chosen.append(by_id[fid])
     ids = {f.id for f in chosen}
     for f in chosen:
-        missing = [d for d in f.depends_on if d not in ids and not _is_import_fix(d)]
+        missing = [d for d in f.depends_on if d not in ids and not is_derived_fix(d)]
         if missing:
             raise MissingDependencyError(f"fix {f.id} needs {', '.join(missing)}")
     return chosen
 
 
-def _check_import_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[str]) -> None:
-    """An import fix updates the imports for the fixes it depends on: chosen without any of
-    them it would change nothing, so it is refused (:class:`MissingDependencyError`), as any
-    fix chosen without what it needs; an id that is no import fix of this source is unknown."""
+def _check_derived_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[str]) -> None:
+    """A derived fix (the import fix) updates the file for the fixes it depends on: chosen
+    without any of them it would change nothing, so it is refused
+    (:class:`MissingDependencyError`), as any fix chosen without what it needs; an id that is no
+    derived fix of this source is unknown."""
     known: dict[str, tuple[str, ...]] | None = None
     for f in fixes:
         fid = f if isinstance(f, str) else f.id
-        if not _is_import_fix(fid):
+        rule = derived_rule_of(fid)
+        if rule is None:
             continue
         if isinstance(f, str):
-            if known is None:  # the import fixes of this source: of its safe fixes, of all of them
+            if known is None:  # the derived fixes of this source: of its safe fixes, of all of them
                 known = {}
                 for subset in ([g for g in a.fixes if g.safety == "safe"], a.fixes):
                     made = _assemble(a, subset).fixes
-                    known.update((g.id, g.depends_on) for g in made if _is_import_fix(g.id))
+                    known.update((g.id, g.depends_on) for g in made if is_derived_fix(g.id))
             if fid not in known:
                 raise UnknownFixError(fid)
             needs = known[fid]
@@ -388,46 +399,6 @@ def _check_import_fixes(a: _Analysis, fixes: Sequence[Fix | str], chosen: set[st
         if needs and not chosen.intersection(needs):
             more = f" (and {len(needs) - 3} more)" if len(needs) > 3 else ""
             raise MissingDependencyError(
-                f"fix {fid} updates the imports for the fixes it depends on, and none of them "
+                f"fix {fid} updates the {rule.name} for the fixes it depends on, and none of them "
                 f"is chosen: choose {', '.join(needs[:3])}{more}"
             )
-
-
-def migrate_paths(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    *,
-    select: Sequence[str] | None = None,
-    ignore: Sequence[str] | None = None,
-    unsafe: bool = False,
-    exclude: Sequence[str] = (),
-    jobs: int = 0,
-    write: bool = False,
-) -> Iterator[FileResult]:
-    """Migrate every Python file under ``paths`` (files or directories), as the CLI does.
-
-    Yields one :class:`~dali_migrate.engine.FileResult` per file found, in a stable order:
-    ``status`` is ``"changed"``, ``"unchanged"``, ``"skipped"`` (never mentions DALI, not
-    parsed) or ``"error"`` (``error`` says why in one line; a bad file never stops the others).
-    ``result`` holds the file's :class:`Result` (fixes, diagnostics, migrated code) and ``diff``
-    a unified diff. Files are migrated in ``jobs`` worker processes (0: one per core) when there
-    are enough of them. Nothing is written unless ``write=True``: then each changed file is
-    replaced atomically, keeping its encoding and newlines, and ``written`` says so.
-
-    ``paths`` is one path or a list of them. Directories are searched as by the CLI (hidden
-    directories, virtual environments and ``__pycache__`` skipped; ``exclude`` takes globs).
-    Raises :class:`FileNotFoundError` for a path that does not exist, at the call, before any
-    file is read. Never prints; the caller decides what to do with each result.
-    """
-    from .engine import Options, run
-
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    options = Options(
-        mode="write" if write else "diff",
-        select=tuple(select or ()),
-        ignore=tuple(ignore or ()),
-        unsafe=unsafe,
-        exclude=tuple(exclude),
-        jobs=jobs,
-    )
-    return run(paths, options)

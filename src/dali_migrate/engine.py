@@ -1,5 +1,6 @@
 """Running the migration over files: discovery, the cheap prefilter, worker processes, per-file
-isolation and atomic writes. The CLI is a thin view over :func:`run`."""
+isolation and atomic writes. The CLI is a thin view over :func:`run`; :func:`migrate_paths` is
+its library form (``migrate_paths`` reads files; writing is the caller's choice)."""
 
 from __future__ import annotations
 
@@ -238,7 +239,14 @@ def _verified(path: str, text: str, result: Result, options: Options) -> tuple[R
     from .harness.migration import verify_migration
 
     kwargs = json.loads(options.verify_kwargs) if options.verify_kwargs else None
-    vm = verify_migration(path, text, result=result, device=options.device, kwargs=kwargs)
+    vm = verify_migration(
+        path,
+        text,
+        result=result,
+        device=options.device,
+        kwargs=kwargs,
+        line_length=options.line_length,
+    )
     notes = list(vm.diagnostics)
     if vm.report is not None:
         for p in vm.report.pipelines:
@@ -295,6 +303,44 @@ def run(
     before the first result is asked for.
     """
     return _process(discover(paths, options.exclude), options, progress, [Path(p) for p in paths])
+
+
+def migrate_paths(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    unsafe: bool = False,
+    exclude: Sequence[str] = (),
+    jobs: int = 0,
+    write: bool = False,
+) -> Iterator[FileResult]:
+    """Migrate every Python file under ``paths`` (files or directories), as the CLI does.
+
+    Yields one :class:`~dali_migrate.engine.FileResult` per file found, in a stable order:
+    ``status`` is ``"changed"``, ``"unchanged"``, ``"skipped"`` (never mentions DALI, not
+    parsed) or ``"error"`` (``error`` says why in one line; a bad file never stops the others).
+    ``result`` holds the file's :class:`Result` (fixes, diagnostics, migrated code) and ``diff``
+    a unified diff. Files are migrated in ``jobs`` worker processes (0: one per core) when there
+    are enough of them. Nothing is written unless ``write=True``: then each changed file is
+    replaced atomically, keeping its encoding and newlines, and ``written`` says so.
+
+    ``paths`` is one path or a list of them. Directories are searched as by the CLI (hidden
+    directories, virtual environments and ``__pycache__`` skipped; ``exclude`` takes globs).
+    Raises :class:`FileNotFoundError` for a path that does not exist, at the call, before any
+    file is read. Never prints; the caller decides what to do with each result.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    options = Options(
+        mode="write" if write else "diff",
+        select=tuple(select or ()),
+        ignore=tuple(ignore or ()),
+        unsafe=unsafe,
+        exclude=tuple(exclude),
+        jobs=jobs,
+    )
+    return run(paths, options)
 
 
 def _process(

@@ -15,8 +15,19 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(RULES)
 
 
-def import_rule_id() -> str:
-    return "DM100"
+def derived_rules() -> list[type[Rule]]:
+    """The rules whose fix is derived from the others' (they declare :meth:`Rule.finalize`)."""
+    return [r for r in all_rules() if r.is_derived()]
+
+
+def derived_rule_of(fix_id: str) -> type[Rule] | None:
+    """The derived rule whose fix ``fix_id`` names (None: a fix of another rule)."""
+    return next((r for r in derived_rules() if fix_id.startswith(r.id + ":")), None)
+
+
+def is_derived_fix(fix_id: str) -> bool:
+    """Whether ``fix_id`` names a fix of a derived rule (made for the others, never chosen)."""
+    return derived_rule_of(fix_id) is not None
 
 
 def rule_ids() -> list[str]:
@@ -37,20 +48,18 @@ def _matches(rule: type[Rule], patterns: Sequence[str]) -> bool:
 def rules_for(select: Sequence[str] | None, ignore: Sequence[str] | None) -> list[type[Rule]]:
     """Rules enabled by ``select``/``ignore`` (ids, id prefixes such as ``DM1``, or names).
 
-    The import rule stays on whenever anything is selected, unless ignored explicitly: the other
-    rules' output does not run without it.
+    Derived rules (the import rule) stay on whenever anything is selected, unless ignored
+    explicitly: the other rules' output does not run without them.
     """
     rules = list(all_rules())
     if select:
-        rules = [r for r in rules if _matches(r, select) or r.id == import_rule_id()]
+        rules = [r for r in rules if _matches(r, select) or r.is_derived()]
     if ignore:
         rules = [
             r
             for r in rules
             if not (
-                r.id in ignore
-                or r.name in ignore
-                or (r.id != import_rule_id() and _matches(r, ignore))
+                r.id in ignore or r.name in ignore or (not r.is_derived() and _matches(r, ignore))
             )
         ]
     return rules

@@ -14,19 +14,14 @@ and ``--decisions FILE`` without ``--interactive`` replays a file of decisions w
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
 
-import click
 from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule as Separator
@@ -36,13 +31,11 @@ from .api import apply_fixes, migrate_source
 from .engine import FileResult, Options, run, unified_diff
 from .fixes import Fix, MigrateError, Result, SourceParseError, splice
 from .project import ModuleInfo
-from .registry import get_rule, import_rule_id
+from .registry import derived_rules, get_rule, is_derived_fix
 from .report import diagnostic_markup, rule_explanation
+from .review_decisions import DEFAULT_DECISIONS, Decision, Decisions, ReviewError, decisions_key
+from .review_terminal import Answers, edit_text
 from .sourcefile import SourceError, SourceFile, read_source, write_source
-
-DEFAULT_DECISIONS = Path(".dali-migrate") / "decisions.json"
-DECISIONS_VERSION = 1
-Decision = Literal["accepted", "rejected"]
 
 #: the answers, in the order the prompt lists them
 KEYS = {
@@ -58,170 +51,15 @@ KEYS = {
 PROMPT = f"Apply this fix? [{','.join(KEYS)}] "
 
 
-class ReviewError(Exception):
-    """A problem that stops the review before it starts (e.g. an unreadable decisions file)."""
-
-
-# -- remembered decisions --------------------------------------------------------------------------
-
-
-class Decisions:
-    """Decisions of earlier reviews: ``{file: {fix id: "accepted" | "rejected"}}``, where a file
-    is its path relative to the working directory, with ``/`` separators."""
-
-    def __init__(self, path: Path, files: dict[str, dict[str, Decision]] | None = None) -> None:
-        self.path = path
-        self.files: dict[str, dict[str, Decision]] = files or {}
-
-    @classmethod
-    def load(cls, path: Path, *, must_exist: bool = False) -> Decisions:
-        """Read ``path``; a missing file is an empty store unless ``must_exist``."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            if must_exist:
-                raise ReviewError(f"{path}: no such decisions file") from None
-            return cls(path)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ReviewError(f"{path}: cannot read decisions: {e}") from None
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ReviewError(f"{path}: not a decisions file: {e}") from None
-        if not isinstance(doc, dict) or doc.get("version") != DECISIONS_VERSION:
-            raise ReviewError(f"{path}: not a decisions file of version {DECISIONS_VERSION}")
-        files = doc.get("files")
-        if not isinstance(files, dict) or not all(
-            isinstance(ids, dict) and all(v in ("accepted", "rejected") for v in ids.values())
-            for ids in files.values()
-        ):
-            raise ReviewError(
-                f'{path}: not a decisions file: "files" must map paths to '
-                f'{{fix id: accepted|rejected}}'
-            )
-        return cls(path, files)
-
-    def get(self, file: str, fix_id: str) -> Decision | None:
-        return self.files.get(file, {}).get(fix_id)
-
-    def record(self, file: str, decisions: dict[str, Decision]) -> None:
-        if decisions:
-            self.files.setdefault(file, {}).update(decisions)
-
-    def save(self) -> None:
-        """Write the store atomically (temp file + rename), creating its directory."""
-        doc = {
-            "version": DECISIONS_VERSION,
-            "files": {f: dict(sorted(ids.items())) for f, ids in sorted(self.files.items())},
-        }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(
-            dir=self.path.parent, prefix="." + self.path.name + ".", suffix=".tmp"
-        )
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=2)
-                fh.write("\n")
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-
-
-def decisions_key(path: str | os.PathLike[str]) -> str:
-    """A file's name in the decisions store: relative to the working directory, ``/``-separated."""
-    return Path(os.path.relpath(os.path.abspath(path))).as_posix()
-
-
-# -- answers ---------------------------------------------------------------------------------------
-
-
-class Answers:
-    """The reviewer's answers: one key press on a terminal; otherwise one answer per line of
-    ``stream``, so a review can be scripted (``printf 'y\\nn\\nq\\n' | dali-migrate -i ...``).
-
-    Used as a context manager: on a terminal, keys are read without Enter (cbreak mode) from
-    the start of the review to its end, so a key pressed as soon as a prompt shows is never
-    held back in the line buffer; the editor runs with the terminal as it was (:meth:`paused`).
-    """
-
-    def __init__(self, stream: TextIO, terminal: bool) -> None:
-        self.stream = stream
-        self.terminal = terminal
-        self._saved: list | None = None
-
-    def __enter__(self) -> Answers:
-        if self.terminal:
-            self._saved = _cbreak(self.stream.fileno())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
-        if self._saved is not None:
-            import termios
-
-            termios.tcsetattr(self.stream.fileno(), termios.TCSADRAIN, self._saved)
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """The terminal as it was before the review, e.g. while an editor runs."""
-        self._restore()
-        try:
-            yield
-        finally:
-            if self._saved is not None:
-                _cbreak(self.stream.fileno())
-
-    def read(self) -> str | None:
-        """The next answer, or None at the end of the input (Ctrl-D on a terminal)."""
-        if self.terminal:
-            if self._saved is None:  # no termios (Windows): click reads one key
-                try:
-                    return click.getchar()
-                except EOFError:
-                    return None
-            while True:
-                # one read takes a whole escape sequence (an arrow key), which is then no answer;
-                # Enter after a key (out of habit) is not one either
-                key = os.read(self.stream.fileno(), 32).decode("utf-8", "replace")
-                if key in ("", "\x04"):
-                    return None
-                if key.strip():
-                    return key.strip()
-        line = self.stream.readline()
-        return line.strip() if line else None
-
-
-def _cbreak(fd: int) -> list | None:
-    """Put the terminal ``fd`` in cbreak mode; returns its previous settings (None: no termios)."""
-    try:
-        import termios
-        import tty
-    except ImportError:  # pragma: no cover - Windows
-        return None
-    saved = termios.tcgetattr(fd)
-    tty.setcbreak(fd, termios.TCSADRAIN)
-    return saved
-
-
 # -- one file under review -------------------------------------------------------------------------
 
 
 def _reviewable(result: Result, unsafe: bool) -> list[Fix]:
-    """The fixes to ask about, in source order: not the derived import fix, and unsafe ones only
-    when ``--unsafe`` was given (the review picks from what ``--write`` would apply)."""
-    imports = import_rule_id()
-    fixes = [f for f in result.fixes if f.rule != imports and (unsafe or f.safety == "safe")]
+    """The fixes to ask about, in source order: not the derived ones (the import fix), and unsafe
+    ones only when ``--unsafe`` was given (the review picks from what ``--write`` would apply)."""
+    derived = {r.id for r in derived_rules()}
+    fixes = [f for f in result.fixes if f.rule not in derived and (unsafe or f.safety == "safe")]
     return sorted(fixes, key=lambda f: (f.edits[0].start, f.edits[0].end))
-
-
-def _is_import_fix(fix_id: str) -> bool:
-    return fix_id.startswith(import_rule_id() + ":")
 
 
 @dataclass
@@ -235,7 +73,8 @@ class FileReview:
     source: SourceFile
     base: str
     fixes: list[Fix]
-    has_imports: bool = False
+    #: "name (id)" of the derived rules with a fix in this file (the imports, DM100)
+    derived: list[str] = field(default_factory=list)
     #: what the other modules of the run told this one's analysis (cross-module pipelines)
     project: ModuleInfo | None = None
     to_apply: list[str] = field(default_factory=list)
@@ -275,7 +114,7 @@ class FileReview:
                 return f"needs {f.id}, which was skipped"
             needed[f.id] = f
             for dep in f.depends_on:
-                if _is_import_fix(dep):
+                if is_derived_fix(dep):
                     continue
                 if dep not in by_id:
                     return f"needs {dep}, which this file does not offer"
@@ -384,7 +223,8 @@ class Review:
             self._error(str(e))
             return None
         state.fixes = _reviewable(result, self.options.unsafe)
-        state.has_imports = any(f.rule == import_rule_id() for f in result.fixes)
+        found = {f.rule for f in result.fixes}
+        state.derived = [f"{r.name} ({r.id})" for r in derived_rules() if r.id in found]
         return state
 
     def _analyse(self, state: FileReview, code: str) -> Result:
@@ -491,10 +331,11 @@ class Review:
         if state.earlier:
             title += f", {len(state.earlier)} skipped as decided in an earlier review"
         self.out.print(Separator(title, style="bold"))
-        if n and state.has_imports:
-            self.out.print(
-                "imports (DM100) are updated to match what you accept when the file is written"
-            )
+        if n:
+            for rule in state.derived:
+                self.out.print(
+                    f"{rule} are updated to match what you accept when the file is written"
+                )
 
     def _show(
         self, state: FileReview, fix: Fix, unit: list[Fix], remembered: Decision | None
@@ -625,31 +466,6 @@ class Review:
         self.out.print("fixes: " + ", ".join(parts))
         if self.quitting:
             self.out.print("stopped before the end: files after this one were not reviewed")
-
-
-def edit_text(text: str, source: SourceFile) -> str:
-    """Let the reviewer edit ``text`` in ``$EDITOR`` (or ``$VISUAL``), in a temporary file named
-    like ``source`` and in its encoding; returns what was saved."""
-    editor = os.environ.get("EDITOR") or os.environ.get("VISUAL")
-    if not editor:
-        raise ReviewError("no editor: set $EDITOR")
-    with tempfile.TemporaryDirectory(prefix="dali-migrate-") as tmp:
-        path = Path(tmp) / Path(source.path).name
-        try:
-            path.write_bytes(text.encode(source.encoding))
-            proc = subprocess.run([*shlex.split(editor), str(path)])
-        except UnicodeError as e:
-            raise ReviewError(
-                f"cannot encode the proposed result as {source.encoding}: {e}"
-            ) from None
-        except OSError as e:
-            raise ReviewError(f"cannot run the editor {editor!r}: {e.strerror or e}") from None
-        if proc.returncode != 0:
-            raise ReviewError(f"the editor {editor!r} exited with status {proc.returncode}")
-        try:
-            return path.read_bytes().decode(source.encoding)
-        except UnicodeError as e:
-            raise ReviewError(f"the edited file is not valid {source.encoding}: {e}") from None
 
 
 def review(

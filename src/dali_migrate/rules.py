@@ -8,7 +8,7 @@ from typing import ClassVar
 import libcst as cst
 
 from .context import FileContext
-from .fixes import Diagnostic, Fix, Safety
+from .fixes import Diagnostic, Edit, Fix, Safety
 
 
 @dataclass
@@ -48,5 +48,23 @@ class Rule:
     #: runs after every other rule and sees what they proposed (e.g. to mark what is left)
     last: ClassVar[bool] = False
 
+    #: the message of the fix :meth:`finalize` makes (derived rules only)
+    finalize_message: ClassVar[str] = ""
+
     def run(self, state: FileState) -> None:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def finalize(self, ctx: FileContext, new_code: str) -> list[Edit]:
+        """Declared by a *derived* rule: one whose fix is not proposed by :meth:`run` but made
+        after the other fixes are chosen, for whichever of them are applied (and so recomputed
+        for every subset). ``new_code`` is ``ctx.analysed_source`` with the chosen edits; the
+        edits returned apply to ``ctx.source`` (none: nothing to change). Their fix depends on
+        every applied fix. A derived rule is on whenever any rule is selected, unless ignored by
+        its id or name, and is not run with the local rules.
+        """
+        raise NotImplementedError  # pragma: no cover - only derived rules declare it
+
+    @classmethod
+    def is_derived(cls) -> bool:
+        """Whether the rule declares :meth:`finalize`."""
+        return cls.finalize is not Rule.finalize

@@ -23,6 +23,7 @@ import io
 import re
 import textwrap
 import tokenize
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -125,8 +126,14 @@ def _long_new_lines(old: set[str], code: str, limit: int) -> set[int]:
     }
 
 
+#: bracketed expressions whose contents can go on their own indented line
+_B = TypeVar("_B", cst.ListComp, cst.SetComp, cst.DictComp, cst.List, cst.Dict)
+
+
 class _Candidates(cst.CSTVisitor):
-    """For each target line, the call on it (wholly) whose arguments are the longest."""
+    """For each target line, the bracketed expression on it (wholly: a call, a comprehension, a
+    list or dict display, a parenthesized tuple) whose contents are the longest: the outermost,
+    as a formatter splits first."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
@@ -134,46 +141,235 @@ class _Candidates(cst.CSTVisitor):
         super().__init__()
         self.targets = targets
         self.lines = lines
-        self.best: dict[int, tuple[int, cst.Call]] = {}
+        self.best: dict[int, tuple[int, cst.CSTNode]] = {}
         self.fstrings = 0
+        self.args = 0  # inside a call's arguments: a display there is split only at a line's start
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.fstrings += 1  # a line break inside a replacement field needs Python 3.12
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self.args += 1
+
+    def leave_Arg(self, original_node: cst.Arg) -> None:
+        self.args -= 1
 
     def leave_FormattedString(self, original_node: cst.FormattedString) -> None:
         self.fstrings -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        pos = self.get_metadata(PositionProvider, node)
-        line = pos.start.line
-        if self.fstrings or line not in self.targets or pos.end.line != line or not node.args:
+        if not node.args:
             return
         if any(isinstance(a.value, cst.GeneratorExp) and not a.value.lpar for a in node.args):
             return  # f(x for x in y) takes no trailing comma
-        size = pos.end.column - pos.start.column - len(_EMPTY.code_for_node(node.func))
+        self._consider(node, len(_EMPTY.code_for_node(node.func)))
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._consider(node, 0)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._consider(node, 0)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._consider(node, 0)
+
+    def visit_List(self, node: cst.List) -> None:
+        self._consider(node, 0)
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        self._consider(node, 0)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        items = _param_items(node.params)
+        if self.fstrings or not items:
+            return
+        pos = self.get_metadata(PositionProvider, node.params)
+        line = pos.start.line
+        if line not in self.targets or pos.end.line != line:
+            return
+        if not self.lines[line - 1].lstrip().startswith(("def ", "async def ")):
+            return
+        size = pos.end.column - pos.start.column + 2  # with its parentheses
         if size > self.best.get(line, (-1, node))[0]:
             self.best[line] = (size, node)
 
-    def chosen(self) -> dict[cst.Call, str]:
-        """Each chosen call, with the indentation of its line."""
+    def visit_Tuple(self, node: cst.Tuple) -> None:
+        # (its position leaves out the parentheses: a split tuple's elements are on one line)
+        if (
+            len(node.lpar) == 1
+            and node.elements
+            and not isinstance(node.lpar[0].whitespace_after, cst.ParenthesizedWhitespace)
+        ):
+            self._consider(node, 0)
+
+    def _consider(self, node: cst.CSTNode, head: int) -> None:
+        pos = self.get_metadata(PositionProvider, node)
+        line = pos.start.line
+        if self.fstrings or line not in self.targets or pos.end.line != line:
+            return
+        if isinstance(node, (cst.List, cst.Dict)) and not node.elements:
+            return
+        text = self.lines[line - 1]
+        start = pos.start.column - (1 if isinstance(node, cst.Tuple) else 0)  # its "("
+        if head == 0 and self.args and start != len(text) - len(text.lstrip()):
+            return  # f(a, b=[1, 2]): the call's arguments go one per line first
+        size = pos.end.column - pos.start.column - head
+        if size > self.best.get(line, (-1, node))[0]:
+            self.best[line] = (size, node)
+
+    def chosen(self) -> dict[cst.CSTNode, str]:
+        """Each chosen expression, with the indentation of its line."""
         out = {}
-        for line, (_, call) in self.best.items():
+        for line, (_, node) in self.best.items():
             text = self.lines[line - 1]
-            out[call] = text[: len(text) - len(text.lstrip())]
+            out[node] = text[: len(text) - len(text.lstrip())]
         return out
 
 
 class _Wrapper(cst.CSTTransformer):
-    def __init__(self, chosen: dict[cst.Call, str], limit: int) -> None:
+    def __init__(self, chosen: dict[cst.CSTNode, str], limit: int) -> None:
         super().__init__()
         self.chosen = chosen
         self.limit = limit
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         indent = self.chosen.get(original_node)
+        return updated_node if indent is None else _split(updated_node, indent, self.limit)
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        indent = self.chosen.get(original_node)
         if indent is None:
             return updated_node
-        return _split(updated_node, indent, self.limit)
+        return _split_params(updated_node, indent, self.limit)
+
+    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
+        indent = self.chosen.get(original_node)
+        return updated_node if indent is None else _split_tuple(updated_node, indent, self.limit)
+
+    def leave_ListComp(
+        self, original_node: cst.ListComp, updated_node: cst.ListComp
+    ) -> cst.ListComp:
+        return self._brackets(original_node, updated_node)
+
+    def leave_SetComp(self, original_node: cst.SetComp, updated_node: cst.SetComp) -> cst.SetComp:
+        return self._brackets(original_node, updated_node)
+
+    def leave_DictComp(
+        self, original_node: cst.DictComp, updated_node: cst.DictComp
+    ) -> cst.DictComp:
+        return self._brackets(original_node, updated_node)
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.List:
+        return self._brackets(original_node, updated_node)
+
+    def leave_Dict(self, original_node: cst.Dict, updated_node: cst.Dict) -> cst.Dict:
+        return self._brackets(original_node, updated_node)
+
+    def _brackets(self, original: _B, updated: _B) -> _B:
+        indent = self.chosen.get(original)
+        return updated if indent is None else _split_brackets(updated, indent, self.limit)
+
+
+def _split_brackets(node: _B, indent: str, limit: int) -> _B:
+    """``[a for a in b]`` -> its contents on one indented line, the bracket below; a
+    comprehension too long for that line gets its ``for`` on a line of its own."""
+    inner = indent + _INDENT
+    for_in = getattr(node, "for_in", None)
+    if for_in is not None and len(inner) + len(_EMPTY.code_for_node(node)) - 2 > limit:
+        node = node.with_changes(for_in=for_in.with_changes(whitespace_before=_break(inner)))
+    opening = node.lbracket if hasattr(node, "lbracket") else node.lbrace  # type: ignore[attr-defined]
+    closing = node.rbracket if hasattr(node, "rbracket") else node.rbrace  # type: ignore[attr-defined]
+    changes = {
+        "lbracket" if hasattr(node, "lbracket") else "lbrace": opening.with_changes(
+            whitespace_after=_break(inner)
+        ),
+        "rbracket" if hasattr(node, "rbracket") else "rbrace": closing.with_changes(
+            whitespace_before=_break(indent)
+        ),
+    }
+    if isinstance(node, (cst.List, cst.Set, cst.Dict)):
+        changes["elements"] = _spread(list(node.elements), indent, limit)
+    return node.with_changes(**changes)
+
+
+_PARAM_FIELDS = ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params")
+
+
+def _param_items(params: cst.Parameters) -> list[tuple[str, int]]:
+    """The parameters in order, as (field, index) (index -1: a single-node field);
+    ``**kwargs`` last."""
+    items: list[tuple[str, int]] = []
+    for name in (*_PARAM_FIELDS, "star_kwarg"):
+        value = getattr(params, name)
+        if isinstance(value, (list, tuple)):
+            items += [(name, i) for i in range(len(value))]
+        elif isinstance(value, (cst.Param, cst.ParamStar, cst.ParamSlash)):
+            items.append((name, -1))
+    return items
+
+
+def _split_params(fn: cst.FunctionDef, indent: str, limit: int) -> cst.FunctionDef:
+    """``def f(a, b):`` -> its parameters on one indented line when they fit there, else one per
+    line with a trailing comma; the closing parenthesis on a line of its own."""
+    params = fn.params
+    items = _param_items(params)
+    inner = indent + _INDENT
+    one_line = _EMPTY.code_for_node(params).strip().rstrip(",")
+    fits = len(inner) + len(one_line) <= limit
+    gap = _SPACE if fits else _break(inner)
+    changes: dict[str, object] = {}
+    for k, (name, index) in enumerate(items):
+        node = getattr(params, name) if index < 0 else getattr(params, name)[index]
+        last = k == len(items) - 1
+        comma = (
+            cst.Comma(whitespace_after=gap) if not (last and fits) else cst.MaybeSentinel.DEFAULT
+        )
+        new = node.with_changes(comma=comma)
+        if isinstance(node, cst.Param):
+            new = new.with_changes(
+                whitespace_after_param=_break(indent) if last else _NONE,
+                comma=cst.Comma() if last and not fits else comma,
+            )
+        if index < 0:
+            changes[name] = new
+        else:
+            current = list(changes.get(name, getattr(params, name)))  # type: ignore[call-overload]
+            current[index] = new
+            changes[name] = current
+    return fn.with_changes(
+        whitespace_before_params=_break(inner), params=params.with_changes(**changes)
+    )
+
+
+def _split_tuple(node: cst.Tuple, indent: str, limit: int) -> cst.Tuple:
+    """``(a, b)`` -> its elements on one indented line when they fit there, else one per line,
+    with a trailing comma; the closing parenthesis below."""
+    elements = _spread(list(node.elements), indent, limit, tuple_=True)
+    inner = indent + _INDENT
+    return node.with_changes(
+        elements=elements,
+        lpar=[node.lpar[0].with_changes(whitespace_after=_break(inner))],
+        rpar=[node.rpar[0].with_changes(whitespace_before=_break(indent))],
+    )
+
+
+def _spread(elements: list, indent: str, limit: int, tuple_: bool = False) -> list:
+    """The elements of a display on one line at ``indent`` plus one level when they fit, else
+    one per line with a trailing comma (a one-element tuple keeps its comma)."""
+    inner = indent + _INDENT
+    bare = [e.with_changes(comma=cst.MaybeSentinel.DEFAULT) for e in elements]
+    one_line = ", ".join(_EMPTY.code_for_node(e) for e in bare)
+    fits = len(inner) + len(one_line) + 1 <= limit
+    gap = _SPACE if fits else _break(inner)
+    out = [e.with_changes(comma=cst.Comma(whitespace_after=gap)) for e in bare[:-1]]
+    last = (
+        bare[-1]
+        if fits and (len(bare) > 1 or not tuple_)
+        else bare[-1].with_changes(comma=cst.Comma())
+    )
+    return [*out, last]
 
 
 def _split(call: cst.Call, indent: str, limit: int) -> cst.Call:

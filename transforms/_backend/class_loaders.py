@@ -73,7 +73,7 @@ def settle_iterators(
     if not any(i.iterators for i in instances):
         return None
     why = iterator_reasons(ctx, graph, instances) + list(extra)
-    if followups or not all(i.local for i in instances):
+    if followups or not all(i.followed for i in instances):
         why.append(
             "the pipeline is also used in places the tool cannot follow, so it stays a "
             "generator of batches"

@@ -311,10 +311,63 @@ class Flow:
         elif isinstance(parent, cst.Subscript) and parent.value is ref:
             self.known.add(id(parent))
             self._value(parent, ctx.text(parent), found, depth)
-        elif isinstance(parent, cst.Arg) and _call_name(ctx, parent) == "len":
+        elif isinstance(parent, cst.Arg) and (
+            _call_name(ctx, parent) == "len" or self._enumerated(parent, label, found, depth)
+        ):
             return
+        elif isinstance(parent, cst.Return) and parent.value is ref and depth < MAX_DEPTH:
+            self._returned_list(parent, ref, label, found, depth)
         else:
             found.uses.append(ref)  # e.g. DALIGenericIterator(pipes, ...): the caller judges
+
+    def _enumerated(self, arg: cst.Arg, label: str, found: Found, depth: int) -> bool:
+        """``for i, p in enumerate(pipes)``: ``p`` holds a pipeline."""
+        ctx = self.ctx
+        call = ctx.parents.get(arg)
+        loop = ctx.parents.get(call)
+        if not (
+            _call_name(ctx, arg) == "enumerate"
+            and isinstance(call, cst.Call)
+            and len(call.args) == 1
+            and isinstance(loop, (cst.For, cst.CompFor))
+            and loop.iter is call
+            and isinstance(loop.target, cst.Tuple)
+            and len(loop.target.elements) == 2
+            and isinstance(loop.target.elements[1].value, cst.Name)
+        ):
+            return False
+        target = loop.target.elements[1].value
+        self.bindings.add(id(target))
+        for r in self._name_refs(target, found):
+            self._value(r, target.value, found, depth)
+        return True
+
+    def _returned_list(
+        self, ret: cst.Return, ref: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> None:
+        """``return pipes`` in a factory of a list of pipelines: each ``name = make_all(...)``
+        holds such a list."""
+        ctx = self.ctx
+        fn = _enclosing_function(ctx, ret)
+        if fn is None:
+            found.followups.append(FollowUp(ref, "the list of pipelines is returned here"))
+            return
+        for call in self._calls_of(fn, found):
+            holder = ctx.parents.get(call)
+            if (
+                isinstance(holder, cst.Assign)
+                and holder.value is call
+                and len(holder.targets) == 1
+                and isinstance(holder.targets[0].target, cst.Name)
+            ):
+                self.known.add(id(call))
+                for r in self._name_refs(holder.targets[0].target, found):
+                    if not _is_append(ctx, r):
+                        self._element_uses(r, label, found, depth + 1)
+            else:
+                found.followups.append(
+                    FollowUp(call, f"{fn.name.value}(...) returns a list of pipelines here")
+                )
 
     # -- arguments -----------------------------------------------------------------------------------
 

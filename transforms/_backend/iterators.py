@@ -40,6 +40,7 @@ says what to write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -163,6 +164,11 @@ class IteratorUse:
         default_factory=list
     )  # len(it): node, "loop"/"first"/"other"
     resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: how many iterators the code that makes this one makes (a factory called twice: 2); each
+    #: becomes a loader, and only one of them may run a capture loop
+    copies: int = 1
+    #: ``it._size`` reads (the samples of an epoch, as DALI's iterator counts them)
+    size_reads: list[cst.Attribute] = field(default_factory=list)
     #: ``next(it)`` calls (code that pulls batches), and the name or ``self.x`` holding the iterator
     pulls: list[cst.Call] = field(default_factory=list)
     holder: cst.BaseExpression | None = None
@@ -175,6 +181,10 @@ class IteratorUse:
     #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
     #: the ``__init__`` parameter that takes it
     wrapper: tuple | None = None
+    #: the pipeline is kept in ``self.<attr>`` and the iterator made over it in another method:
+    #: the reference (``self.pipe``) the iterator reads; the loader is made where the pipeline
+    #: was, and the iterator's call becomes that reference
+    kept_in: cst.Attribute | None = None
 
     @property
     def site(self) -> cst.Call:
@@ -248,8 +258,16 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     if use is not None and wrapped is not None:
         use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
         call = use.call
+    if use is not None and not inst.local:
+        if wrapped is not None or not isinstance(ref, cst.Attribute):
+            return iterator_hint(ctx, ref)
+        use.kept_in = ref
     if use is not None:
-        _Follower(ctx, use, reasons).value(call, 0)
+        follower = _Follower(ctx, use, reasons)
+        follower.value(call, 0)
+        follower.finish()
+        if use.kept_in is None:  # (a kept pipeline's one loader serves every such call)
+            inst.copies *= use.copies
         _check_uses(ctx, use, reasons)
     if reasons or use is None:
         return FollowUp(
@@ -490,7 +508,7 @@ def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
     """``size=``: an expression of names the loader's caller has, in which ``pipe.epoch_size("R")``
     (of this pipeline) may appear once and becomes the reader's ``epoch_size_padded``:
     (the expression, the reader name or None, the pipeline references the iterator claims)."""
-    pipe = inst.name if inst.assign is not None else None
+    pipe = inst.variable
     calls = [n for n in walk(expr) if isinstance(n, cst.Call) and _is_epoch_size(n, pipe)]
     names = [n for n in walk(expr) if isinstance(n, cst.Name) and n.value == pipe]
     if len(calls) > 1 or len(names) != len(calls):
@@ -569,6 +587,18 @@ class _Follower:
 
     def __init__(self, ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
         self.ctx, self.use, self.reasons = ctx, use, reasons
+        #: functions the iterator is passed to, and the calls of each that pass it
+        self.callees: dict[str, tuple[cst.FunctionDef, Any, set[int]]] = {}
+
+    def finish(self) -> None:
+        """A function the iterator is passed to must get it (or another iterator of this
+        configuration, made by the same code) at every call: its resets are rewritten."""
+        for fn, binding, calls in self.callees.values():
+            if len(binding.references) != len(calls):
+                self.reasons.append(
+                    f"{fn.name.value}() takes the iterator and is called in several places, "
+                    "with other values too"
+                )
 
     def value(self, expr: cst.CSTNode, depth: int) -> None:
         """``expr`` evaluates to the iterator."""
@@ -638,30 +668,47 @@ class _Follower:
         if fn is not None and isinstance(owner, cst.ClassDef) and fn.name.value in DATALOADER_HOOKS:
             self.use.hooked = True  # the Trainer iterates it once per epoch
             return
-        if fn is None or not isinstance(owner, cst.Module) or depth >= 3:
+        if fn is not None and isinstance(owner, cst.ClassDef) and depth < 3:
+            refs = self._method_calls(fn)
+        elif fn is None or not isinstance(owner, cst.Module) or depth >= 3:
+            refs = None
+        else:
+            scope = ctx.scopes.get(fn)
+            refs = (
+                [r.node for a in scope.assignments[fn.name.value] for r in a.references]
+                if scope
+                else []
+            )
+        if refs is None:
             self.reasons.append(
                 f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
             )
             return
-        scope = ctx.scopes.get(fn)
-        refs = (
-            [r.node for a in scope.assignments[fn.name.value] for r in a.references]
-            if scope
-            else []
-        )
         if not refs:
             self.reasons.append(
                 f"{fn.name.value}() returns the iterator, and is not called in this module"
             )
+        calls = [r for r in refs if isinstance(ctx.parents.get(r), cst.Call)]
+        self.use.copies *= max(len(calls), 1)  # each call makes an iterator
         for ref in refs:
             call = ctx.parents.get(ref)
             if isinstance(call, cst.Call) and call.func is ref:
+                if _loops_around(ctx, call):
+                    self.use.copies *= 2
                 self.value(call, depth + 1)
             else:
                 self.reasons.append(
                     f"`{fn.name.value}` (which returns the iterator) is used other than by "
                     f"calling it, {scope_label(ctx, ref)}"
                 )
+
+    def _method_calls(self, fn: cst.FunctionDef) -> list[cst.CSTNode] | None:
+        """The ``<obj>.<method>`` references in the module when ``fn`` is the one function of
+        that name in it (a method called on anything else would not be seen); else None."""
+        ctx, name = self.ctx, fn.name.value
+        if sum(f.name.value == name for f in ctx.nodes_of(cst.FunctionDef)) != 1:
+            return None
+        return [a for a in ctx.nodes_of(cst.Attribute) if a.attr.value == name]
 
     def _terminal(self, node: cst.CSTNode, depth: int) -> None:
         """A read of the iterator: a loop over it, len(), reset(), next(), or returned on."""
@@ -678,6 +725,13 @@ class _Follower:
             use.pulls.append(ctx.parents.get(parent))
         elif _reset_stmt(ctx, node) is not None:
             use.resets.append(_reset_stmt(ctx, node))
+        elif (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value == "_size"
+            and not isinstance(ctx.parents.get(parent), (cst.AssignTarget, cst.AugAssign))
+        ):
+            use.size_reads.append(parent)
         elif not self._passed(node, depth):
             self.reasons.append(
                 f"`{use_text(ctx, node)}` {scope_label(ctx, node)} uses `{ctx.text(node)}` in a "
@@ -698,11 +752,10 @@ class _Follower:
         fn = getattr(binding, "node", None)  # builtins have no node
         if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
             return False
-        if len(binding.references) != 1:
-            self.reasons.append(
-                f"{fn.name.value}() takes the iterator and is called in several places"
-            )
-            return True
+        followed = fn.name.value in self.callees
+        self.callees.setdefault(fn.name.value, (fn, binding, set()))[2].add(id(call))
+        if followed:
+            return True  # its parameter's uses are recorded already
         param = _parameter(fn, call, arg)
         scope = ctx.scopes.get(fn.body) if param is not None else None
         bindings = list(scope.assignments[param.name.value]) if scope is not None else []
@@ -1035,6 +1088,8 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     made = ctx.enclosing_statement(use.site)
     if made is inst.stmt:  # @data_iterator: one call makes both
         return []
+    if made_elsewhere(ctx, inst, use):
+        return _kept_placement_reasons(ctx, inst, use)
     if ctx.scopes.get(made) is not ctx.scopes.get(inst.stmt):
         return ["the iterator is made in another function than the pipeline"]
     loops = [id(n) for n in _loops_around(ctx, made)]
@@ -1065,6 +1120,44 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
             hit = {n.value for n in walk(target) if isinstance(n, cst.Name)} & names
             if inside and hit:
                 return [f"`{sorted(hit)[0]}` changes between the pipeline and the iterator"]
+    return []
+
+
+def made_elsewhere(ctx: FileContext, inst: Instance, use: IteratorUse) -> bool:
+    """The pipeline is kept in ``self.<attr>`` and its iterator made in another function: the
+    loader is made where the pipeline was (else where the iterator was)."""
+    made = ctx.enclosing_statement(use.site)
+    return use.kept_in is not None and ctx.scopes.get(made) is not ctx.scopes.get(inst.stmt)
+
+
+def _kept_placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str]:
+    """``self.pipe = make(...)`` in one method, ``DALIGenericIterator([self.pipe], ...)`` in
+    another: the loader is made in place of the pipeline, so the iterator's arguments must mean
+    the same there (literals and module-level names), and it must be the pipeline's one use."""
+    assign = inst.assign
+    if (
+        assign is None
+        or len(assign.targets) != 1
+        or not isinstance(assign.targets[0].target, cst.Attribute)
+        or inst.copies != 1
+        or len(inst.iterators) > 1
+        or use.pulls
+    ):
+        return ["the pipeline is kept in a way the loader cannot replace"]
+    scope = ctx.scopes.get(use.call)
+    skip = {id(n) for n in walk(use.kept_in)} if use.kept_in is not None else set()
+    skip |= {id(n.attr) for n in walk(use.call) if isinstance(n, cst.Attribute)}
+    for node in walk(use.call):
+        if (
+            isinstance(node, cst.Name)
+            and id(node) not in skip
+            and scope is not None
+            and node.value in scope.assignments
+        ):
+            return [
+                f"the iterator's arguments read `{node.value}`, which the place where the "
+                "pipeline is made does not see"
+            ]
     return []
 
 
@@ -1110,7 +1203,7 @@ def size_parameters(
                 param = positional[i]
             if param is not None:
                 given.setdefault(a.value.value, param)
-    pipe = inst.name if inst.assign is not None else None
+    pipe = inst.variable
     names = free_names(use.size) if use.size is not None else set()
     return given, sorted(names - set(given) - SIZE_BUILTINS - {pipe})
 

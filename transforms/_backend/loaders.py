@@ -82,7 +82,14 @@ from .datasets import output_signature
 from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
-from .iterators import SIZE_BUILTINS, IteratorUse, epochs_kind, is_sharded, size_parameters
+from .iterators import (
+    SIZE_BUILTINS,
+    IteratorUse,
+    epochs_kind,
+    is_sharded,
+    made_elsewhere,
+    size_parameters,
+)
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
@@ -223,6 +230,8 @@ def loader_definition(
         c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
+    if use.size_reads:
+        tail = [*tail, *_size_lines(c, inst, fn, tail)]
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(_method("__len__", [f"return {length}"]))
@@ -905,6 +914,28 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
     return _counted_tail(c, inst, fn, size)
 
 
+def _size_lines(c: _Class, inst: Instance, fn: cst.FunctionDef, tail: list[str]) -> list[str]:
+    """``self._size``, which the code reads from the iterator: the samples of an epoch as
+    DALI's iterator counts them (``size=``; else from the reader's shards and the policy)."""
+    why = "# _size: the samples of an epoch, as DALI's iterator counted them"
+    if c.use.reader_name is None:
+        return [why, f"self._size = {_size_text(c, inst, fn)}"]
+    read = f" = {c.body.reader}.get_metadata()"
+    known = [ln[: -len(read)] for ln in tail if ln.endswith(read) and " " not in ln[: -len(read)]]
+    meta = known[0] if known else fresh_name("meta", c.local)
+    lines = [why] if known else [f"{meta}{read}", why]
+    size, shards = f'{meta}["epoch_size"]', f'{meta}["number_of_shards"]'
+    if c.use.policy == "DROP":
+        value = f"{size} // {shards}"
+    elif c.padded:
+        value = f'{meta}["epoch_size_padded"] // {shards}'
+    else:
+        per_shard = _ceil(c, f"{size} / {shards}")
+        value = _ceil(c, f"{per_shard} / batch_size") + " * batch_size"
+    c.meta = True
+    return [*lines, f"self._size = {value}"]
+
+
 def _counted_tail(
     c: _Class, inst: Instance, fn: cst.FunctionDef, size: str
 ) -> tuple[list[str], str | None]:
@@ -1058,8 +1089,11 @@ def _init(
     reader (built once), then ``tail``."""
     kept = [p for p in param_names if p in c.shared]
     lines = []
-    if kept:
-        lines.append(f"{', '.join('self.' + p for p in kept)} = {', '.join(kept)}")
+    together = f"{', '.join('self.' + p for p in kept)} = {', '.join(kept)}"
+    if kept and len(together) <= 80:
+        lines.append(together)
+    else:  # one per line where they would not fit on one
+        lines += [f"self.{p} = {p}" for p in kept]
     setup = list(c.body.setup)
     if c.meta:
         setup = [_with_max_batch_size(s, c.body.reader) for s in setup]
@@ -1096,7 +1130,8 @@ def loader_site_edits(
         ctx, inst, rule_id, threads_default, notes, threads_set
     )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
-    edits = [] if together else [_creation_edit(ctx, inst, pre)]
+    kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
+    edits = [] if together or kept else [_creation_edit(ctx, inst, pre)]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = args
     if keep is None:
@@ -1112,6 +1147,8 @@ def loader_site_edits(
         for a in keep
     ]
     loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    if kept:
+        return edits + _kept_edits(ctx, inst, use, pre, loader)
     if use.framework == "tf":
         return edits + [_dataset_edit(ctx, use, made, loader, name)]
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
@@ -1143,6 +1180,34 @@ def loader_site_edits(
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _kept_edits(
+    ctx: FileContext, inst: Instance, use: IteratorUse, pre: list, loader: cst.Call
+) -> list[Edit]:
+    """``self.pipe = make(...)`` becomes ``self.pipe = Loader(...)``, the iterator made over it
+    elsewhere becomes ``self.pipe``, and the iterator's ``reset()`` calls go."""
+    assert use.kept_in is not None
+    stmt = inst.stmt.deep_replace(inst.call, loader)
+    if pre:
+        stmt = stmt.with_changes(leading_lines=[])
+    depth = len(ctx.indents(inst.stmt))
+    new = [fit(s, ctx.module.default_indent, depth) for s in [*pre, stmt]]
+    edits = [ctx.stmt_edit(inst.stmt, new)]
+    edits.append(ctx.expr_edit(use.call, use.kept_in.deep_clone()))
+    return edits + [_dropped(ctx, r) for r in use.resets]
+
+
+def _off_gpu(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``labels.gpu()`` -> ``labels``: the value goes to the host anyway (``.cpu()``)."""
+    if (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "gpu"
+    ):
+        return value.func.value
+    return value
 
 
 def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
@@ -1282,7 +1347,7 @@ def dataset_definition(
     arrays = [
         cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
     ]
-    arrays = [a.visit(_Replace("__V__", _atom(v))) for a, v in zip(arrays, values)]
+    arrays = [a.visit(_Replace("__V__", _atom(_off_gpu(v)))) for a, v in zip(arrays, values)]
     out = (
         arrays[0]
         if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))

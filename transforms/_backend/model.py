@@ -105,6 +105,21 @@ class Instance:
     uses: list[cst.CSTNode] = field(default_factory=list)
 
     @property
+    def followed(self) -> bool:
+        """Held by local names of one scope, or kept in ``self.<attr>`` and only wrapped by
+        framework iterators made over it in other methods (the loader is made in its place)."""
+        return self.local or (
+            bool(self.iterators)
+            and all(getattr(u, "kept_in", None) is not None for u in self.iterators)
+        )
+
+    @property
+    def variable(self) -> str | None:
+        """The local name the pipeline object is bound to, or None (an attribute, unnamed)."""
+        target = self.assign.targets[0].target if self.assign is not None else None
+        return target.value if isinstance(target, cst.Name) else None
+
+    @property
     def name(self) -> str:
         """The variable the pipeline object is bound to (for local instances)."""
         assert self.assign is not None

@@ -8,6 +8,7 @@ Uses of the names bound to them are rewritten to the Batch API (``as_array()`` -
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import libcst as cst
 
@@ -60,12 +61,42 @@ def output_edits(
             tracker.bind(target, whole)
         if tracker.size() == before:
             break
+    todos += _unsure_todos(ctx, tracker, run)
     # a use reachable from several tracked assignments is found once per assignment
     notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
     return list({(e.start, e.end): e for e in edits}.values())
 
 
 _Bind = tuple[cst.BaseAssignTargetExpression, bool]
+
+
+def _unsure_todos(ctx: FileContext, tracker: _Tracker, run: cst.Call) -> list[Diagnostic]:
+    """TODOs at TensorList calls on a name that may hold this run's outputs or other values:
+    the tool rewrites neither, and a TensorList call on a Batch fails."""
+    todos = []
+    for name in tracker.unsure():
+        expr, parent = name, ctx.parents.get(name)
+        if isinstance(parent, cst.Subscript) and parent.value is expr:
+            expr, parent = parent, ctx.parents.get(parent)
+        call = ctx.parents.get(parent)
+        if (
+            isinstance(parent, cst.Attribute)
+            and parent.attr.value in OUTPUT_METHODS
+            and isinstance(call, cst.Call)
+            and call.func is parent
+        ):
+            what = ctx.text(run.func)
+            todos.append(
+                ctx.todo(
+                    "DM200",
+                    parent,
+                    f"`{ctx.text(parent)}()`: `{ctx.text(name)}` may hold the outputs of `{what}()` "
+                    "(ndd Batches now) or other values: use the Batch API where it holds a "
+                    "Batch (as_array() -> np.asarray(ndd.as_tensor(b)), at(i) -> "
+                    "np.asarray(b.tensors[i]))",
+                )
+            )
+    return todos
 
 
 class _Tracker:
@@ -88,14 +119,25 @@ class _Tracker:
 
     def uses(self) -> Iterator[tuple[cst.CSTNode, cst.Name, bool]]:
         """(reference node, its name, is_tuple) for references that surely hold our values."""
+        for ref, name, is_tuple in self._references():
+            if all(self._ours(r) for r in ref.referents):
+                yield ref.node, name, is_tuple
+
+    def unsure(self) -> Iterator[cst.CSTNode]:
+        """References that may hold our values or something else (a name also bound to other
+        values in the scope)."""
+        for ref, _name, _is_tuple in self._references():
+            if not all(self._ours(r) for r in ref.referents):
+                yield ref.node
+
+    def _references(self) -> Iterator[tuple[Any, cst.Name, bool]]:
         for table, is_tuple in ((self.tuples, True), (self.lists, False)):
             for name in list(table.values()):
                 for a in self.scope.assignments[name.value]:  # type: ignore[attr-defined]
                     if a.node is not name:
                         continue
                     for ref in in_source_order(self.ctx, a.references):
-                        if all(self._ours(r) for r in ref.referents):
-                            yield ref.node, name, is_tuple
+                        yield ref, name, is_tuple
 
     def _ours(self, referent: object) -> bool:
         node = getattr(referent, "node", None)

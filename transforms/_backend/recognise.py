@@ -410,13 +410,26 @@ def follow_pipeline(
             continue
         why = (
             iterators.iterator_use(ctx, inst, use)
-            if inst.local
+            if inst.local or _kept_in_attribute(ctx, inst, use)
             else iterators.iterator_hint(ctx, use)
         )
         if why is None:
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
             followups.append(why)
+
+
+def _kept_in_attribute(ctx: FileContext, inst: Instance, use: cst.CSTNode) -> bool:
+    """``self.pipe = make(...)`` made once, and ``use`` reads ``self.pipe`` in the same class."""
+    assign = inst.assign
+    return (
+        assign is not None
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Attribute)
+        and isinstance(use, cst.Attribute)
+        and use.attr.value == assign.targets[0].target.attr.value
+        and inst.copies == 1
+    )
 
 
 def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
@@ -428,7 +441,8 @@ def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
         if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
             return False
     call = iterators._enclosing_call(ctx, origin)
-    return call is not None and ctx.qualname(call.func) in iterators.ITERATORS
+    q = ctx.qualname(call.func) if call is not None else None
+    return q in iterators.ITERATORS or q == iterators.DATASET
 
 
 def own_uses(

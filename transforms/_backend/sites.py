@@ -114,7 +114,10 @@ def run_site_edits(
         if new is None:
             new = cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])
         call = ctx.expr_edit(run, new)
-        outputs = output_edits(ctx, run, notes, moved, peers)
+        # the other run() calls of this instance (a factory's pipeline run at two call sites
+        # whose outputs one name holds in turn) are peers too
+        own = tuple(r for r in inst.runs if r is not run)
+        outputs = output_edits(ctx, run, notes, moved, (*peers, *own))
         # `pipe.run()[0].as_array()` is rewritten whole, its next(pipe) included
         if not any(e.start <= call.start and call.end <= e.end for e in outputs):
             edits.append(call)

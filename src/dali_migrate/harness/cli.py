@@ -257,8 +257,6 @@ def verify_command(
     (`dali-migrate verify --program legacy/train.py train.py -- --epochs 1 /data`): every
     pipeline of each in one process, compared by exit status, output and files written.
     """
-    from rich.console import Console
-
     from .verify import VerifyDependencyError, check_dependencies
 
     fail = _usage_error
@@ -268,27 +266,18 @@ def verify_command(
         )
     if not program and (entry or random_outputs):
         fail("--entry and --random-outputs go with --program")
+    common = {
+        "device": device,
+        "atol": list(atol) or None,
+        "rtol": list(rtol) or None,
+        "timeout": timeout,
+        "memory_mb": memory_mb,
+        "workdir": keep,
+    }
     try:
         check_dependencies()
-        common = {
-            "device": device,
-            "atol": list(atol) or None,
-            "rtol": list(rtol) or None,
-            "timeout": timeout,
-            "memory_mb": memory_mb,
-            "workdir": keep,
-        }
         if program:
-            from .program import verify_program
-
-            report = verify_program(
-                old,
-                new,
-                args=list(args),
-                entry=entry,
-                random_outputs=_random_outputs(random_outputs),
-                **common,
-            )
+            report = _run_program(old, new, list(args), entry, random_outputs, common)
         else:
             report = _run_pipelines(
                 old,
@@ -306,23 +295,40 @@ def verify_command(
             )
     except (ValueError, VerifyDependencyError, click.BadParameter) as e:
         fail(str(e.format_message() if isinstance(e, click.BadParameter) else e))
+    _show(report, fmt, debug)
+    sys.exit(report.exit_code)
+
+
+def _show(report, fmt: str, debug: bool) -> None:
+    """Print the report as JSON or as text (with the tracebacks of errors under ``--debug``)."""
+    from rich.console import Console
+
     if fmt == "json":
         click.echo(report.to_json())
-    else:
-        console = Console(highlight=False)
-        _render(report, console)
-        if debug:
-            for p in report.pipelines:
-                if p.traceback:
-                    console.print(f"[bold]{p.name}[/] ({p.side} side):", soft_wrap=True)
-                    console.out(p.traceback)
-    sys.exit(report.exit_code)
+        return
+    console = Console(highlight=False)
+    _render(report, console)
+    if debug:
+        for p in report.pipelines:
+            if p.traceback:
+                console.print(f"[bold]{p.name}[/] ({p.side} side):", soft_wrap=True)
+                console.out(p.traceback)
 
 
 def _usage_error(message: str) -> None:
     line = message.splitlines()[0] if message else "error"
     click.echo(f"dali-migrate verify: error: {line}", err=True)
     sys.exit(EXIT_USAGE)
+
+
+def _run_program(
+    old: str, new: str, args: list[str], entry: str | None, random_outputs: str | None, common: dict
+):
+    from .program import verify_program
+
+    return verify_program(
+        old, new, args=args, entry=entry, random_outputs=_random_outputs(random_outputs), **common
+    )
 
 
 def _run_pipelines(old: str, new: str, kwargs_text: str | None, common: dict, **options):

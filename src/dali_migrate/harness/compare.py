@@ -22,6 +22,7 @@ float64    1e-12     1e-12
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-3, 1e-3),
@@ -140,8 +141,6 @@ def compare_runs(
     """Compare two runs: per iteration a list of outputs ``{"layout", "dtype", "samples"}``
     (see ``side.to_output``). The outputs whose indices are in ``shapes_only`` are compared by
     dtype and shape, not by value."""
-    import numpy as np
-
     tol = tolerances or Tolerances()
     result = Comparison(iterations=min(len(old), len(new)))
     if len(old) != len(new):
@@ -164,81 +163,81 @@ def compare_runs(
             )
             continue
         for k, (o, n) in enumerate(zip(o_out, n_out)):
-            if (
-                o.get("layout") is not None
-                and n.get("layout") is not None
-                and o["layout"] != n["layout"]
-            ):
-                result.add(
-                    Difference(
-                        it,
-                        k,
-                        None,
-                        "layout",
-                        f"layout {o['layout']!r} before, {n['layout']!r} after",
-                    )
-                )
-            os_, ns_ = o["samples"], n["samples"]
-            if len(os_) != len(ns_):
-                result.add(
-                    Difference(
-                        it, k, None, "samples", f"{len(os_)} samples before, {len(ns_)} after"
-                    )
-                )
-                result.samples_differing += abs(len(os_) - len(ns_))
-            for s, (a, b) in enumerate(zip(os_, ns_)):
-                result.samples_compared += 1
-                a, b = np.asarray(a), np.asarray(b)
-                if a.dtype != b.dtype:
-                    result.samples_differing += 1
-                    result.add(
-                        Difference(it, k, s, "dtype", f"dtype {a.dtype} before, {b.dtype} after")
-                    )
-                    continue
-                if a.shape != b.shape:
-                    result.samples_differing += 1
-                    result.add(
-                        Difference(it, k, s, "shape", f"shape {a.shape} before, {b.shape} after")
-                    )
-                    continue
-                pair = (
-                    tol.for_dtype(a.dtype.name)
-                    if a.dtype.kind == "f" or a.dtype.name == "bfloat16"
-                    else None
-                )
-                if shapes_only and k in shapes_only:
-                    continue
-                if pair is None:
-                    bad = None if np.array_equal(a, b) else (a != b)
-                else:
-                    atol, rtol = pair
-                    af, bf = a.astype(np.float64), b.astype(np.float64)
-                    close = np.isclose(bf, af, atol=atol, rtol=rtol, equal_nan=True)
-                    bad = None if close.all() else ~close
-                if bad is None:  # equal (within the tolerances)
-                    continue
-                result.samples_differing += 1
-                af, bf = a.astype(np.float64), b.astype(np.float64)
-                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                    abs_err = np.abs(af - bf)
-                    finite = np.isfinite(abs_err)
-                    if finite.any():
-                        result.max_abs_err = max(result.max_abs_err, float(abs_err[finite].max()))
-                    nonzero = finite & (af != 0)
-                    if nonzero.any():
-                        rel_err = abs_err[nonzero] / np.abs(af[nonzero])
-                        result.max_rel_err = max(result.max_rel_err, float(rel_err.max()))
-                first = tuple(int(i) for i in np.argwhere(bad)[0]) if a.ndim else ()
-                result.add(
-                    Difference(
-                        it,
-                        k,
-                        s,
-                        "values",
-                        f"values differ in {int(bad.sum())} of {a.size} elements",
-                        list(first),
-                        _scalar(a[first]),
-                        _scalar(b[first]),
-                    )
-                )
+            _compare_output(result, it, k, o, n, tol, values=not (shapes_only and k in shapes_only))
     return result
+
+
+def _compare_output(
+    result: Comparison, it: int, k: int, o: dict, n: dict, tol: Tolerances, values: bool
+) -> None:
+    """Output ``k`` of iteration ``it``: its layout and each sample (values too when ``values``)."""
+    if o.get("layout") is not None and n.get("layout") is not None and o["layout"] != n["layout"]:
+        result.add(
+            Difference(
+                it, k, None, "layout", f"layout {o['layout']!r} before, {n['layout']!r} after"
+            )
+        )
+    os_, ns_ = o["samples"], n["samples"]
+    if len(os_) != len(ns_):
+        result.add(
+            Difference(it, k, None, "samples", f"{len(os_)} samples before, {len(ns_)} after")
+        )
+        result.samples_differing += abs(len(os_) - len(ns_))
+    for s, (a, b) in enumerate(zip(os_, ns_)):
+        result.samples_compared += 1
+        _compare_sample(result, it, k, s, a, b, tol, values)
+
+
+def _compare_sample(
+    result: Comparison, it: int, k: int, s: int, a: Any, b: Any, tol: Tolerances, values: bool
+) -> None:
+    """Sample ``s``: dtype and shape, then (when ``values``) its elements, within the tolerances."""
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype:
+        result.samples_differing += 1
+        result.add(Difference(it, k, s, "dtype", f"dtype {a.dtype} before, {b.dtype} after"))
+        return
+    if a.shape != b.shape:
+        result.samples_differing += 1
+        result.add(Difference(it, k, s, "shape", f"shape {a.shape} before, {b.shape} after"))
+        return
+    pair = (
+        tol.for_dtype(a.dtype.name) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else None
+    )
+    if not values:
+        return
+    if pair is None:
+        bad = None if np.array_equal(a, b) else (a != b)
+    else:
+        atol, rtol = pair
+        af, bf = a.astype(np.float64), b.astype(np.float64)
+        close = np.isclose(bf, af, atol=atol, rtol=rtol, equal_nan=True)
+        bad = None if close.all() else ~close
+    if bad is None:  # equal (within the tolerances)
+        return
+    result.samples_differing += 1
+    af, bf = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        abs_err = np.abs(af - bf)
+        finite = np.isfinite(abs_err)
+        if finite.any():
+            result.max_abs_err = max(result.max_abs_err, float(abs_err[finite].max()))
+        nonzero = finite & (af != 0)
+        if nonzero.any():
+            rel_err = abs_err[nonzero] / np.abs(af[nonzero])
+            result.max_rel_err = max(result.max_rel_err, float(rel_err.max()))
+    first = tuple(int(i) for i in np.argwhere(bad)[0]) if a.ndim else ()
+    result.add(
+        Difference(
+            it,
+            k,
+            s,
+            "values",
+            f"values differ in {int(bad.sum())} of {a.size} elements",
+            list(first),
+            _scalar(a[first]),
+            _scalar(b[first]),
+        )
+    )

@@ -263,13 +263,42 @@ def discover(code: str) -> list[PipelineInfo]:
     are listed with ``kind="base_class"``; ``@pipeline_def`` methods with ``kind="method"``."""
     tree = ast.parse(code)
     found: list[PipelineInfo] = []
+    pipeline_classes, derived_from = _pipeline_classes(tree)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            info = _function_info(node)
+            if info is not None:
+                found.append(info)
+        elif isinstance(node, ast.ClassDef) and node.name in pipeline_classes:
+            found.append(_class_info(node, derived_from))
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and any(
+                    _is_pipeline_def(d)[0] for d in item.decorator_list
+                ):
+                    found.append(
+                        PipelineInfo(
+                            f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []
+                        )
+                    )
+    for info in found:
+        info.call_site = _call_site(tree, info)
+    _attach_iterators(tree, found)
+    return found
 
-    def body_of(node: ast.FunctionDef | ast.AsyncFunctionDef, names: list[str]) -> _Body:
-        body = _Body(set(names))
-        for stmt in node.body:
-            body.visit(stmt)
-        return body
 
+def _body_of(node: ast.FunctionDef | ast.AsyncFunctionDef, names: list[str]) -> _Body:
+    body = _Body(set(names))
+    for stmt in node.body:
+        body.visit(stmt)
+    return body
+
+
+def _pipeline_classes(
+    tree: ast.Module,
+) -> tuple[dict[str, ast.ClassDef], dict[str, list[str]]]:
+    """The module's ``Pipeline`` subclasses (also through other classes of the module), and for
+    each base class the pipeline classes that derive from it directly."""
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     pipeline_classes: dict[str, ast.ClassDef] = {}
     changed = True
@@ -286,91 +315,79 @@ def discover(code: str) -> list[PipelineInfo]:
     for name, cls in pipeline_classes.items():
         for b in cls.bases:
             derived_from.setdefault(_dotted(b).split(".")[-1], []).append(name)
+    return pipeline_classes, derived_from
 
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            is_def = False
-            names_given: set[str] = set()
-            for dec in node.decorator_list:
-                is_def, kwargs = _is_pipeline_def(dec)
-                if is_def:
-                    if isinstance(dec, ast.Call):
-                        names_given = {kw.arg for kw in dec.keywords if kw.arg}
-                    break
-            names, defaults, required = _params(node)
-            if is_def:
-                body = body_of(node, names)
-                found.append(
-                    PipelineInfo(
-                        node.name,
-                        "pipeline_def",
-                        node.lineno,
-                        names,
-                        defaults,
-                        required,
-                        kwargs,
-                        body.readers,
-                        body.audio,
-                        body.random_ops,
-                        bool(kwargs.get("enable_conditionals")),
-                        decorator_names=names_given,
-                        fed=body.fed,
-                    )
-                )
-            elif _builds_pipeline(node):
-                body = body_of(node, names)
-                found.append(
-                    PipelineInfo(
-                        node.name,
-                        "factory",
-                        node.lineno,
-                        names,
-                        defaults,
-                        required,
-                        {},
-                        body.readers,
-                        body.audio,
-                        body.random_ops,
-                    )
-                )
-        elif isinstance(node, ast.ClassDef) and node.name in pipeline_classes:
-            init = next(
-                (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
-                None,
-            )
-            names, defaults, required = _params(init, skip_self=True) if init else ([], {}, [])
-            body = _Body(set(names))
-            body.visit(node)
-            kind = "base_class" if init is None and node.name in derived_from else "pipeline_class"
-            info = PipelineInfo(
-                node.name,
-                kind,
-                node.lineno,
-                names,
-                defaults,
-                required,
-                {},
-                body.readers,
-                body.audio,
-                body.random_ops,
-            )
-            if kind == "base_class":
-                info.derived = derived_from[node.name]
-            found.append(info)
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and any(
-                    _is_pipeline_def(d)[0] for d in item.decorator_list
-                ):
-                    found.append(
-                        PipelineInfo(
-                            f"{node.name}.{item.name}", "method", item.lineno, [], {}, [], {}, []
-                        )
-                    )
-    for info in found:
-        info.call_site = _call_site(tree, info)
-    _attach_iterators(tree, found)
-    return found
+
+def _function_info(node: ast.FunctionDef | ast.AsyncFunctionDef) -> PipelineInfo | None:
+    """A ``@pipeline_def`` function or a factory that returns a ``Pipeline``; None otherwise."""
+    is_def = False
+    names_given: set[str] = set()
+    for dec in node.decorator_list:
+        is_def, kwargs = _is_pipeline_def(dec)
+        if is_def:
+            if isinstance(dec, ast.Call):
+                names_given = {kw.arg for kw in dec.keywords if kw.arg}
+            break
+    names, defaults, required = _params(node)
+    if is_def:
+        body = _body_of(node, names)
+        return PipelineInfo(
+            node.name,
+            "pipeline_def",
+            node.lineno,
+            names,
+            defaults,
+            required,
+            kwargs,
+            body.readers,
+            body.audio,
+            body.random_ops,
+            bool(kwargs.get("enable_conditionals")),
+            decorator_names=names_given,
+            fed=body.fed,
+        )
+    if _builds_pipeline(node):
+        body = _body_of(node, names)
+        return PipelineInfo(
+            node.name,
+            "factory",
+            node.lineno,
+            names,
+            defaults,
+            required,
+            {},
+            body.readers,
+            body.audio,
+            body.random_ops,
+        )
+    return None
+
+
+def _class_info(node: ast.ClassDef, derived_from: dict[str, list[str]]) -> PipelineInfo:
+    """A ``Pipeline`` subclass: a base class of others when it has no ``__init__`` of its own."""
+    init = next(
+        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+        None,
+    )
+    names, defaults, required = _params(init, skip_self=True) if init else ([], {}, [])
+    body = _Body(set(names))
+    body.visit(node)
+    kind = "base_class" if init is None and node.name in derived_from else "pipeline_class"
+    info = PipelineInfo(
+        node.name,
+        kind,
+        node.lineno,
+        names,
+        defaults,
+        required,
+        {},
+        body.readers,
+        body.audio,
+        body.random_ops,
+    )
+    if kind == "base_class":
+        info.derived = derived_from[node.name]
+    return info
 
 
 _ITERATORS = ("DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator")

@@ -75,6 +75,7 @@ def verify_migration(
     kwargs: dict | None = None,
     program_args: list[str] | None = None,
     program_entry: str | None = None,
+    line_length: int | None = None,
     **options,
 ) -> VerifiedMigration:
     """Migrate ``path`` (or ``code``, the source of ``path``), verify, keep what verifies.
@@ -83,9 +84,11 @@ def verify_migration(
     the pipelines' arguments (``--kwargs``); ``program_args``: also run the file whole, before
     and after, with these command-line arguments (``program_entry``: a function to call with
     them instead, see :mod:`.program`): if the two runs differ (exit status, output, files),
-    nothing of the file is written; ``options``: those of :func:`dali_migrate.verify`."""
+    nothing of the file is written; ``line_length``: where the code written is wrapped when
+    only some fixes are kept (the migration's default when None); ``options``: those of
+    :func:`dali_migrate.verify`."""
     from .. import apply_fixes, migrate_source
-    from ..fixes import Diagnostic
+    from ..wrap import DEFAULT_LINE_LENGTH
 
     path = Path(path)
     if code is None:
@@ -93,10 +96,30 @@ def verify_migration(
     result = result if result is not None else migrate_source(code, path=str(path))
     if not result.changed:
         return VerifiedMigration(str(path), code)
+    report = _verify_report(path, code, result.code, kwargs, options)
+    if program_args is not None:
+        whole = _whole_program(path, code, result.code, program_args, program_entry, options)
+        report.pipelines.append(whole)
+    applied_ids = set(result.applied) or {f.id for f in result.fixes if f.safety == "safe"}
+    rejected, diagnostics = _rejected(result.fixes, applied_ids, report)
+    keep = [f.id for f in result.fixes if f.id in applied_ids and f.id not in rejected]
+    if rejected:
+        wrap_at = DEFAULT_LINE_LENGTH if line_length is None else line_length
+        new_code = apply_fixes(code, keep, path=str(path), line_length=wrap_at)
+    else:
+        new_code = result.code
+    return VerifiedMigration(str(path), new_code, keep, sorted(rejected), diagnostics, report)
+
+
+def _verify_report(
+    path: Path, code: str, new_code: str, kwargs: dict | None, options: dict
+) -> VerifyReport:
+    """The pipelines of ``code`` verified against ``new_code`` (an error entry for the whole
+    file when the migrated code cannot be run at all)."""
     try:
-        report = verify_code(
+        return verify_code(
             code,
-            result.code,
+            new_code,
             old_name=path.name,
             new_name=path.name,
             base_dir=path.parent,
@@ -106,16 +129,20 @@ def verify_migration(
     except InputError as e:  # the migrated code itself cannot be run: nothing of it is written
         report = VerifyReport(str(path), str(path), options.get("device", "auto"), False)
         report.pipelines.append(PipelineReport(PROGRAM, "error", str(e), side="new"))
-    if program_args is not None:
-        whole = _whole_program(path, code, result.code, program_args, program_entry, options)
-        report.pipelines.append(whole)
+        return report
+
+
+def _rejected(fixes: list, applied_ids: set[str], report: VerifyReport) -> tuple[set[str], list]:
+    """The applied fixes not to write (those of pipelines that failed, what depends on them,
+    and everything when the whole file fails), and the diagnostics that say why."""
+    from ..fixes import Diagnostic
+
     failing: dict[str, PipelineReport] = {
         p.name: p for p in report.pipelines if p.verdict in ("mismatch", "error")
     }
-    applied_ids = set(result.applied) or {f.id for f in result.fixes if f.safety == "safe"}
     rejected: set[str] = set()
     diagnostics = []
-    for fix in result.fixes:
+    for fix in fixes:
         if fix.id not in applied_ids:
             continue
         bad = sorted(_fix_pipelines(fix, list(failing)))
@@ -135,7 +162,7 @@ def verify_migration(
     changed = True
     while changed:  # fixes that need a rejected fix go too
         changed = False
-        for fix in result.fixes:
+        for fix in fixes:
             if (
                 fix.id in applied_ids
                 and fix.id not in rejected
@@ -154,7 +181,13 @@ def verify_migration(
     if rejected:
         # as when the codemod refuses a pipeline: no local rewrite is written either, so the
         # file is never left half pipeline mode, half dynamic mode
-        rejected |= {f.id for f in result.fixes if f.id in applied_ids and f.rule.startswith("DM1")}
-    keep = [f.id for f in result.fixes if f.id in applied_ids and f.id not in rejected]
-    new_code = apply_fixes(code, keep, path=str(path)) if rejected else result.code
-    return VerifiedMigration(str(path), new_code, keep, sorted(rejected), diagnostics, report)
+        rejected |= {f.id for f in fixes if f.id in applied_ids and _local(f.rule)}
+    return rejected, diagnostics
+
+
+def _local(rule_id: str) -> bool:
+    """Whether ``rule_id`` is a rule outside the pipelines: a local or derived one (DM1xx)."""
+    from ..registry import get_rule
+
+    rule = get_rule(rule_id)
+    return rule is not None and not rule.structural and not rule.last

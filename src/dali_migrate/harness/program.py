@@ -38,15 +38,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .compare import Comparison, Tolerances, compare_runs
+from .compare import Tolerances
+from .program_outcome import ProgramComparison, ProgramRun, compare_programs
+from .reports import PipelineReport
 
 __all__ = ["ProgramRun", "ProgramSpec", "compare_programs", "run_program", "verify_program"]
 
-#: how many lines of standard error a report quotes
-STDERR_LINES = 12
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".venv", "venv", "node_modules", ".tox"}
-_ABORT = "terminate called without an active exception"
 #: the module that turns returned values into comparable outputs (loaded by path in the child:
 #: importing the dali_migrate package there would cost start-up time)
 _SIDE = Path(__file__).resolve().parent / "side.py"
@@ -101,50 +101,6 @@ class ProgramSpec:
         else:
             module, function = entry, ""
         return module or None, function or None
-
-
-@dataclass
-class ProgramRun:
-    """What one side did."""
-
-    exit_code: int | None  # None: killed by the harness (timeout or memory)
-    stdout: str
-    stderr: str
-    seconds: float
-    timed_out: bool = False
-    memory_killed: bool = False
-    files: dict[str, str] = field(default_factory=dict)  # path in the working dir -> sha256
-    #: a called entry's return value: per iteration outputs, or its repr() when it holds
-    #: something else than arrays and batches (None: it returned None, or did not return)
-    results: list | str | None = None
-    timeout: float = 0.0
-    memory_mb: int = 0
-
-    def describe(self) -> str:
-        """The way the side ended, in words."""
-        if self.timed_out:
-            return f"did not finish within {self.timeout:g} s (killed: a hang?)"
-        if self.memory_killed:
-            return f"used more than {self.memory_mb} MiB of memory (killed)"
-        code = self.exit_code
-        if code is not None and code < 0:
-            name = (
-                signal.Signals(-code).name
-                if -code in signal.Signals._value2member_map_
-                else f"signal {-code}"
-            )
-            text = f"was killed by {name} (exit status {128 - code})"
-            if _ABORT in self.stderr:
-                text += f", aborted: \"{_ABORT}\""
-            return text
-        return f"exited with status {code}"
-
-    @property
-    def ended_normally(self) -> bool:
-        return not self.timed_out and not self.memory_killed
-
-    def stderr_tail(self, lines: int = STDERR_LINES) -> str:
-        return "\n".join(self.stderr.strip().splitlines()[-lines:])
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -373,123 +329,6 @@ def _mirror(root: Path, lowered: dict[Path, str], target: Path) -> Path:
     return target
 
 
-# -- comparing ---------------------------------------------------------------------------------
-
-
-@dataclass
-class ProgramComparison:
-    verdict: str  # match | mismatch | error
-    reason: str
-    side: str | None = None
-    notes: list[str] = field(default_factory=list)
-    comparison: Comparison | None = None
-
-
-def _normalized(text: str, replacements: dict[str, str]) -> list[str]:
-    for path, name in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(path, name)
-    return text.splitlines()
-
-
-def _first_line_difference(old: list[str], new: list[str]) -> str | None:
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a != b:
-            return f"line {i + 1}: OLD {a[:200]!r}, NEW {b[:200]!r}"
-    if len(old) != len(new):
-        longer, side = (old, "OLD") if len(old) > len(new) else (new, "NEW")
-        extra = longer[min(len(old), len(new))]
-        return f"{side} printed {abs(len(old) - len(new))} more line(s), from {extra[:200]!r}"
-    return None
-
-
-def _file_differences(old: dict[str, str], new: dict[str, str]) -> list[str]:
-    out = [f"only OLD wrote {p}" for p in sorted(set(old) - set(new))]
-    out += [f"only NEW wrote {p}" for p in sorted(set(new) - set(old))]
-    out += [f"{p} differs" for p in sorted(set(old) & set(new)) if old[p] != new[p]]
-    return out
-
-
-def _exit_verdict(old: ProgramRun, new: ProgramRun) -> ProgramComparison | None:
-    """The verdict when the two sides did not both end with status 0 (None: they did)."""
-    if old.ended_normally and new.ended_normally and old.exit_code == new.exit_code == 0:
-        return None
-    if old.ended_normally and new.ended_normally and old.exit_code == new.exit_code:
-        why = old.stderr_tail(1) or "no message"
-        return ProgramComparison(
-            "error", f"both sides exited with status {old.exit_code}: {why}", side="both"
-        )
-    if not old.ended_normally and not new.ended_normally:
-        return ProgramComparison(
-            "error", f"OLD {old.describe()}; NEW {new.describe()}", side="both"
-        )
-    failing = "new" if new.exit_code != 0 or not new.ended_normally else "old"
-    bad, good = (new, old) if failing == "new" else (old, new)
-    reason = (
-        f"{failing.upper()} {bad.describe()}, "
-        f"{'OLD' if failing == 'new' else 'NEW'} {good.describe()}"
-    )
-    last = bad.stderr_tail(1)
-    if last and _ABORT not in last:
-        reason += f": {last[:300]}"
-    return ProgramComparison("mismatch", reason, side=failing)
-
-
-def compare_programs(
-    old: ProgramRun,
-    new: ProgramRun,
-    *,
-    replacements: dict[str, str],
-    tolerances: Tolerances | None = None,
-    random_outputs: set[int] | None = None,
-) -> ProgramComparison:
-    """The verdict on two runs: exit status first, then standard output, files, results."""
-    verdict = _exit_verdict(old, new)
-    if verdict is not None:
-        return verdict
-    problems: list[str] = []
-    stdout = _first_line_difference(
-        _normalized(old.stdout, replacements), _normalized(new.stdout, replacements)
-    )
-    if stdout:
-        problems.append(f"standard output differs at {stdout}")
-    problems += _file_differences(old.files, new.files)
-    comparison = None
-    if old.results is not None or new.results is not None:
-        if old.results is None or new.results is None:
-            problems.append("only one side returned results")
-        elif isinstance(old.results, str) or isinstance(new.results, str):
-            if old.results != new.results:
-                problems.append(
-                    f"returned values differ: OLD {str(old.results)[:200]!r}, "
-                    f"NEW {str(new.results)[:200]!r}"
-                )
-        else:
-            comparison = compare_runs(
-                old.results, new.results, tolerances, shapes_only=random_outputs
-            )
-            if not comparison.equal:
-                problems.append(f"returned values differ: {_where(comparison)}")
-    if problems:
-        return ProgramComparison("mismatch", problems[0], notes=problems[1:], comparison=comparison)
-    lines = len(old.stdout.splitlines())
-    what = f"exit status 0, {lines} line(s) of output, {len(old.files)} file(s)"
-    if comparison is not None:
-        what += f", {comparison.samples_compared} returned samples"
-    return ProgramComparison("match", what + " identical", comparison=comparison)
-
-
-def _where(c: Comparison) -> str:
-    f = c.first
-    if f is None:
-        return ""
-    text = f"iteration {f.iteration}"
-    if f.output >= 0:
-        text += f", output {f.output}"
-    if f.sample is not None:
-        text += f", sample {f.sample}"
-    return f"{text}: {f.message}"
-
-
 # -- the whole verification --------------------------------------------------------------------
 
 
@@ -549,7 +388,7 @@ def verify_program(
     a :class:`~dali_migrate.harness.verify.VerifyReport` with one entry, named after the
     program. ``extra_paths``: more folders on both sides' import path."""
     from .runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
-    from .verify import PipelineReport, VerifyReport, has_gpu
+    from .verify import VerifyReport, has_gpu
 
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be auto, cpu or gpu, not {device!r}")
@@ -566,24 +405,16 @@ def verify_program(
         Path(tempfile.mkdtemp(prefix="dali-verify-program-")) if workdir is None else Path(workdir)
     )
     lowering: list[str] = []
-    runs, replacements = {}, {}
+    limits = {
+        "timeout": timeout,
+        "memory_mb": memory_mb,
+        "device": resolved,
+        "extra_paths": list(extra_paths),
+    }
     started = time.monotonic()
     try:
-        for role, path in (("old", Path(old)), ("new", Path(new))):
-            spec = ProgramSpec(path.resolve(), entry, arguments)
-            root = prepared_root(spec, resolved, work / role / "src", lowering)
-            cwd = work / role / "cwd"
-            runs[role] = run_program(
-                spec,
-                root,
-                cwd,
-                timeout=timeout,
-                memory_mb=memory_mb,
-                device=resolved,
-                extra_paths=list(extra_paths),
-            )
-            replacements.update(_replacements(root, cwd))
-            replacements.update(_replacements(spec.root(), cwd))
+        sides = (Path(old), Path(new))
+        runs, replacements = _run_sides(sides, entry, arguments, work, lowering, limits)
         outcome = compare_programs(
             runs["old"],
             runs["new"],
@@ -595,6 +426,46 @@ def verify_program(
         if own:
             shutil.rmtree(work, ignore_errors=True)
     name = entry or Path(old).name
+    report = _program_report(name, outcome, runs, arguments, time.monotonic() - started)
+    randoms = _random_ops(Path(old))
+    if randoms and not random_outputs:
+        report.notes.append(
+            f"OLD calls {randoms} random operator(s): their values differ by design in a "
+            "whole-program run (the per-pipeline mode replays them); --random-outputs"
+        )
+    lowered = resolved == "cpu" and bool(lowering)
+    return VerifyReport(str(old), str(new), resolved, lowered, lowering, [report], mode="program")
+
+
+def _run_sides(
+    sides: tuple[Path, Path],
+    entry: str | None,
+    arguments: list[str],
+    work: Path,
+    lowering: list[str],
+    limits: dict[str, Any],
+) -> tuple[dict[str, ProgramRun], dict[str, str]]:
+    """Each side prepared under ``work`` and run (``limits``: of :func:`run_program`); the runs
+    by role, and the paths to write as ``<cwd>``/``<program>`` when comparing their output."""
+    runs, replacements = {}, {}
+    for role, path in zip(("old", "new"), sides):
+        spec = ProgramSpec(path.resolve(), entry, arguments)
+        root = prepared_root(spec, limits["device"], work / role / "src", lowering)
+        cwd = work / role / "cwd"
+        runs[role] = run_program(spec, root, cwd, **limits)
+        replacements.update(_replacements(root, cwd))
+        replacements.update(_replacements(spec.root(), cwd))
+    return runs, replacements
+
+
+def _program_report(
+    name: str,
+    outcome: ProgramComparison,
+    runs: dict[str, ProgramRun],
+    arguments: list[str],
+    seconds: float,
+) -> PipelineReport:
+    """The report's one entry: the verdict, how each side ended, their standard error."""
     report = PipelineReport(
         name,
         outcome.verdict,
@@ -603,7 +474,7 @@ def verify_program(
         comparison=outcome.comparison,
         notes=list(outcome.notes),
         arguments={"args": arguments},
-        seconds=time.monotonic() - started,
+        seconds=seconds,
     )
     returned = runs["old"].results
     report.iterations = len(returned) if isinstance(returned, list) else 0
@@ -614,11 +485,4 @@ def verify_program(
             report.traceback += (
                 f"--- {role.upper()} standard error (end) ---\n{run.stderr_tail()}\n"
             )
-    randoms = _random_ops(Path(old))
-    if randoms and not random_outputs:
-        report.notes.append(
-            f"OLD calls {randoms} random operator(s): their values differ by design in a "
-            "whole-program run (the per-pipeline mode replays them); --random-outputs"
-        )
-    lowered = resolved == "cpu" and bool(lowering)
-    return VerifyReport(str(old), str(new), resolved, lowered, lowering, [report], mode="program")
+    return report

@@ -169,19 +169,7 @@ def run_side(
     result_path = workdir / "result.pkl"
     if result_path.exists():
         result_path.unlink()
-
-    env = dict(os.environ)
-    env.setdefault("PYTHONHASHSEED", "0")
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
     limit = memory_mb * 1024 * 1024 if memory_mb else None
-
-    def preexec() -> None:  # runs in the child, before exec
-        if limit and device == "cpu":
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
     started = time.monotonic()
     if _use_fork_server(device):
         server = _acquire()
@@ -189,18 +177,39 @@ def run_side(
         _release(server)
         log = workdir / "output.log"
         output = log.read_text(errors="replace") if log.exists() else ""
-        return _collect(
-            result_path,
-            code,
-            timed_out,
-            False,
-            output,
-            time.monotonic() - started,
-            timeout,
-            memory_mb,
-            limit,
-            device,
+        memory_killed = False
+    else:
+        code, timed_out, memory_killed, output = _run_process(
+            spec_path, workdir, timeout, memory_mb, limit, device
         )
+    return _collect(
+        result_path,
+        code,
+        timed_out,
+        memory_killed,
+        output,
+        time.monotonic() - started,
+        timeout,
+        memory_mb,
+        limit,
+        device,
+    )
+
+
+def _run_process(
+    spec_path: Path, workdir: Path, timeout: float, memory_mb: int, limit: int | None, device: str
+) -> tuple[int | None, bool, bool, str]:
+    """(exit status, timed out, killed for memory, output) of the side run in a new process."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONHASHSEED", "0")
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+
+    def preexec() -> None:  # runs in the child, before exec
+        if limit and device == "cpu":
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     cmd = [sys.executable, "-m", "dali_migrate.harness.side", str(spec_path)]
     proc = subprocess.Popen(
@@ -232,18 +241,7 @@ def run_side(
         timed_out = True
         _kill_group(proc)
         output, _ = proc.communicate()
-    return _collect(
-        result_path,
-        proc.returncode,
-        timed_out,
-        killed_for_memory.is_set(),
-        output,
-        time.monotonic() - started,
-        timeout,
-        memory_mb,
-        limit,
-        device,
-    )
+    return proc.returncode, timed_out, killed_for_memory.is_set(), output
 
 
 def _collect(
