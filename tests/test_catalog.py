@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from dali_migrate.catalog import KINDS, Catalog, OpInfo, get_catalog, load_catalog_data
+from dali_migrate.catalog import (
+    KINDS,
+    REMOVED_OPS_CLASSES,
+    Catalog,
+    OpInfo,
+    get_catalog,
+    load_catalog_data,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = REPO_ROOT / "scripts" / "gen_catalog.py"
@@ -263,3 +270,15 @@ def test_generator_check_reports_stale_file(tmp_path: Path) -> None:
     )
     assert result.returncode == 1, result.stderr
     assert "readers.file" in result.stderr
+
+
+def test_removed_ops_classes_are_the_classes_that_replaced_them(catalog: Catalog) -> None:
+    """ops.nvJPEGDecoder and the other removed decoder classes are the ImageDecoder* operator that
+    replaced each; the old names are not in the generated data, the new ones are."""
+    classes = load_catalog_data()["ops_classes"]
+    for old, new in REMOVED_OPS_CLASSES.items():
+        assert old not in classes and new in classes
+        assert catalog.ops_class(old) == catalog.ops_class(new)
+    decoder = catalog.ops_class("nvJPEGDecoder")
+    assert decoder is not None and decoder.ndd_target == "decoders.image"
+    assert catalog.ops_class("NoSuchDecoder") is None

@@ -94,6 +94,57 @@ def test_mixed_is_not_a_device():
         ndd.decoders.image(ndd.as_batch([np.zeros(10, np.uint8)]), device="mixed")
 
 
+def test_only_decoders_have_a_mixed_backend():
+    """[mixed-backend] Pipeline mode accepts ``device="mixed"`` only for operators with a mixed
+    implementation registered (the image and video decoders): so any other operator's
+    ``device=<expression>`` is never ``"mixed"`` where the old code runs, and DM102 leaves it
+    alone. The catalog's ``backends`` are the registry's."""
+    from nvidia.dali import backend
+
+    from dali_migrate.catalog import get_catalog
+
+    registered = set(backend.RegisteredMixedOps())
+    catalog = get_catalog()
+    with_mixed = {op.schema for op in catalog if "mixed" in op.backends}
+    assert with_mixed == registered
+    assert catalog.fn("resize").backends == ("cpu", "gpu")
+    assert {
+        op.fn_path.split(".")[-1].split("_")[0] for op in catalog if "mixed" in op.backends
+    } == {
+        "image",
+        "video",
+    }
+
+
+def _build_on_gpu(make) -> None:
+    """Build a one-operator pipeline on GPU 0 whose input is a batch of bytes."""
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=0)
+    def pipe():
+        data = fn.external_source(source=lambda: [np.zeros(16, np.uint8)], batch=True)
+        return make(data)
+
+    pipe().build()
+
+
+@pytest.mark.gpu
+def test_pipeline_mode_builds_mixed_only_for_decoders():
+    """[mixed-backend] On a GPU machine (without one, DALI stops before it looks at backends):
+    ``fn.resize(x, device="mixed")`` cannot build, ``fn.decoders.image(x, device="mixed")`` can.
+    Run there with ``python3 -m pytest -m gpu tests/test_dali_facts.py -rA``."""
+    from nvidia.dali import fn
+
+    from dali_migrate.harness.verify import has_gpu
+
+    if not has_gpu():
+        pytest.skip("no GPU visible")
+    _build_on_gpu(lambda x: fn.decoders.image(x, device="mixed"))
+    _build_on_gpu(lambda x: fn.resize(x, device="cpu", size=8))  # builds: only the device differs
+    with pytest.raises(RuntimeError):
+        _build_on_gpu(lambda x: fn.resize(x, device="mixed", size=8))
+
+
 @pytest.mark.filterwarnings("ignore:capture=True was specified")
 def test_epochs_run_in_the_context_given(numbers):
     """[device_id] ``next_epoch(ctx=...)`` takes the pipeline's ``EvalContext`` (the same object

@@ -29,7 +29,7 @@ from nvidia.dali import fn
 
 def decode(jpegs, cfg):
     # caf\u00e9 \u2014 non-ASCII before the fix on the next line shifts byte offsets, not columns
-    return fn.decoders.image(jpegs, device="mixed"), fn.flip(jpegs, device=cfg.device)  # \u00e9\u00e9
+    return fn.decoders.image(jpegs, device="mixed"), fn.decoders.image(jpegs, device=cfg.dev())  # \u00e9\u00e9
 '''
 
 
@@ -159,7 +159,7 @@ def test_one_result_per_fix_and_diagnostic_with_rule_metadata():
     assert len(diagnostics) == len(migrated.diagnostics) >= 1
     todo = next(r for r in diagnostics if r["properties"]["severity"] == "todo")
     assert todo["level"] == "warning"
-    assert "cfg.device" in todo["message"]["text"]
+    assert "cfg.dev()" in todo["message"]["text"]
 
 
 def test_fixes_rebuild_the_migrated_code():

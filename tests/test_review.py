@@ -553,14 +553,14 @@ def test_crlf_and_encoding_are_kept():
 
 def test_diagnostics_are_shown_but_no_todo_marker_is_written():
     code = HELPER.replace(
-        "fn.decoders.image(jpegs)[0]", "fn.decoders.image(jpegs, device=cfg.device)[0]"
+        "fn.decoders.image(jpegs)[0]", "fn.decoders.image(jpegs, device=cfg.device())[0]"
     )
     path = write(Path("helper.py"), code)
     result = review(path, answers="y\ny\ny\n")
     assert result.exit_code == EXIT_OK, result.stderr
     assert (
         "helper.py:5:" in result.stdout
-        and ": DM102 todo: device=cfg.device may be" in result.stdout
+        and ": DM102 todo: device=cfg.device() may be" in result.stdout
     )
     text = path.read_text()
     assert text == apply_fixes(code, fix_ids(code), todo_markers=False)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from dali_migrate.catalog import REMOVED_OPS_CLASSES
 from dali_migrate.context import OPS_PREFIX, FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
@@ -181,8 +182,10 @@ def _legacy_op(ctx: FileContext, q: str | None) -> str | None:
         sized = " with batch_size= (of the data it goes with)"
     elif target.is_decoder:
         sized = ' (device="mixed" becomes "gpu")'
+    removed = REMOVED_OPS_CLASSES.get(q[len(OPS_PREFIX) :]) if q else None
+    gone = f" (DALI removed this class: in pipeline mode it is ops.{removed})" if removed else ""
     return (
-        f"a legacy operator object: where this runs in dynamic mode, make it "
+        f"a legacy operator object{gone}: where this runs in dynamic mode, make it "
         f"functools.partial({ndd}, <the same arguments>) and call it as before{sized}"
     )
 

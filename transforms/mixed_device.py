@@ -15,7 +15,20 @@ assignments: when every one is a string literal, the ``"mixed"`` literals there 
     decoder_device = "cpu" if dali_cpu else "mixed"      ->  ... else "gpu"
     images = fn.decoders.image(jpegs, device=decoder_device)
 
-Any other device expression is reported, since the tool cannot see whether it may be ``"mixed"``.
+Only operators with a mixed backend (the decoders) accept ``"mixed"``, in pipeline mode too
+(DALI registers no mixed implementation of any other operator, and building such a pipeline
+fails): the ``device=`` of any other operator is never ``"mixed"`` where the old code runs, and
+stays as it is whatever its expression. A decoder's device that the tool cannot resolve stays
+as it is where an ``if`` around the call rules ``"mixed"`` out (``if dev == "cpu":``, the
+``else`` of ``if dev == "mixed":``, ``if dev != "mixed":``, ``if dev in ("cpu", "gpu"):``,
+in statements and conditional expressions, when the branch does not assign it); a name or
+attribute is otherwise mapped where it is used, so its callers keep passing ``"mixed"``::
+
+    images = fn.decoders.image(jpegs, device=self.device)
+    images = ndd.decoders.image(jpegs, device="gpu" if self.device == "mixed" else self.device)
+
+Any other decoder device expression (a call...) is reported, since the tool cannot see whether
+it may be ``"mixed"``.
 
 Safety: safe.
 """
@@ -28,7 +41,7 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic
 from dali_migrate.rules import FileState
 
-from ._cst import in_source_order
+from ._cst import in_source_order, walk
 from ._local import LocalEnv, LocalRule
 
 
@@ -58,11 +71,8 @@ class MixedDevice(LocalRule):
             if value.evaluated_value != "mixed":
                 return None
             return updated.with_changes(value=_gpu(updated.value))
-        if isinstance(value, cst.IfExp) and _literal_branches(value) is not None:
-            if not _mixed_branches(value):
-                return None  # device="gpu" if cond else "cpu"
-            # device="mixed" if cond else "cpu": each branch is a literal, rewritten in place
-            return updated.with_changes(value=updated.value.visit(_MixedToGpu()))
+        if not _may_be_mixed(ctx, call):
+            return None  # pipeline mode rejects "mixed" for it: the value is never "mixed"
         literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None
         if literals is not None:
             if all(
@@ -70,22 +80,19 @@ class MixedDevice(LocalRule):
                 for lit in literals
             ):
                 return None  # its "mixed" literals are rewritten where they are assigned
-            return ctx.todo(
-                self.id,
-                original,
-                f'device={ctx.text(value)} may be "mixed", and the variable is also used for '
-                'something else '
-                '(a comparison?), so its "mixed" cannot become "gpu" automatically: dynamic mode '
-                'rejects "mixed"',
-            )
-        if isinstance(value, (cst.Name, cst.Attribute, cst.IfExp)):
+            # also used for something else (a comparison with "gpu"?): mapped where it is used
+            return updated.with_changes(value=_mapped(value))
+        resolved = _resolve(ctx, value)
+        if resolved is _UNKNOWN:
             return ctx.todo(
                 self.id,
                 original,
                 f"device={ctx.text(value)} may be \"mixed\", which dynamic mode rejects: use "
                 "\"gpu\" there",
             )
-        return None
+        if resolved is None:
+            return None
+        return updated.with_changes(value=resolved)
 
     def edit(self, ctx: FileContext, original, new):
         if isinstance(original, cst.SimpleString):
@@ -95,45 +102,6 @@ class MixedDevice(LocalRule):
 
 def _gpu(string: cst.SimpleString) -> cst.SimpleString:
     return string.with_changes(value=f"{string.prefix}{string.quote}gpu{string.quote}")
-
-
-def _literal_branches(value: cst.IfExp) -> list[cst.SimpleString] | None:
-    """The string literals ``a if c else b`` (nested in either branch too) evaluates to, or None
-    when a branch is something else."""
-    literals: list[cst.SimpleString] = []
-    stack: list[cst.BaseExpression] = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, cst.IfExp):
-            stack += [v.body, v.orelse]
-        elif isinstance(v, cst.SimpleString):
-            literals.append(v)
-        else:
-            return None
-    return literals
-
-
-def _mixed_branches(value: cst.IfExp) -> bool:
-    """Every branch of ``value`` is a string literal, and one is ``"mixed"``."""
-    literals = _literal_branches(value)
-    return literals is not None and any(lit.evaluated_value == "mixed" for lit in literals)
-
-
-class _MixedToGpu(cst.CSTTransformer):
-    """The ``"mixed"`` branches of a conditional expression become ``"gpu"`` (its test stays)."""
-
-    def visit_IfExp(self, node: cst.IfExp) -> bool:
-        return True
-
-    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.IfExp:
-        body, orelse = self._leaf(updated.body), self._leaf(updated.orelse)
-        return updated.with_changes(test=original.test, body=body, orelse=orelse)
-
-    @staticmethod
-    def _leaf(v: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(v, cst.SimpleString) and v.evaluated_value == "mixed":
-            return _gpu(v)
-        return v
 
 
 def _literal_values(ctx: FileContext, name: cst.Name) -> list[cst.SimpleString] | None:
@@ -224,6 +192,161 @@ def _device_use(ctx: FileContext, use: cst.CSTNode) -> bool:
     return False
 
 
+# -- device expressions the tool cannot resolve ---------------------------------------------------
+
+
+def _may_be_mixed(ctx: FileContext, call: cst.Call) -> bool:
+    """The operator ``call`` makes accepts ``device="mixed"`` in pipeline mode: only operators
+    with a mixed backend (the decoders) do; for any other, pipeline mode already rejects
+    ``"mixed"`` (no mixed implementation is registered), so its device is never ``"mixed"``."""
+    op = ctx.fn_op(call.func)
+    return op is None or "mixed" in op.backends
+
+
+#: a device expression the tool cannot see the values of
+_UNKNOWN = cst.Name("_")
+
+
+def _resolve(ctx: FileContext, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The device expression ``value`` becomes: None when it cannot be ``"mixed"`` (a literal
+    other than ``"mixed"``, a reference an ``if`` around it narrows), ``"mixed"`` made
+    ``"gpu"``, a name or attribute mapped (``"gpu" if d == "mixed" else d``), each branch of a
+    conditional expression on its own; :data:`_UNKNOWN` for anything else (a call...)."""
+    if isinstance(value, cst.SimpleString):
+        return _gpu(value) if value.evaluated_value == "mixed" else None
+    if isinstance(value, cst.IfExp):
+        body, orelse = _resolve(ctx, value.body), _resolve(ctx, value.orelse)
+        if body is _UNKNOWN or orelse is _UNKNOWN:
+            return _UNKNOWN
+        if body is None and orelse is None:
+            return None
+        return value.with_changes(
+            body=value.body if body is None else _parenthesized(body),
+            orelse=value.orelse if orelse is None else _parenthesized(orelse),
+        )
+    if _plain_reference(value):
+        return None if _narrowed(ctx, value) else _mapped(value)
+    return _UNKNOWN
+
+
+def _parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """A mapped branch inside a conditional expression, in parentheses to read as one."""
+    if isinstance(expr, cst.IfExp) and not expr.lpar:
+        return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return expr
+
+
+def _plain_reference(value: cst.BaseExpression) -> bool:
+    """A name or a chain of attributes of one (``dev``, ``self.device``, ``cfg.dali.device``):
+    reading it twice gives the same value."""
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return isinstance(value, cst.Name)
+
+
+def _mapped(value: cst.BaseExpression) -> cst.IfExp:
+    """``"gpu" if <value> == "mixed" else <value>``: the device an ndd operator takes for a
+    pipeline-mode device that may be ``"mixed"``."""
+    test = cst.Comparison(value, [cst.ComparisonTarget(cst.Equal(), cst.SimpleString('"mixed"'))])
+    return cst.IfExp(test=test, body=cst.SimpleString('"gpu"'), orelse=value)
+
+
+def _narrowed(ctx: FileContext, value: cst.BaseExpression) -> bool:
+    """An ``if`` statement or conditional expression around ``value`` tests it against string
+    literals so that it cannot be ``"mixed"`` there (``if dev == "cpu":``, the ``else`` of
+    ``if dev == "mixed":``, ``if dev != "mixed":``...), and the branch does not assign it."""
+    child: cst.CSTNode = value
+    parent = ctx.parents.get(child)
+    while parent is not None:
+        if isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
+            holds = child is parent.body
+            if _excludes_mixed(parent.test, value, holds) and not _assigned_in(child, value):
+                return True
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child, parent = parent, ctx.parents.get(parent)
+    return False
+
+
+def _excludes_mixed(test: cst.BaseExpression, value: cst.BaseExpression, holds: bool) -> bool:
+    """``test`` being ``holds`` (True or False) means ``value`` is not ``"mixed"``."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _excludes_mixed(test.expression, value, not holds)
+    if isinstance(test, cst.BooleanOperation):
+        # a and b true: both are; a or b false: both are
+        if isinstance(test.operator, cst.And) == holds:
+            return any(_excludes_mixed(t, value, holds) for t in (test.left, test.right))
+        return False
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if test.left.deep_equals(value):
+        other = target.comparator
+    elif target.comparator.deep_equals(value) and isinstance(
+        target.operator, (cst.Equal, cst.NotEqual)
+    ):
+        other = test.left
+    else:
+        return False
+    literals = _string_set(other, isinstance(target.operator, (cst.In, cst.NotIn)))
+    if literals is None:
+        return False
+    if isinstance(target.operator, (cst.NotEqual, cst.NotIn)):
+        holds = not holds
+    elif not isinstance(target.operator, (cst.Equal, cst.In)):
+        return False
+    # holds: value is one of the literals; otherwise: it is none of them
+    return "mixed" not in literals if holds else "mixed" in literals
+
+
+def _string_set(node: cst.BaseExpression, container: bool) -> set[str] | None:
+    """The strings a literal (``container``: a tuple, list or set of literals) stands for."""
+    if not container:
+        if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+            return {node.evaluated_value}
+        return None
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return None
+    out: set[str] = set()
+    for e in node.elements:
+        one = _string_set(e.value, False) if isinstance(e, cst.Element) else None
+        if one is None:
+            return None
+        out |= one
+    return out
+
+
+def _assigned_in(branch: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """Something in ``branch`` may rebind ``value`` or what it is an attribute of (an assignment,
+    a ``for``, ``with`` or walrus target, ``global``/``nonlocal``)."""
+    prefixes = [value]
+    while isinstance(prefixes[-1], cst.Attribute):
+        prefixes.append(prefixes[-1].value)  # type: ignore[attr-defined]
+    for node in walk(branch):
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            return True
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)):
+            target: cst.BaseExpression = node.target
+        elif isinstance(node, cst.NamedExpr):
+            target = node.target
+        elif isinstance(node, cst.AsName):
+            target = node.name  # type: ignore[assignment]
+        else:
+            continue
+        if any(t.deep_equals(p) for t in _stored(target) for p in prefixes):
+            return True
+    return False
+
+
+def _stored(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The names and attributes an assignment target binds (unpacking followed)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [t for e in target.elements for t in _stored(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _stored(target.value)
+    return [target]
+
+
 # -- joining DM101 and DM102 on one call ---------------------------------------------------------
 
 
@@ -244,14 +367,7 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
         if not (isinstance(call, cst.Call) and call.func is node):
             continue
         devices = [a for a in call.args if a.keyword is not None and a.keyword.value == "device"]
-        mixed = [
-            a
-            for a in devices
-            if isinstance(a.value, cst.SimpleString)
-            and a.value.evaluated_value == "mixed"
-            or isinstance(a.value, cst.IfExp)
-            and _mixed_branches(a.value)
-        ]
+        mixed = [a for a in devices if _device_rewritten(ctx, a)]
         if devices and not mixed and _device_unknown(ctx, devices[0]):
             # a device variable that may hold "mixed" and cannot be rewritten: DM102 says so,
             # and the call stays pipeline mode with it
@@ -314,3 +430,9 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
 def _device_unknown(ctx: FileContext, arg: cst.Arg) -> bool:
     """DM102 cannot vouch for this ``device=`` value (it reports a TODO for it)."""
     return isinstance(MixedDevice().rewrite(ctx, arg, arg, LocalEnv()), Diagnostic)
+
+
+def _device_rewritten(ctx: FileContext, arg: cst.Arg) -> bool:
+    """DM102 rewrites this ``device=`` value (``"mixed"``, or a value that may be ``"mixed"``
+    mapped to ``"gpu"``): the call runs in dynamic mode only with that rewrite."""
+    return isinstance(MixedDevice().rewrite(ctx, arg, arg, LocalEnv()), cst.Arg)

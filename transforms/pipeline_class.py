@@ -54,6 +54,16 @@ helper methods ``define_graph`` calls become functions of the body,
 ``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
 stand, as for DM200.
 
+Decoder classes DALI removed migrate as the class that replaced each with the same
+implementation (``dali_migrate.catalog.REMOVED_OPS_CLASSES``)::
+
+    ops.nvJPEGDecoder, ops.HostDecoder                      ->  ops.ImageDecoder
+    ops.nvJPEGDecoderCrop, ops.HostDecoderCrop              ->  ops.ImageDecoderCrop
+    ops.nvJPEGDecoderRandomCrop, ops.HostDecoderRandomCrop  ->  ops.ImageDecoderRandomCrop
+    ops.nvJPEGDecoderSlice, ops.HostDecoderSlice            ->  ops.ImageDecoderSlice
+
+so ``ops.nvJPEGDecoder(device="mixed")`` becomes ``ndd.decoders.image(..., device="gpu")``.
+
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """
 

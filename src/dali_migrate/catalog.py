@@ -9,6 +9,9 @@ where DALI is not installed. Paths are relative to their module: ``fn("readers.f
 
 Deprecated aliases (``fn.file_reader``, ``fn.coin_flip``...) are not in ndd; :attr:`OpInfo.target`
 follows them to the operator users should call instead.
+
+Operator classes DALI removed long ago are not in the generated data; :data:`REMOVED_OPS_CLASSES`
+names the class that replaced each, and :meth:`Catalog.ops_class` follows it.
 """
 
 from __future__ import annotations
@@ -21,10 +24,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OpInfo", "Catalog", "get_catalog", "KINDS"]
+__all__ = ["OpInfo", "Catalog", "get_catalog", "KINDS", "REMOVED_OPS_CLASSES"]
 
 #: The values of :attr:`OpInfo.kind`.
 KINDS = ("reader", "random", "decoder", "op")
+
+#: ``nvidia.dali.ops`` classes DALI removed, and the class that replaced each (a path relative to
+#: ``nvidia.dali.ops``). Only renames whose replacement is the same operator: before removing the
+#: nvJPEG (mixed) and host (CPU) decoders in favour of ``ImageDecoder*``, DALI 0.x registered each
+#: old implementation under both names (the old schema marked deprecated, "use ImageDecoder...
+#: instead"), so the new name with the same ``device=`` runs the same decoder.
+REMOVED_OPS_CLASSES: Mapping[str, str] = {
+    "nvJPEGDecoder": "ImageDecoder",
+    "nvJPEGDecoderCrop": "ImageDecoderCrop",
+    "nvJPEGDecoderRandomCrop": "ImageDecoderRandomCrop",
+    "nvJPEGDecoderSlice": "ImageDecoderSlice",
+    "HostDecoder": "ImageDecoder",
+    "HostDecoderCrop": "ImageDecoderCrop",
+    "HostDecoderRandomCrop": "ImageDecoderRandomCrop",
+    "HostDecoderSlice": "ImageDecoderSlice",
+}
 
 
 @dataclass(frozen=True)
@@ -108,8 +127,11 @@ class Catalog:
         return self._ops.get(path)
 
     def ops_class(self, path: str) -> OpInfo | None:
-        """The operator behind the class ``nvidia.dali.ops.<path>``, e.g. ``"FileReader"``."""
+        """The operator behind the class ``nvidia.dali.ops.<path>``, e.g. ``"FileReader"``; a class
+        DALI removed (:data:`REMOVED_OPS_CLASSES`) is the operator of the class that replaced it."""
         fn_path = self._ops_classes.get(path)
+        if fn_path is None and path in REMOVED_OPS_CLASSES:
+            fn_path = self._ops_classes.get(REMOVED_OPS_CLASSES[path])
         return None if fn_path is None else self._ops.get(fn_path)
 
     def has_math(self, name: str) -> bool:
