@@ -319,6 +319,39 @@ def test_synthetic_tfrecord_coco_and_wav_inputs(tmp_path: Path) -> None:
     assert any("seed" in n for n in by_name["records"].notes) is False  # OLD had no explicit seed
 
 
+DEVICE_ARGUMENTS_OLD = """\
+from nvidia.dali import fn, pipeline_def, types
+
+
+@pipeline_def(batch_size=3, num_threads=1, device_id=None)
+def gray_pipe(data_dir, decoder_device, device):
+    jpegs, labels = fn.readers.file(file_root=data_dir)
+    images = fn.decoders.image(jpegs, device=decoder_device, output_type=types.GRAY)
+    return fn.crop(images, device=device, crop=(8, 8)), labels
+
+
+def main(data_dir):
+    pipe = gray_pipe(data_dir, "mixed", "gpu")
+    pipe.build()
+    return pipe.run()
+"""
+
+
+@pytest.mark.dali
+def test_device_arguments_of_the_call_site_are_lowered_to_cpu(tmp_path: Path) -> None:
+    """``gray_pipe(data_dir, "mixed", "gpu")``: the harness passes the call site's arguments,
+    lowered as the literals in the code are."""
+    from dali_migrate import migrate_source
+    from dali_migrate.harness.verify import verify
+
+    (tmp_path / "old.py").write_text(DEVICE_ARGUMENTS_OLD)
+    (tmp_path / "new.py").write_text(migrate_source(DEVICE_ARGUMENTS_OLD).code)
+    report = verify(tmp_path / "old.py", tmp_path / "new.py", device="cpu", samples=6)
+    (only,) = report.pipelines
+    assert only.verdict == "match", only.summary()
+    assert any('decoder_device="mixed" -> "cpu"' in n for n in only.notes), only.notes
+
+
 CRASHING_NEW = '''\
 import os, signal
 import nvidia.dali.experimental.dynamic as ndd

@@ -151,6 +151,9 @@ def pipeline_arguments(
         for d in (fn_kwargs, pipe_kwargs):
             if d.get("device_id") is not None:
                 d["device_id"] = None
+        lowered = _lower_devices(fn_kwargs)
+        if lowered:
+            notes.append(f"lowered to CPU: {', '.join(lowered)} (an argument of the call site)")
         if info.decorator_kwargs.get("debug") is True and "debug" not in pipe_kwargs:
             pipe_kwargs["debug"] = False
             notes.append(
@@ -158,6 +161,17 @@ def pipeline_arguments(
                 "pipelines); the outputs are those of the normal mode"
             )
     return fn_kwargs, pipe_kwargs, notes
+
+
+def _lower_devices(kwargs: dict[str, Any]) -> list[str]:
+    """Device arguments of the call site (``device="gpu"``, ``decoder_device="mixed"``) set to
+    ``"cpu"``, as the lowering does to the literals in the code; what was changed."""
+    changed = []
+    for k, v in kwargs.items():
+        if "device" in k and k != "device_id" and v in ("gpu", "mixed"):
+            kwargs[k] = "cpu"
+            changed.append(f'{k}="{v}" -> "cpu"')
+    return changed
 
 
 def absolute_data_kwargs(user: dict, data_params: set[str]) -> dict:
