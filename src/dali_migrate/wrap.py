@@ -41,11 +41,11 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
     old = set(source.splitlines())
     lines = _long_new_lines(old, code, limit)
     if not lines:
-        return code  # (comment lines too are long lines)
+        return code
     try:
-        before = _meaning(code)
         wrapped, tail = split_trailing_comments(code)
-        for _ in range(_PASSES):
+        lines = _code_lines(lines, wrapped)
+        for _ in range(_PASSES if lines else 0):  # (long comment lines need no tree)
             tree = cst.parse_module(wrapped)
             if tree.code != wrapped:
                 break  # (not seen once the comments at the end are set aside)
@@ -56,11 +56,11 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
             if text == wrapped:
                 break
             wrapped = text
-            lines = _long_new_lines(old, wrapped, limit)
+            lines = _code_lines(_long_new_lines(old, wrapped, limit), wrapped)
             if not lines:
                 break
         wrapped = _wrap_comments(old, wrapped + tail, limit)
-        if _meaning(wrapped) != before:
+        if wrapped != code and _meaning(wrapped) != _meaning(code):
             return code
     except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError, tokenize.TokenError):
         return code
@@ -114,6 +114,13 @@ def _meaning(code: str) -> str:
 def _comment_words(code: str) -> list[str]:
     tokens = tokenize.generate_tokens(io.StringIO(code).readline)
     return [w for t in tokens if t.type == tokenize.COMMENT for w in t.string[1:].split()]
+
+
+def _code_lines(numbers: set[int], code: str) -> set[int]:
+    """Those of the lines ``numbers`` (1-based) of ``code`` that hold code, not only a comment
+    (beyond its end: set aside)."""
+    lines = code.splitlines()
+    return {n for n in numbers if n <= len(lines) and not lines[n - 1].lstrip().startswith("#")}
 
 
 def _long_new_lines(old: set[str], code: str, limit: int) -> set[int]:
