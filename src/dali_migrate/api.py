@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
+from .comments import keep_comments
 from .context import FileContext, nesting, python_tree
 from .fixes import (
     Diagnostic,
@@ -102,7 +103,7 @@ def _analyse(
         f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)
     ]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
-    fixes = drop_nested(fixes)
+    fixes = [keep_comments(ctx.source, f) for f in drop_nested(fixes)]
     imports_enabled = any(r.id == import_rule_id() for r in active)
     return _Analysis(ctx, fixes, diagnostics, imports_enabled, state.structural)
 
