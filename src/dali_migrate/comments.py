@@ -185,28 +185,36 @@ _COMMON = frozenset(
 
 def _put_back(source: str, edits: list[Edit], group: list[_Lost]) -> list[Edit]:
     """``edits`` with the comment lines of ``group`` above the statement of their new text that
-    the comments are about."""
+    the comments are about: the one sharing the most names with the code they were about, in the
+    edit that held them if it ties, the nearest to where they stood if it ties again; where none
+    shares a name, where they stood."""
+    home = group[0].edit
+    old = source[edits[home].start : edits[home].end]
+    where = group[0].comment.line / max(1, len(old.splitlines()))
     names = set(_WORD.findall(group[-1].anchor)) - _COMMON
-    best: tuple[float, int, int] | None = None  # (score, edit, line)
+    best: tuple[tuple[int, int, float], int, int] | None = None  # (key, edit, line)
     for i, e in enumerate(edits):
         if not _whole_lines(source, e):
             continue
-        starts = _statement_starts(e.text)
         lines = e.text.splitlines()
-        for n, (start, end) in enumerate(starts):
-            score = len(names & set(_WORD.findall(" ".join(lines[start:end]))) - _COMMON)
-            if best is None or score > best[0] or (score == best[0] == 0 and i == group[0].edit):
-                if n == 0 or score > 0:
-                    best = (score, i, start)
+        starts = _statement_starts(e.text) or [(0, 0)]
+        for start, end in starts:
+            shared = len(names & set(_WORD.findall(" ".join(lines[start:end]))))
+            if not shared and i != home:
+                continue
+            near = -abs(start / max(1, len(lines)) - where) if i == home else -1.0
+            key = (shared, int(i == home), near)
+            if best is None or key > best[0]:
+                best = (key, i, start)
     if best is None:
         return edits
     _, i, at = best
     e = edits[i]
     lines = e.text.splitlines(keepends=True)
-    if lines:
+    if at < len(lines):
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
     else:  # a deletion: the comments stay where they stood
-        indent, at = _indent_at(source, e.start), 0
+        indent = _indent_at(source, e.start)
     new = [f"{indent}{item.comment.text}\n" for item in group]
     text = "".join(lines[:at] + new + lines[at:])
     return edits[:i] + [Edit(e.start, e.end, text)] + edits[i + 1 :]

@@ -437,8 +437,16 @@ class Merger:
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
         inputs = [a for a in call.args if a.keyword is None]
         rest = [a for a in call.args if a.keyword is not None]
-        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest]
-        return cst.Call(func=func, args=_commas(args))
+        if not _has_comment(ctor):
+            args = [
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest
+            ]
+            return cst.Call(func=func, args=_commas(args))
+        # comments between the object's arguments stay there: its layout is kept
+        args = _commas(inputs) + _commas_kept(ctor_kw) + _commas(rest)
+        return cst.Call(
+            func=func, args=_commas_kept(args), whitespace_before_args=ctor.whitespace_before_args
+        )
 
     def _conditional_call(self, variants: list[_Variant], call: cst.Call) -> cst.BaseExpression:
         """``a(x) if cond else b(x)`` for an operator object made under conditions, called
@@ -603,3 +611,18 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]
+
+
+def _commas_kept(args: list[cst.Arg]) -> list[cst.Arg]:
+    """``args`` separated by their own commas (with the comments after them), ``, `` where one
+    has none; the last keeps its comma only when a comment follows it."""
+    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    out = [a if isinstance(a.comma, cst.Comma) else a.with_changes(comma=sep) for a in args[:-1]]
+    last = args[-1:]
+    if last and not _has_comment(last[0].comma):
+        last = [last[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+    return out + last
+
+
+def _has_comment(node: cst.CSTNode | cst.MaybeSentinel) -> bool:
+    return isinstance(node, cst.CSTNode) and any(isinstance(n, cst.Comment) for n in walk(node))
