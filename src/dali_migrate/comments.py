@@ -235,44 +235,26 @@ def _statement_starts(text: str) -> list[tuple[int, int]]:
     """(first line, end line) of each statement of ``text`` (0-based, end exclusive); the header
     of a compound statement is one, each statement of its body another."""
     try:
-        starts = _token_starts(_dedented(text))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        starts = _line_starts(text)
+        starts = _token_starts(text)
+    except (tokenize.TokenError, SyntaxError):
+        return []
     ends = starts[1:] + [len(text.splitlines())]
     return list(zip(starts, ends)) if starts else []
 
 
 def _token_starts(text: str) -> list[int]:
+    """The lines where a logical line begins. Lines are read without their indentation, so a
+    piece of a block that ends shallower than it starts tokenizes too."""
+    stripped = "".join(line.lstrip(" \t") for line in text.splitlines(keepends=True))
     starts: list[int] = []
     new_line = True
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+    for tok in tokenize.generate_tokens(io.StringIO(stripped).readline):
+        if tok.type == tokenize.NEWLINE:
             new_line = True
         elif tok.type not in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER) and new_line:
             starts.append(tok.start[0] - 1)
             new_line = False
-    return sorted(set(starts))
-
-
-def _line_starts(text: str) -> list[int]:
-    """Statement starts counted from brackets alone (code that does not tokenize on its own)."""
-    starts: list[int] = []
-    depth = 0
-    for i, line in enumerate(text.splitlines()):
-        code = line.split("#", 1)[0]
-        if depth <= 0 and code.strip():
-            starts.append(i)
-        depth += sum(code.count(b) for b in "([{") - sum(code.count(b) for b in ")]}")
     return starts
-
-
-def _dedented(text: str) -> str:
-    """``text`` with its first line's indentation taken off every line (code spliced into a
-    block); a line indented less is kept as it is."""
-    lines = text.splitlines(keepends=True)
-    first = next((ln for ln in lines if ln.strip()), "")
-    cut = len(first) - len(first.lstrip())
-    return "".join(ln[cut:] if ln[:cut].strip() == "" else ln for ln in lines)
 
 
 def _parses_as_before(source: str, old: tuple[Edit, ...], new: list[Edit]) -> bool:
