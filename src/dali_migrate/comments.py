@@ -26,7 +26,7 @@ import tokenize
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from .fixes import Edit, Fix, splice
+from .fixes import Edit, Fix, Result, splice
 
 #: comments the tool writes itself (its TODO markers come and go with the code they mark)
 _OWN = "TODO(dali-migrate)"
@@ -82,6 +82,28 @@ def _missing(texts: list[str], after: list[Comment]) -> list[str]:
         else:
             out.append(t)
     return out
+
+
+def dropped_on_purpose(source: str, fixes: list[Fix]) -> list[str]:
+    """The comments ``fixes`` drop by the policy: the trailing comments of the lines an edit
+    deletes without writing code in their place."""
+    return [
+        c.text
+        for f in fixes
+        for e in f.edits
+        if not _has_code(e.text)
+        for c in comments_of(source[e.start : e.end])
+        if c.trailing
+    ]
+
+
+def unexplained_losses(result: Result) -> list[str]:
+    """The comments of ``result.source`` missing from ``result.code`` that no applied fix dropped
+    on purpose (the figure that must stay 0)."""
+    applied = [f for f in result.fixes if f.id in set(result.applied)]
+    lost = Counter(lost_comments(result.source, result.code))
+    lost.subtract(dropped_on_purpose(result.source, applied))
+    return sorted(lost.elements())
 
 
 def _occurrences(words: str, stream: str) -> int:

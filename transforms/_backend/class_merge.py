@@ -98,6 +98,8 @@ class Merger:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         prefix = self._init_block(_body(init), top=True)
+        # comment lines that end __init__: above the graph's code, which follows it
+        self.notes.setdefault("", []).extend(_footer_comments(init))
         if not self.found_super:
             self.reasons.append("__init__ does not call the Pipeline constructor")
         body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
@@ -647,6 +649,11 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]
+
+
+def _footer_comments(fn: cst.FunctionDef) -> list[cst.EmptyLine]:
+    footer = fn.body.footer if isinstance(fn.body, cst.IndentedBlock) else []
+    return [ln for ln in footer if ln.comment is not None]
 
 
 def _comment_lines(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
