@@ -101,3 +101,18 @@ def test_the_guard_leaves_a_fix_that_kept_its_comments_as_it_is():
     source = "x = 1  # one\n"
     fix = _fix(source, 0, len(source), "# one\nx = 1\n")
     assert keep_comments(source, fix) is fix
+
+
+def test_files_with_cr_newlines():
+    source = "# about the file\rx = 1  # one\ry = 2\r"
+    assert [c.text for c in comments_of(source)] == ["# about the file", "# one"]
+    fix = _fix(source, 0, len(source), "x = 1\ry = 2\r")
+    text = keep_comments(source, fix).edits[0].text
+    assert text == "# about the file\r# one\rx = 1\ry = 2\r"
+
+
+def test_a_users_long_comment_moved_deeper_is_not_rewrapped():
+    body = "    # " + "word " * 18 + "end\n"
+    source = SUBCLASS.replace("        # flips half of the images\n", "    " + body)
+    out = migrate_source(source).code
+    assert "            # " + "word " * 18 + "end\n" in out

@@ -47,7 +47,7 @@ def comments_of(code: str) -> list[Comment]:
     """The comments of ``code`` (tokenized; code that does not tokenize is read line by line)."""
     out: list[Comment] = []
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        for tok in tokenize.generate_tokens(io.StringIO(_lf(code)).readline):
             if tok.type == tokenize.COMMENT:
                 before = tok.line[: tok.start[1]].strip()
                 out.append(Comment(tok.string.strip(), tok.start[0] - 1, bool(before)))
@@ -159,6 +159,15 @@ def _lost(source: str, edits: tuple[Edit, ...]) -> list[_Lost]:
     return out
 
 
+def _lf(code: str) -> str:
+    """``code`` with ``\n`` newlines (tokenize reads a file of ``\r`` newlines as one line)."""
+    return code.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _newline(source: str) -> str:
+    return "\r\n" if "\r\n" in source else "\r" if "\r" in source else "\n"
+
+
 def _has_code(text: str) -> bool:
     return any(line.strip() and not line.strip().startswith("#") for line in text.splitlines())
 
@@ -237,15 +246,16 @@ def _put_back(source: str, edits: list[Edit], group: list[_Lost]) -> list[Edit]:
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
     else:  # a deletion: the comments stay where they stood
         indent = _indent_at(source, e.start)
-    new = [f"{indent}{item.comment.text}\n" for item in group]
+    newline = _newline(source)
+    new = [f"{indent}{item.comment.text}{newline}" for item in group]
     text = "".join(lines[:at] + new + lines[at:])
     return edits[:i] + [Edit(e.start, e.end, text)] + edits[i + 1 :]
 
 
 def _whole_lines(source: str, e: Edit) -> bool:
     """The edit replaces whole lines (it starts a line and its text ends one, or is empty)."""
-    starts_line = e.start == 0 or source[e.start - 1] == "\n"
-    return starts_line and (not e.text or e.text.endswith("\n"))
+    starts_line = e.start == 0 or source[e.start - 1] in "\r\n"
+    return starts_line and (not e.text or e.text.endswith(("\n", "\r")))
 
 
 def _indent_at(source: str, offset: int) -> str:
@@ -267,7 +277,7 @@ def _statement_starts(text: str) -> list[tuple[int, int]]:
 def _token_starts(text: str) -> list[int]:
     """The lines where a logical line begins. Lines are read without their indentation, so a
     piece of a block that ends shallower than it starts tokenizes too."""
-    stripped = "".join(line.lstrip(" \t") for line in text.splitlines(keepends=True))
+    stripped = "".join(line.lstrip(" \t") + "\n" for line in text.splitlines())
     starts: list[int] = []
     new_line = True
     for tok in tokenize.generate_tokens(io.StringIO(stripped).readline):
