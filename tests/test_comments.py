@@ -116,3 +116,10 @@ def test_a_users_long_comment_moved_deeper_is_not_rewrapped():
     source = SUBCLASS.replace("        # flips half of the images\n", "    " + body)
     out = migrate_source(source).code
     assert "            # " + "word " * 18 + "end\n" in out
+
+
+def test_the_guard_never_writes_a_comment_into_a_string():
+    source = 's = """\nold\n"""  # c\n'
+    start = source.index("old")
+    fix = _fix(source, start, len(source), 'new\n"""\n')
+    assert keep_comments(source, fix) is fix

@@ -20,6 +20,7 @@ line is the same comment (:func:`lost_comments`).
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -125,7 +126,7 @@ def keep_comments(source: str, fix: Fix) -> Fix:
     edits = list(fix.edits)
     for group in _groups(lost):
         edits = _put_back(source, edits, group)
-    if edits == list(fix.edits) or not _parses_as_before(source, fix.edits, edits):
+    if edits == list(fix.edits) or not _same_code(source, fix.edits, edits):
         return fix
     if len(edits) == 1:
         return replace(fix, edits=tuple(edits), replacement=edits[0].text)
@@ -289,14 +290,15 @@ def _token_starts(text: str) -> list[int]:
     return starts
 
 
-def _parses_as_before(source: str, old: tuple[Edit, ...], new: list[Edit]) -> bool:
-    import ast
+def _same_code(source: str, old: tuple[Edit, ...], new: list[Edit]) -> bool:
+    """The comments written back changed no code: the file parses to the same tree with ``new``
+    as with ``old`` (a line written into a string would not), or did not parse with ``old``."""
 
-    def parses(edits: list[Edit]) -> bool:
+    def tree(edits: list[Edit]) -> str | None:
         try:
-            ast.parse(splice(source, edits))
+            return ast.dump(ast.parse(splice(source, edits)))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return False
-        return True
+            return None
 
-    return parses(new) or not parses(list(old))
+    before = tree(list(old))
+    return before is None or tree(new) == before
