@@ -1267,8 +1267,8 @@ def comment_losses(before: str, after: str) -> tuple[list[str], list[str]]:
     """The comments of ``before`` that ``after`` lost: (lost, dropped with their statement)."""
     from dali_migrate.comments import comments_of, lost_comments
 
-    code = {" ".join(line.split()) for line in after.splitlines()}
-    lines = before.splitlines()
+    code = {" ".join(line.split()) for line in split_lines(after)}
+    lines = split_lines(before)
     deleted = Counter(
         c.text
         for c in comments_of(before)

@@ -123,3 +123,17 @@ def test_the_guard_never_writes_a_comment_into_a_string():
     start = source.index("old")
     fix = _fix(source, start, len(source), 'new\n"""\n')
     assert keep_comments(source, fix) is fix
+
+
+def test_lines_are_counted_as_python_counts_them():
+    source = 's = "a\x0cb"  # form feed\n# see\u2028below\nx = 1  # one\n'
+    fix = _fix(source, 0, len(source), 's = "a\x0cb"\nx = 1\n')
+    text = keep_comments(source, fix).edits[0].text
+    assert text == '# form feed\ns = "a\x0cb"\n# see\u2028below\n# one\nx = 1\n'
+
+
+def test_the_trailing_comment_of_a_deleted_import_is_dropped_on_purpose():
+    source = "from a import b  # for b\nimport c\n"
+    fix = _fix(source, 0, len(source), "import c\n")
+    assert keep_comments(source, fix) is fix
+    assert dropped_on_purpose(source, [fix]) == ["# for b"]

@@ -11,7 +11,8 @@ statement shares a name, above the first statement of the new text, so nothing i
 
 Policy: a comment is dropped only with a statement the migration deletes on purpose and has no
 equivalent for (``pipe.build()  # build it``): the trailing comment of a line that a fix deletes
-without writing code in its place. Comment lines above or inside such a statement are kept where
+without writing code in its place, or of an import it deletes (a pipeline-mode name left
+unused). Comment lines above or inside such a statement are kept where
 they stood. TODO markers of the tool are not users' comments.
 
 Comments are compared by their words, so a long comment the line wrapper continued on the next
@@ -54,7 +55,7 @@ def comments_of(code: str) -> list[Comment]:
                 out.append(Comment(tok.string.strip(), tok.start[0] - 1, bool(before)))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         out = []
-        for i, line in enumerate(code.splitlines()):
+        for i, line in enumerate(_lines(code)):
             code_part, sep, rest = line.partition("#")
             if sep and code_part.count('"') % 2 == 0 and code_part.count("'") % 2 == 0:
                 out.append(Comment("#" + rest.rstrip(), i, bool(code_part.strip())))
@@ -87,15 +88,24 @@ def _missing(texts: list[str], after: list[Comment]) -> list[str]:
 
 def dropped_on_purpose(source: str, fixes: list[Fix]) -> list[str]:
     """The comments ``fixes`` drop by the policy: the trailing comments of the lines an edit
-    deletes without writing code in their place."""
-    return [
-        c.text
-        for f in fixes
-        for e in f.edits
-        if not _has_code(e.text)
-        for c in comments_of(source[e.start : e.end])
-        if c.trailing
-    ]
+    deletes without writing code in their place, and of the imports it deletes."""
+    return [c.text for f in fixes for e in f.edits for c in _deleted_with_statement(source, e)]
+
+
+def _deleted_with_statement(source: str, e: Edit) -> list[Comment]:
+    old = source[e.start : e.end]
+    lines = _lines(old)
+    deletes = not _has_code(e.text)
+    kept = {" ".join(line.split()) for line in _lines(e.text)}
+    out = []
+    for c in comments_of(old):
+        code = " ".join(lines[c.line].split("#", 1)[0].split())
+        if c.trailing and (deletes or (_IMPORT.match(code) is not None and code not in kept)):
+            out.append(c)
+    return out
+
+
+_IMPORT = re.compile(r"(import|from)\s")
 
 
 def unexplained_losses(result: Result) -> list[str]:
@@ -145,12 +155,11 @@ def _lost(source: str, edits: tuple[Edit, ...]) -> list[_Lost]:
     found: list[tuple[Comment, int, str]] = []
     for i, e in enumerate(edits):
         old = source[e.start : e.end]
-        deletes = not _has_code(e.text)
-        lines = old.splitlines()
+        lines = _lines(old)
+        dropped = _deleted_with_statement(source, e)
         for c in comments_of(old):
-            if c.trailing and deletes:
-                continue  # deleted with its statement on purpose
-            found.append((c, i, _anchor(lines, c)))
+            if c not in dropped:  # (those are deleted with their statement, on purpose)
+                found.append((c, i, _anchor(lines, c)))
     missing = Counter(_missing([c.text for c, _, _ in found], held))
     out = []
     for c, i, anchor in found:
@@ -165,12 +174,19 @@ def _lf(code: str) -> str:
     return code.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of ``text`` as Python counts them (``str.splitlines`` also splits at form feeds
+    and other separators that are no newline to the tokenizer)."""
+    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+    return lines if keepends else [ln.rstrip("\r\n") for ln in lines]
+
+
 def _newline(source: str) -> str:
     return "\r\n" if "\r\n" in source else "\r" if "\r" in source else "\n"
 
 
 def _has_code(text: str) -> bool:
-    return any(line.strip() and not line.strip().startswith("#") for line in text.splitlines())
+    return any(line.strip() and not line.strip().startswith("#") for line in _lines(text))
 
 
 def _anchor(lines: list[str], c: Comment) -> str:
@@ -222,13 +238,13 @@ def _put_back(source: str, edits: list[Edit], group: list[_Lost]) -> list[Edit]:
     shares a name, where they stood."""
     home = group[0].edit
     old = source[edits[home].start : edits[home].end]
-    where = group[0].comment.line / max(1, len(old.splitlines()))
+    where = group[0].comment.line / max(1, len(_lines(old)))
     names = set(_WORD.findall(group[-1].anchor)) - _COMMON
     best: tuple[tuple[int, int, float], int, int] | None = None  # (key, edit, line)
     for i, e in enumerate(edits):
         if not _whole_lines(source, e):
             continue
-        lines = e.text.splitlines()
+        lines = _lines(e.text)
         starts = _statement_starts(e.text) or [(0, 0)]
         for start, end in starts:
             shared = len(names & set(_WORD.findall(" ".join(lines[start:end]))))
@@ -242,7 +258,7 @@ def _put_back(source: str, edits: list[Edit], group: list[_Lost]) -> list[Edit]:
         return edits
     _, i, at = best
     e = edits[i]
-    lines = e.text.splitlines(keepends=True)
+    lines = _lines(e.text, keepends=True)
     if at < len(lines):
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
     else:  # a deletion: the comments stay where they stood
@@ -271,14 +287,14 @@ def _statement_starts(text: str) -> list[tuple[int, int]]:
         starts = _token_starts(text)
     except (tokenize.TokenError, SyntaxError):
         return []
-    ends = starts[1:] + [len(text.splitlines())]
+    ends = starts[1:] + [len(_lines(text))]
     return list(zip(starts, ends)) if starts else []
 
 
 def _token_starts(text: str) -> list[int]:
     """The lines where a logical line begins. Lines are read without their indentation, so a
     piece of a block that ends shallower than it starts tokenizes too."""
-    stripped = "".join(line.lstrip(" \t") + "\n" for line in text.splitlines())
+    stripped = "".join(line.lstrip(" \t") + "\n" for line in _lines(text))
     starts: list[int] = []
     new_line = True
     for tok in tokenize.generate_tokens(io.StringIO(stripped).readline):
