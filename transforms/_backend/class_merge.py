@@ -296,7 +296,8 @@ class Merger:
         call = _super_init(stmt) if top else None
         if call is not None:
             self.found_super = True
-            args = call.args[1:] if not isinstance(call.func.value, cst.Call) else call.args  # type: ignore[attr-defined]
+            owner = call.func.value  # type: ignore[attr-defined]
+            args = call.args[1:] if not isinstance(owner, cst.Call) else call.args
             # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
             args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
             self.kwargs = pipeline_ctor_kwargs(
