@@ -81,6 +81,12 @@ Definitions (counted on the input and on the output by this script's own ``ast``
   rewrites were withheld), split at "; " and normalised (quoted code, names of attributes,
   operators and methods, numbers and line numbers replaced) so that the same reason counts
   together.
+* A *lost comment* is a ``#`` comment of the input (not a ``# TODO(dali-migrate)`` marker) that
+  the output does not hold, compared by its words (a comment the line wrapper continued on the
+  next line is held), each occurrence counted (:func:`dali_migrate.comments.lost_comments`).
+  The trailing comment of a line whose code the output no longer has anywhere
+  (``pipe.build()  # build it``) is counted apart, as *dropped with its statement*: the policy
+  drops those on purpose. The target is 0 lost comments.
 
 Usage::
 
@@ -1175,6 +1181,8 @@ class FileRecord:
     idempotent: bool = True
     reasons: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    comments_lost: list[str] = field(default_factory=list)
+    comments_dropped: list[str] = field(default_factory=list)
 
     def label(self) -> str:
         if self.category == "migrated with follow-ups":
@@ -1191,6 +1199,8 @@ class FileRecord:
             out.append(f"far TODOs {self.todos_far + self.todos_unanchored}")
         if not self.idempotent:
             out.append("not idempotent")
+        if self.comments_lost:
+            out.append(f"comments lost {len(self.comments_lost)}")
         return out
 
 
@@ -1221,6 +1231,8 @@ def build_record(
         rec.uses_before = len(scan_in.uses)
         rec.uses_before_by_kind = dict(Counter(u.kind for u in scan_in.uses))
         rec.definitions = len(scan_in.definitions)
+    if first["status"] not in ("crash", "timeout", "error"):
+        rec.comments_lost, rec.comments_dropped = comment_losses(*texts)
     if isinstance(scan_out, ModuleScan):
         _fill_output(rec, scan_in, scan_out, texts[1])
     else:
@@ -1249,6 +1261,27 @@ def _fill_output(rec: FileRecord, scan_in, scan_out: ModuleScan, text: str) -> N
     rec.unmarked_uses = len(loose)
     rec.unmarked = [f"{u.line}: {u.text}" for u in loose]
     rec.silent = rec.uses_left > 0 and rec.todos == 0
+
+
+def comment_losses(before: str, after: str) -> tuple[list[str], list[str]]:
+    """The comments of ``before`` that ``after`` lost: (lost, dropped with their statement)."""
+    from dali_migrate.comments import comments_of, lost_comments
+
+    code = {" ".join(line.split()) for line in split_lines(after)}
+    lines = split_lines(before)
+    deleted = Counter(
+        c.text
+        for c in comments_of(before)
+        if c.trailing and " ".join(lines[c.line].split("#", 1)[0].split()) not in code
+    )
+    lost, dropped = [], []
+    for text in lost_comments(before, after):
+        if deleted[text] > 0:
+            deleted[text] -= 1
+            dropped.append(text)
+        else:
+            lost.append(text)
+    return lost, dropped
 
 
 def _away(todo: Todo) -> str:
@@ -1338,6 +1371,9 @@ def totals(records: Sequence[FileRecord]) -> dict:
         "silent_files": sorted(r.file for r in records if r.silent),
         "unmarked_files": sorted(r.file for r in records if r.unmarked_uses),
         "unmarked_uses": sum(r.unmarked_uses for r in records),
+        "comments_lost": sum(len(r.comments_lost) for r in records),
+        "comments_lost_files": sorted(r.file for r in records if r.comments_lost),
+        "comments_dropped_with_statement": sum(len(r.comments_dropped) for r in records),
         "clean_files": len(clean),
         "clean_files_pct": _pct(len(clean), len(code)),
     }
@@ -1361,6 +1397,10 @@ def _criteria(t: dict, far: int) -> dict:
         ],
         "TODOs more than two lines from what they name = 0": [far, far == 0],
         "crashes = 0": [t["crashes"], t["crashes"] == 0],
+        "comments of the input lost = 0": [
+            t.get("comments_lost", 0),
+            t.get("comments_lost", 0) == 0,
+        ],
         "files with pipeline code left and no TODO = 0": [
             len(t["silent_files"]),
             not t["silent_files"],
@@ -1474,6 +1514,7 @@ def _format_files(records: Iterable[dict]) -> list[str]:
         out.append(head + (f"  [{', '.join(flags)}]" if flags else ""))
         if rec.error:
             out.append(f"    error: {shorten(rec.error)}")
+        out += [f"    comment lost: {shorten(c, 100)}" for c in rec.comments_lost]
         if rec.category in ("not migrated", "migrated with follow-ups"):
             reasons = list(dict.fromkeys(rec.reasons))
             out += [f"    - {shorten(reason)}" for reason in reasons[:6]]
@@ -1506,6 +1547,11 @@ def _format_totals(t: dict, reasons: list[dict]) -> list[str]:
     out += [f"  {name}" for name in t["silent_files"]]
     out.append(
         f"files with uses no TODO marks: {len(t['unmarked_files'])} ({t['unmarked_uses']} uses)"
+    )
+    out.append(
+        f"comments lost: {t.get('comments_lost', 0)} in {len(t.get('comments_lost_files', []))} "
+        f"files; {t.get('comments_dropped_with_statement', 0)} trailing comments dropped with "
+        "the statement they ended"
     )
     out += ["", "reasons (occurrences, files):"]
     out += [f"  {r['count']:4d} {r['files']:3d}  {shorten(r['reason'], 150)}" for r in reasons]

@@ -283,9 +283,21 @@ def test_check_with_the_real_tool(tmp_path, jobs):
     assert (t["uses_before"], t["uses_left"]) == (11, 5)
     assert t["crashes"] == t["outputs_not_parsing"] == t["outputs_not_idempotent"] == 0
     assert t["clean_files"] == 1 and t["todos"] >= 1
+    assert t["comments_lost"] == 0
     assert any(r["reason"] == "OP is not a known DALI operator" for r in report["reasons"])
     text = cc.format_report(report)
     assert "good.py: migrated" in text and "refused.py: not migrated" in text
+
+
+def test_comments_lost_and_dropped_with_their_statement():
+    before = "x = f()  # why f\n# about y\ny = 2\npipe.build()  # build it\n"
+    after = "# why\n# f\nx = g()\ny = 2\n"
+    lost, dropped = cc.comment_losses(before, after)
+    assert (lost, dropped) == (["# about y"], ["# build it"])
+    rec = cc.FileRecord("a.py", "migrated", "ok", comments_lost=lost)
+    assert "comments lost 1" in rec.flags()
+    assert cc.totals([rec])["comments_lost"] == 1
+    assert cc.totals([rec])["criteria"]["comments of the input lost = 0"] == [1, False]
 
 
 def test_read_only_corpus_is_measured(tmp_path):

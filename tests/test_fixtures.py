@@ -1,6 +1,7 @@
 """Fixture pairs: ``fixtures/<rule>/<case>.in.py`` must migrate to ``<case>.out.py``.
 
-Every ``.out.py`` must parse and be a fixed point; a case whose ``.out.py`` equals its ``.in.py``
+Every ``.out.py`` must parse, be a fixed point and hold every comment of its ``.in.py`` (but
+the trailing comment of a statement deleted on purpose); a case whose ``.out.py`` equals its ``.in.py``
 pins code that must stay unchanged. Set ``DALI_MIGRATE_REGEN=1`` to rewrite the ``.out.py``
 files from the current rules (then review the diff before committing).
 """
@@ -14,6 +15,7 @@ import libcst as cst
 import pytest
 
 from dali_migrate import migrate_source
+from dali_migrate.comments import unexplained_losses
 from dali_migrate.registry import rule_ids
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -44,6 +46,7 @@ def test_fixture(case: Path):
         expected_path.write_text(result.code)
     expected = expected_path.read_text()
     assert result.code == expected
+    assert unexplained_losses(result) == [], "comments of the input are missing from the output"
     cst.parse_module(expected)
     again = migrate_source(expected, path=str(expected_path))
     assert again.code == expected, "migrating the output again changed it"

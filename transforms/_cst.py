@@ -186,8 +186,18 @@ def _separator(args: list[cst.Arg]) -> cst.Comma:
     """The comma style between arguments already used by this call (one line or one per line)."""
     for a in args[:-1]:
         if isinstance(a.comma, cst.Comma):
-            return a.comma
+            return _without_comments(a.comma)
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _without_comments(comma: cst.Comma) -> cst.Comma:
+    """``comma`` with its line break but not the comments after it (copied, they would repeat)."""
+    after = comma.whitespace_after
+    if not isinstance(after, cst.ParenthesizedWhitespace):
+        return comma
+    return comma.with_changes(
+        whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    )
 
 
 def append_arg(args: list[cst.Arg], new: cst.Arg) -> list[cst.Arg]:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import libcst as cst
 
+from .comments import keep_comments
 from .context import FileContext, nesting, python_tree
 from .fixes import (
     Diagnostic,
@@ -101,7 +102,7 @@ def _analyse(
         f for f in uniquify(state.fixes) if not ctx.suppressed(f.rule, f.line or f.span.start_line)
     ]
     diagnostics = [d for d in state.diagnostics if not ctx.suppressed(d.rule, d.line)]
-    fixes = drop_nested(fixes)
+    fixes = [keep_comments(ctx.source, f) for f in drop_nested(fixes)]
     derived = [r for r in active if r.is_derived()]
     return _Analysis(ctx, fixes, diagnostics, derived, state.structural)
 

@@ -70,14 +70,16 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
 def _wrap_comments(old: set[str], code: str, limit: int) -> str:
     """Long comment lines and one-line docstrings written by the migration, continued on the
     lines below; TODO markers stay one line each (a person reads and deletes them as one).
-    ``old``: the lines of the input."""
+    ``old``: the lines of the input. A comment line of the input that the migration moved (to
+    another indentation) is the user's, and stays as it was written."""
+    users = {ln.strip() for ln in old if ln.lstrip().startswith("#")}
     out = []
     for line in code.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         text = body.lstrip()
         indent = body[: len(body) - len(text)]
         end = line[len(body) :]
-        if len(body) <= limit or body in old or TODO_PREFIX in text:
+        if len(body) <= limit or body in old or TODO_PREFIX in text or text.rstrip() in users:
             out.append(line)
         elif text.startswith("# "):
             parts = _words(text[2:], limit - len(indent) - 2)

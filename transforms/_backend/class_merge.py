@@ -77,6 +77,8 @@ class Merger:
         self.local_names: set[str] = set()  # the names the code merged binds
         self.kwargs: dict[str, cst.Arg] = {}
         self.found_super = False
+        # the comments of ``self.<name> = ops.X(...)``: they go above the first call of it
+        self.notes: dict[str, list[cst.EmptyLine]] = {}
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -96,6 +98,8 @@ class Merger:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         prefix = self._init_block(_body(init), top=True)
+        # comment lines that end __init__: above the graph's code, which follows it
+        self.notes.setdefault("", []).extend(_footer_comments(init))
         if not self.found_super:
             self.reasons.append("__init__ does not call the Pipeline constructor")
         body = self._with_feeds(_body(graph_fn), self.methods.get("iter_setup"))
@@ -104,6 +108,9 @@ class Merger:
         self.helpers = self._called_helpers(inlined, init)
         helpers = [self._helper(fn) for fn in self.helpers.values()]
         graph = [s for stmt in body for s in self._graph_statement(stmt)]
+        rest = self.notes.pop("", [])
+        if rest and graph:
+            graph[0] = graph[0].with_changes(leading_lines=[*rest, *graph[0].leading_lines])
         if self._called_helpers(init):  # __init__ calls them: defined before its code
             return helpers + prefix + graph
         return prefix + helpers + graph
@@ -262,31 +269,50 @@ class Merger:
         self, stmts: list[cst.BaseStatement], top: bool = False
     ) -> list[cst.BaseStatement]:
         """``__init__``'s statements without the Pipeline constructor call and the operator
-        objects, ``self.x`` made local names."""
+        objects, ``self.x`` made local names. The comments of a statement left out go above the
+        next one kept (an operator object's, above its first call)."""
         out: list[cst.BaseStatement] = []
+        pending: list[cst.EmptyLine] = []
         for stmt in stmts:
-            call = _super_init(stmt) if top else None
-            if call is not None:
-                self.found_super = True
-                args = call.args[1:] if not isinstance(call.func.value, cst.Call) else call.args  # type: ignore[attr-defined]
-                # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
-                args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
-                self.kwargs = pipeline_ctor_kwargs(
-                    call.with_changes(args=args), self.reasons, "the Pipeline constructor call"
-                )
+            kept = self._init_statement(stmt, top)
+            if kept is None:
+                pending += _comment_lines(stmt)
                 continue
-            target, value = _self_assignment(stmt)
-            if target is not None and target in self.ops and not self._plain(stmt):
+            if isinstance(kept, cst.RemovalSentinel):  # its comments wait for its first call
                 continue
-            if target is not None and isinstance(value, cst.Name) and value.value == target:
-                continue  # self.size = size: the parameter already has the name
-            if isinstance(stmt, cst.If):
-                kept = self._init_if(stmt)
-                if kept is not None:
-                    out.append(kept)
-                continue
-            out.append(self._rewrite(stmt))
+            if pending:
+                kept = kept.with_changes(leading_lines=[*pending, *kept.leading_lines])
+                pending = []
+            out.append(kept)
+        if pending:  # nothing follows in the block: above the code of the graph
+            self.notes.setdefault("", []).extend(pending)
         return out
+
+    def _init_statement(
+        self, stmt: cst.BaseStatement, top: bool
+    ) -> cst.BaseStatement | cst.RemovalSentinel | None:
+        """A statement of ``__init__`` as the graph function has it: None when it has no place
+        there, ``REMOVE`` for an operator object (made where it is called)."""
+        call = _super_init(stmt) if top else None
+        if call is not None:
+            self.found_super = True
+            owner = call.func.value  # type: ignore[attr-defined]
+            args = call.args[1:] if not isinstance(owner, cst.Call) else call.args
+            # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
+            args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
+            self.kwargs = pipeline_ctor_kwargs(
+                call.with_changes(args=args), self.reasons, "the Pipeline constructor call"
+            )
+            return None
+        target, value = _self_assignment(stmt)
+        if target is not None and target in self.ops and not self._plain(stmt):
+            self.notes.setdefault(target, []).extend(_comment_lines(stmt))
+            return cst.RemovalSentinel.REMOVE
+        if target is not None and isinstance(value, cst.Name) and value.value == target:
+            return None  # self.size = size: the parameter already has the name
+        if isinstance(stmt, cst.If):
+            return self._init_if(stmt)
+        return self._rewrite(stmt)  # type: ignore[return-value]
 
     def _plain(self, stmt: cst.BaseStatement) -> bool:
         target, value = _self_assignment(stmt)
@@ -326,8 +352,21 @@ class Merger:
         return self._rewrite(new)  # type: ignore[return-value]
 
     def _graph_statement(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
-        """A statement of ``define_graph``; ``x = self.op(...)`` of an operator object made under
+        """A statement of ``define_graph`` (with the comments of the operator objects it is the
+        first to call above it); ``x = self.op(...)`` of an operator object made under
         conditions becomes an ``if`` with the call made under each."""
+        out = self._graph_code(stmt)
+        notes = [
+            line
+            for n in walk(stmt)
+            if isinstance(n, cst.Call) and _is_self_attr(n.func)
+            for line in self.notes.pop(n.func.attr.value, [])  # type: ignore[attr-defined]
+        ]
+        if notes and out:
+            out[0] = out[0].with_changes(leading_lines=[*out[0].leading_lines, *notes])
+        return out
+
+    def _graph_code(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         small = (
             stmt.body[0]
             if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
@@ -437,8 +476,16 @@ class Merger:
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
         inputs = [a for a in call.args if a.keyword is None]
         rest = [a for a in call.args if a.keyword is not None]
-        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest]
-        return cst.Call(func=func, args=_commas(args))
+        if not _has_comment(ctor):
+            args = [
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest
+            ]
+            return cst.Call(func=func, args=_commas(args))
+        # comments between the object's arguments stay there: its layout is kept
+        args = _commas(inputs) + _commas_kept(ctor_kw) + _commas(rest)
+        return cst.Call(
+            func=func, args=_commas_kept(args), whitespace_before_args=ctor.whitespace_before_args
+        )
 
     def _conditional_call(self, variants: list[_Variant], call: cst.Call) -> cst.BaseExpression:
         """``a(x) if cond else b(x)`` for an operator object made under conditions, called
@@ -603,3 +650,32 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]
+
+
+def _footer_comments(fn: cst.FunctionDef) -> list[cst.EmptyLine]:
+    footer = fn.body.footer if isinstance(fn.body, cst.IndentedBlock) else []
+    return [ln for ln in footer if ln.comment is not None]
+
+
+def _comment_lines(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
+    """The comment lines above ``stmt`` and its trailing comment, as lines."""
+    lines = [ln for ln in stmt.leading_lines if ln.comment is not None]
+    tail = getattr(stmt, "trailing_whitespace", None)
+    if tail is not None and tail.comment is not None:
+        lines.append(cst.EmptyLine(comment=tail.comment))
+    return lines
+
+
+def _commas_kept(args: list[cst.Arg]) -> list[cst.Arg]:
+    """``args`` separated by their own commas (with the comments after them), ``, `` where one
+    has none; the last keeps its comma only when a comment follows it."""
+    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    out = [a if isinstance(a.comma, cst.Comma) else a.with_changes(comma=sep) for a in args[:-1]]
+    last = args[-1:]
+    if last and not _has_comment(last[0].comma):
+        last = [last[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+    return out + last
+
+
+def _has_comment(node: cst.CSTNode | cst.MaybeSentinel) -> bool:
+    return isinstance(node, cst.CSTNode) and any(isinstance(n, cst.Comment) for n in walk(node))
