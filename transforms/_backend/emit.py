@@ -31,6 +31,7 @@ from .._cst import (
 )
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .conditionals import lower_branches
+from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
 from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
@@ -110,7 +111,11 @@ class _Emitter:
         self.fired: set[str] = set()
         self.helpers: dict[str, object] = {}
         self.reader_vars: dict[int, str] = {}
+        #: comment lines of dropped statements, by id of the statement they now go above
+        self.carried: dict[int, list[cst.EmptyLine]] = {}
+        self.current = self._current()  # reads of Pipeline.current() -> the generator's values
         # setup code before the first input stays outside the loop unless it builds graph nodes
+        graph = self.graph
         inputs = [graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources]]
         if not inputs:  # no reader: the setup is what comes before the first graph node
             inputs = [
@@ -118,12 +123,17 @@ class _Emitter:
                     (
                         i
                         for i, s in enumerate(graph.body)
-                        if not isinstance(s, cst.FunctionDef) and _runs_dali(ctx, s, self.nodes)
+                        if not isinstance(s, cst.FunctionDef)
+                        and _runs_dali(ctx, s, self.nodes, skip=self.current)
                     ),
                     len(graph.body) - 1,
                 )
             ]
-        self.setup = [s for s in graph.body[: min(inputs)] if not _runs_dali(ctx, s, self.nodes)]
+        self.setup = [
+            s
+            for s in self.graph.body[: min(inputs)]
+            if not _runs_dali(ctx, s, self.nodes, skip=self.current)
+        ]
         # helpers defined in the graph code are defined once, before the loop
         self.defs = [
             s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
@@ -147,6 +157,50 @@ class _Emitter:
         #: the EvalContext variable of the pipeline's GPU, once a loop runs its operators in it
         self.device_ctx: str | None = None
 
+    def _current(self) -> dict[int, cst.BaseExpression]:
+        """What each read of ``Pipeline.current()`` becomes (by id of the read), from the plan;
+        the statements that only name the current pipeline leave the graph's body."""
+        current: Current | None = self.graph.current
+        if current is None or not (current.reads or current.aliases):
+            return {}
+        missing = sorted(current.attrs - set(self.plan.current))
+        if missing:
+            raise Refused(
+                f"`Pipeline.current().{missing[0]}` reads the pipeline being built, and the "
+                "generator has no value for it"
+            )
+        dropped = current.aliases + self_assignments(current, self.plan.current, self.ctx)
+        body: list[cst.BaseStatement] = []
+        lines: list[cst.EmptyLine] = []  # the comments above a dropped statement stay
+        for s in self.graph.body:
+            if any(s is d for d in dropped):
+                lines += [line for line in s.leading_lines if line.comment is not None]
+                continue
+            if lines:
+                self.carried[id(s)], lines = lines, []
+            body.append(s)
+        self.graph = dataclasses.replace(self.graph, body=body)
+        return {id(attr): self.plan.current[name] for attr, name in current.reads}
+
+    def _carry(self, original: cst.CSTNode, new: list) -> list:
+        """``new`` (what ``original`` became) with the comments carried to ``original`` above
+        its first statement."""
+        lines = self.carried.pop(id(original), None)
+        if lines and new:
+            new[0] = new[0].with_changes(leading_lines=[*lines, *new[0].leading_lines])
+        elif lines:
+            self.carried[id(original)] = lines
+        return new
+
+    def plain(self, node: cst.CSTNode) -> cst.CSTNode:
+        """``node`` with the reads of ``Pipeline.current()`` in it replaced (code the local
+        rules do not lower: the arguments of readers and sources built before the loop)."""
+        if not self.current:
+            return node
+        rule: LocalRule = CurrentReadsRule(self.current)  # type: ignore[assignment]
+        new, _ = lower(self.ctx, node, LocalEnv(), [rule])
+        return new
+
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
         return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
@@ -166,16 +220,17 @@ class _Emitter:
             self.reader_vars[id(use.call)] = var
             self.graph.handles.setdefault("readers", []).append(var)
             cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
-            value = use.call.with_changes(func=cls, args=self._reader_args(use))
+            call = self.plain(use.call)
+            assert isinstance(call, cst.Call)
+            value = call.with_changes(func=cls, args=self._reader_args(use, list(call.args)))
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            hoisted.append(
-                statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines)
-            )
+            lines = [] if use.inline else list(use.stmt.leading_lines)
+            hoisted += self._carry(use.stmt, [statement(assign, leading_lines=lines)])
         return hoisted
 
-    def _reader_args(self, use: ReaderUse) -> list[cst.Arg]:
+    def _reader_args(self, use: ReaderUse, args: list[cst.Arg]) -> list[cst.Arg]:
         plan = self.plan
-        args = remove_args(list(use.call.args), {"name"})
+        args = remove_args(args, {"name"})
         args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
         if not self.single or plan.reader_meta:
             args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
@@ -205,7 +260,10 @@ class _Emitter:
                         f"({', '.join(sorted(depends))})"
                     )
                 var = cst.Name(fresh_name(f"{_first_name(use.target)}_source", self.taken))
-                hoisted.append(statement(cst.Assign([cst.AssignTarget(var)], use.source)))
+                source = self.plain(use.source)
+                assert isinstance(source, cst.BaseExpression)
+                made = statement(cst.Assign([cst.AssignTarget(var)], source))
+                hoisted += self._carry(use.stmt, [made])
                 use = dataclasses.replace(use, source=var)
             sources.append(use)
         # shares the lists and dict the front end reads after emitting
@@ -260,11 +318,13 @@ class _Emitter:
         inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline}
         if inline:
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
-        self.lowered_defs = [self._lower(s, env, rules) for s in self.defs]
-        self.lowered_setup = [self._lower(s, env, rules) for s in self.setup]
+        if self.current:
+            rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
+        self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
+        self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
-            out += self._statement(s, env, rules)
+            out += self._carry(s, self._statement(s, env, rules))
         return out
 
     def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
@@ -735,24 +795,33 @@ def _loop_target(
     )
 
 
-def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The nodes of ``node`` outside the lambdas and functions it defines."""
+def _walk_outside_defs(
+    node: cst.CSTNode, skip: dict[int, cst.BaseExpression] | None = None
+) -> Iterator[cst.CSTNode]:
+    """The nodes of ``node`` outside the lambdas and functions it defines (and outside the
+    nodes whose ids ``skip`` holds)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        if skip and id(n) in skip:
+            continue
         yield n
         if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
             stack.extend(reversed(n.children))
 
 
 def _runs_dali(
-    ctx: FileContext, stmt: cst.CSTNode, nodes: set[str], seen: frozenset[str] = frozenset()
+    ctx: FileContext,
+    stmt: cst.CSTNode,
+    nodes: set[str],
+    seen: frozenset[str] = frozenset(),
+    skip: dict[int, cst.BaseExpression] | None = None,
 ) -> bool:
     """Whether running a statement runs DALI or reads a name holding a data node (code in the
     lambdas and functions it defines runs later: it does not count; a function of the module it
-    calls does)."""
+    calls does; reads of ``Pipeline.current()``, by id in ``skip``, are plain values)."""
     helpers = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    for n in _walk_outside_defs(stmt):
+    for n in _walk_outside_defs(stmt, skip):
         called = n.func.value if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) else None
         if called in helpers and called not in seen:
             if _runs_dali(ctx, helpers[called].body, set(), seen | {called}):

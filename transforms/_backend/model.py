@@ -50,6 +50,8 @@ class Graph:
     #: filled by the emitter: "readers" (the reader variables) and "rng" (the RNG's), for the
     #: code that needs a handle on them (``handles``)
     handles: dict[str, Any] = field(default_factory=dict)
+    #: reads of ``Pipeline.current()`` in the graph code (``current.Current``), or None
+    current: Any = None
 
 
 @dataclass
@@ -145,3 +147,6 @@ class PipelinePlan:
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
     device: cst.BaseExpression | None = None
     device_applied: bool = False
+    #: what each attribute of ``Pipeline.current()`` the graph code reads is in the generator
+    #: (``batch_size`` -> the batch size parameter); a read not given here is refused
+    current: dict[str, cst.BaseExpression] = field(default_factory=dict)

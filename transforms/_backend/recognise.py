@@ -28,6 +28,7 @@ from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
+from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source
 from .flow import Flow, in_loop
 from .model import FollowUp, Graph, Instance, ReaderUse
@@ -62,13 +63,17 @@ def analyse_graph(
     outputs: list[cst.BaseExpression],
     reasons: list[str],
     outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None] | None = None,
+    *,
+    current_ok: bool = False,
 ) -> Graph | None:
     """Check that the graph code of ``container`` can be carried over; reasons it cannot are
     appended to ``reasons`` (all of them, so the TODO lists every one). ``outputs_of``: the
     outputs one statement gives (None: it gives none), to follow outputs chosen by an ``if``
-    that ends the graph code (:func:`chosen_outputs`)."""
+    that ends the graph code (:func:`chosen_outputs`). ``current_ok``: the front end gives the
+    generator's values for the reads of ``Pipeline.current()`` (``current.Current``)."""
     readers: list[ReaderUse] = []
     sources: list[SourceUse] = []
+    current = Current()
     chosen = None
     body_end = container.body.body[-1] if container.body.body else None
     if outputs_stmt is None and outputs_of is not None and container.body.body:
@@ -92,6 +97,12 @@ def analyse_graph(
         elif isinstance(node, cst.ClassDef):
             reasons.append("class definitions in the pipeline body")
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+            call = is_current_call(ctx, node) if current_ok else None
+            why = record_current(ctx, container, call, current) if call is not None else None
+            if call is not None:
+                if why is not None:
+                    reasons.append(why)
+                continue
             reasons.append(
                 f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
                 "counterpart of"
@@ -121,7 +132,9 @@ def analyse_graph(
     if reasons:
         return None
     assert isinstance(outputs_stmt, cst.SimpleStatementLine)
-    return Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
+    graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
+    graph.current = current
+    return graph
 
 
 def _inputs_and_ops(
