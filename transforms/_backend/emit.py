@@ -35,6 +35,7 @@ from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
 from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
+from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -106,7 +107,8 @@ class _Emitter:
         self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
         self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
         self.rng_var = fresh_name("rng", self.taken)
-        self.single = len(graph.readers) == 1
+        # one reader, made unconditionally: the loop runs over its epochs
+        self.single = len(graph.readers) == 1 and not graph.readers[0].guards
         self.nodes = collect_nodes(ctx, graph.container)
         self.fired: set[str] = set()
         self.helpers: dict[str, object] = {}
@@ -116,7 +118,8 @@ class _Emitter:
         self.current = self._current()  # reads of Pipeline.current() -> the generator's values
         # setup code before the first input stays outside the loop unless it builds graph nodes
         graph = self.graph
-        inputs = [graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources]]
+        inputs = [graph.body.index(u.top or u.stmt) for u in graph.readers]
+        inputs += [graph.body.index(u.top) for u in graph.sources]
         if not inputs:  # no reader: the setup is what comes before the first graph node
             inputs = [
                 next(
@@ -209,6 +212,7 @@ class _Emitter:
 
     def readers(self) -> list[cst.BaseStatement]:
         hoisted: list[cst.BaseStatement] = []
+        guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if` holding them
         for use in self.graph.readers:
             depends = free_names(use.call) & self.per_batch_names
             if depends:
@@ -216,17 +220,55 @@ class _Emitter:
                     f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code "
                     f"({', '.join(sorted(depends))})"
                 )
-            var = fresh_name("reader" if self.single else _reader_var(use), self.taken)
-            self.reader_vars[id(use.call)] = var
-            self.graph.handles.setdefault("readers", []).append(var)
+            var = self._reader_name(use)
             cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
             call = self.plain(use.call)
             assert isinstance(call, cst.Call)
             value = call.with_changes(func=cls, args=self._reader_args(use, list(call.args)))
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            lines = [] if use.inline else list(use.stmt.leading_lines)
-            hoisted += self._carry(use.stmt, [statement(assign, leading_lines=lines)])
-        return hoisted
+            # (a guarded reader's statement stays in the loop with its comments)
+            lines = [] if use.inline or use.guards else list(use.stmt.leading_lines)
+            made = self._carry(use.stmt, [statement(assign, leading_lines=lines)])
+            if not use.guards:
+                hoisted += made
+                continue
+            assert use.top is not None
+            if id(use.top) not in guarded:  # one `if` like the graph code's, where it stood
+                guarded[id(use.top)] = {}
+                hoisted.append(use.top)
+            guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
+        return [
+            (skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s  # type: ignore[misc]
+            for s in hoisted
+        ]
+
+    def _reader_name(self, use: ReaderUse) -> str:
+        """The variable of a reader built before the loop; readers made in different branches
+        of one ``if`` for the same name share one (only one of them is ever made)."""
+        if use.guards:
+            tests = free_names(guard_test(use.guards))
+            if tests & self.per_batch_names:
+                raise Refused(
+                    f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
+                    f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
+                )
+        base = "reader" if self.single else _reader_var(use)
+        var = next(
+            (
+                self.reader_vars[id(other.call)]
+                for other in self.graph.readers
+                if id(other.call) in self.reader_vars
+                and other.guards
+                and _reader_var(other) == base
+                and exclusive(use.guards, other.guards)
+            ),
+            None,
+        )
+        if var is None:
+            var = fresh_name(base, self.taken)
+            self.graph.handles.setdefault("readers", []).append(var)
+        self.reader_vars[id(use.call)] = var
+        return var
 
     def _reader_args(self, use: ReaderUse, args: list[cst.Arg]) -> list[cst.Arg]:
         plan = self.plan
@@ -315,7 +357,8 @@ class _Emitter:
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
             rules.append(HelperCalls(self.helpers))
-        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline}
+        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards}
+        inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
         if inline:
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
         if self.current:
@@ -372,6 +415,27 @@ class _Emitter:
             return _source_statements(
                 ctx, source, self.iteration, self.data_var, self.plan.batch_size
             )
+        made = [u for u in graph.sources if u.inline_at is s]
+        if made:  # the batches of the sources called in it first, bound to their names
+            out = [
+                st
+                for u in made
+                for st in _source_statements(
+                    ctx, u, self.iteration, self.data_var, self.plan.batch_size
+                )
+            ]
+            out[0] = out[0].with_changes(leading_lines=s.leading_lines)
+            rest = self._statement_rest(s, env, rules)
+            if rest:  # its comments went above the sources' statements
+                rest[0] = rest[0].with_changes(leading_lines=[])
+            return out + rest
+        return self._statement_rest(s, env, rules)
+
+    def _statement_rest(
+        self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        """A statement of the graph code that makes no external source itself."""
+        ctx, graph = self.ctx, self.graph
         if self.is_reader_stmt(s):
             if self.single:
                 return []
@@ -713,9 +777,12 @@ def _source_statements(
 
 
 def _reader_var(use: ReaderUse) -> str:
-    """``images_reader`` for ``images, labels = fn.readers.file(...)``; ``numpy_reader`` when
-    the outputs have no plain name."""
+    """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
+    fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
     target = use.target
+    small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
     if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
         target = target.elements[0].value
     if isinstance(target, cst.Name):

@@ -92,6 +92,14 @@ class SourceUse:
     sample_info: str | None = None
     #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
     feed_name: str | None = None
+    #: the statement of the graph code the call is part of, when it is not ``stmt`` itself
+    #: (``return fn.external_source(...)``: ``stmt`` binds ``target`` to the call then)
+    inline_at: cst.SimpleStatementLine | None = None
+
+    @property
+    def top(self) -> cst.SimpleStatementLine:
+        """The statement of the graph code that makes this source."""
+        return self.inline_at or self.stmt
 
 
 def analyse_source(

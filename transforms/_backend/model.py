@@ -27,6 +27,10 @@ class ReaderUse:
     #: the call is part of a larger statement (``return fn.readers.numpy(...) * 4``): ``target``
     #: is a new name, which replaces the call there
     inline: bool = False
+    #: the tests of the ``if`` blocks it is made in (``guards.Guard``), outermost first, and the
+    #: statement of the body that holds them
+    guards: list[Any] = field(default_factory=list)
+    top: cst.BaseStatement | None = None
 
 
 @dataclass

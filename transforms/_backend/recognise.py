@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
@@ -31,6 +32,7 @@ from .arguments import check_pipeline_args
 from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source
 from .flow import Flow, in_loop
+from .guards import guards_of
 from .model import FollowUp, Graph, Instance, ReaderUse
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
@@ -158,19 +160,25 @@ def _inputs_and_ops(
         return
     assign = ctx.parents.get(node)
     stmt = ctx.parents.get(assign)
-    if not (
+    plain = (
         isinstance(assign, cst.Assign)
         and isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
-        and ctx.parents.get(ctx.parents.get(stmt)) is container
         and len(assign.targets) == 1
-    ):
-        top = ctx.enclosing_statement(node)
-        if (
-            op.target.is_reader
-            and isinstance(top, cst.SimpleStatementLine)
-            and ctx.parents.get(ctx.parents.get(top)) is container
-        ):
+    )
+    top = ctx.enclosing_statement(node)
+    at_top = (
+        isinstance(top, cst.SimpleStatementLine)
+        and ctx.parents.get(ctx.parents.get(top)) is container
+    )
+    if not (plain and at_top):
+        if not isinstance(top, cst.SimpleStatementLine):
+            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
+        elif not at_top:
+            _guarded(ctx, container, node, op, top, readers, reasons)
+        elif not op.target.is_reader:
+            _inline_source(ctx, container, node, top, sources, reasons)
+        else:
             readers.append(
                 ReaderUse(
                     top,
@@ -180,14 +188,71 @@ def _inputs_and_ops(
                     inline=True,
                 )
             )
-        else:
-            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
     elif op.target.is_reader:
         readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
     else:
         use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
         if use is not None:
             sources.append(use)
+
+
+def _guarded(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    op: OpInfo,
+    stmt: cst.SimpleStatementLine,
+    readers: list[ReaderUse],
+    reasons: list[str],
+) -> None:
+    """A reader made in an ``if`` block of the graph code (``guards``), in ``stmt``."""
+    what = ctx.text(call.func)
+    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
+    if isinstance(found, str):
+        reasons.append(found)
+        return
+    tests, top = found
+    if not op.target.is_reader:
+        test = ctx.text(tests[-1][0])
+        reasons.append(
+            f"{what} made under `if {test}` is not migrated yet: make it at the top level of "
+            "the pipeline body"
+        )
+        return
+    assign = stmt.body[0] if len(stmt.body) == 1 else None
+    if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1:
+        readers.append(ReaderUse(stmt, assign.targets[0].target, call, op, guards=tests, top=top))
+        return
+    fresh = cst.Name(_fresh_output(ctx, container, op.target.ndd_path))
+    readers.append(ReaderUse(stmt, fresh, call, op, inline=True, guards=tests, top=top))
+
+
+def _inline_source(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    top: cst.SimpleStatementLine,
+    sources: list[SourceUse],
+    reasons: list[str],
+) -> None:
+    """An external source called inside a statement of the graph code (``return
+    fn.external_source(...)``, ``fn.cast(fn.external_source(...), ...)``): analysed as if its
+    batch were first bound to a new name, which replaces the call there."""
+    kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    if "num_outputs" in kw:
+        reasons.append("the outputs of a multi-output external_source are not unpacked into names")
+        return
+    feed = kw["name"].value if "name" in kw and "source" not in kw else None
+    name = feed.evaluated_value if isinstance(feed, cst.SimpleString) else None
+    base = name.lower() if isinstance(name, str) and name.isidentifier() else "source_batch"
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
+    taken |= {t for u in sources for t in names_in(u.target)}
+    target = cst.Name(fresh_name(base, taken))
+    stmt = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], call)])
+    use = analyse_source(ctx, call, target, stmt, reasons)
+    if use is not None:
+        use.inline_at = top
+        sources.append(use)
 
 
 def chosen_outputs(
