@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
-from dali_migrate.fixes import Diagnostic
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
 from .._cst import (
     append_arg,
     assigned_names,
+    comment_line,
     free_names,
     fresh_name,
     kwarg,
@@ -34,7 +35,7 @@ from .conditionals import lower_branches
 from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
+from .external_source import SourceUse, as_batch, fetch, source_kwargs, unknown_source, wrap
 from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
@@ -412,24 +413,48 @@ class _Emitter:
         ctx, graph = self.ctx, self.graph
         source = next((u for u in graph.sources if u.stmt is s), None)
         if source is not None:
-            return _source_statements(
-                ctx, source, self.iteration, self.data_var, self.plan.batch_size
+            return self._parallel_todo(
+                source,
+                _source_statements(
+                    ctx, source, self.iteration, self.data_var, self.plan.batch_size
+                ),
             )
         made = [u for u in graph.sources if u.inline_at is s]
         if made:  # the batches of the sources called in it first, bound to their names
-            out = [
-                st
-                for u in made
-                for st in _source_statements(
+            out = []
+            for u in made:
+                stmts = _source_statements(
                     ctx, u, self.iteration, self.data_var, self.plan.batch_size
                 )
-            ]
-            out[0] = out[0].with_changes(leading_lines=s.leading_lines)
+                if not out:
+                    stmts[0] = stmts[0].with_changes(leading_lines=s.leading_lines)
+                out += self._parallel_todo(u, stmts)
             rest = self._statement_rest(s, env, rules)
             if rest:  # its comments went above the sources' statements
                 rest[0] = rest[0].with_changes(leading_lines=[])
             return out + rest
         return self._statement_rest(s, env, rules)
+
+    def _parallel_todo(
+        self, use: SourceUse, stmts: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """``stmts`` (what fetches the batch of ``use``) with the TODO of a source that ran in
+        worker processes (``parallel=True``) above them, and its diagnostic."""
+        if not use.parallel:
+            return stmts
+        source = self.ctx.text((source_kwargs(use.call) or {})["source"].value)
+        text = (
+            f"external_source ran {source} in worker processes (parallel=True); the generator "
+            "calls it here, in its own thread: the same batches, made more slowly (for the speed, "
+            "compute the samples in a worker pool, e.g. concurrent.futures, and pass them to "
+            f"{self.ctx.ndd}.as_batch)"
+        )
+        rule = self.plan.rule_id
+        self.notes.append(Diagnostic(rule, text, self.ctx.line_of(use.call), 0, "todo"))
+        todo = comment_line(f"{TODO_PREFIX} {rule}: {text}")
+        first = stmts[0]
+        stmts[0] = first.with_changes(leading_lines=[*first.leading_lines, todo])
+        return stmts
 
     def _statement_rest(
         self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]

@@ -30,7 +30,7 @@ from ..fn_to_ndd import HANDED_OFF
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
 from .current import Current, is_current_call, record_current
-from .external_source import SourceUse, analyse_source
+from .external_source import SourceUse, analyse_source, source_kwargs
 from .flow import Flow, in_loop
 from .guards import guards_of
 from .model import FollowUp, Graph, Instance, ReaderUse
@@ -238,7 +238,7 @@ def _inline_source(
     """An external source called inside a statement of the graph code (``return
     fn.external_source(...)``, ``fn.cast(fn.external_source(...), ...)``): analysed as if its
     batch were first bound to a new name, which replaces the call there."""
-    kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    kw = source_kwargs(call) or {}
     if "num_outputs" in kw:
         reasons.append("the outputs of a multi-output external_source are not unpacked into names")
         return
