@@ -35,7 +35,7 @@ from .conditionals import lower_branches
 from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, as_batch, fetch, source_kwargs, unknown_source, wrap
+from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
 from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
@@ -442,12 +442,12 @@ class _Emitter:
         worker processes (``parallel=True``) above them, and its diagnostic."""
         if not use.parallel:
             return stmts
-        source = self.ctx.text((source_kwargs(use.call) or {})["source"].value)
+        source = use.source.func if isinstance(use.source, cst.Call) else use.source
         text = (
-            f"external_source ran {source} in worker processes (parallel=True); the generator "
-            "calls it here, in its own thread: the same batches, made more slowly (for the speed, "
-            "compute the samples in a worker pool, e.g. concurrent.futures, and pass them to "
-            f"{self.ctx.ndd}.as_batch)"
+            f"external_source(parallel=True) ran `{self.ctx.render(source, [])}` in worker "
+            "processes; the generator calls it here, in its own thread: the same batches, made "
+            "more slowly (for the speed, compute the samples in a worker pool, e.g. "
+            f"concurrent.futures, and pass them to {self.ctx.ndd}.as_batch)"
         )
         rule = self.plan.rule_id
         self.notes.append(Diagnostic(rule, text, self.ctx.line_of(use.call), 0, "todo"))
