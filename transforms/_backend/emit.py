@@ -107,6 +107,7 @@ class _Emitter:
     ) -> None:
         self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
         self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
+        self.taken |= {n.value for n in graph.unpacked[0]} if graph.unpacked else set()
         self.rng_var = fresh_name("rng", self.taken)
         # one reader, made unconditionally: the loop runs over its epochs
         self.single = len(graph.readers) == 1 and not graph.readers[0].guards
@@ -485,7 +486,19 @@ class _Emitter:
     def _yield(
         self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]
     ) -> list[cst.BaseStatement]:
-        values = [self._lower(v, env, rules) for v in self.graph.outputs]
+        if self.graph.unpacked is not None:  # images, labels = helper(...); yield images, labels
+            names, call = self.graph.unpacked
+            target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
+            value = self._lower(call, env, rules)
+            assert isinstance(value, cst.BaseExpression)
+            unpack = statement(cst.Assign([cst.AssignTarget(target)], value))
+            s = s.with_changes(leading_lines=[])
+            rest = self._yielded(s, list(names))
+            return [unpack.with_changes(leading_lines=self.graph.outputs_stmt.leading_lines), *rest]
+        return self._yielded(s, [self._lower(v, env, rules) for v in self.graph.outputs])
+
+    def _yielded(self, s: cst.SimpleStatementLine, values: list) -> list[cst.BaseStatement]:
+        """``yield`` (``return``: fed) of ``values`` in place of ``s``."""
         if len(values) > 1:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
         else:
@@ -625,6 +638,8 @@ class _Emitter:
             names |= names_in(use.target)
         if self.target is not None:
             names |= names_in(self.target)
+        if self.graph.unpacked is not None:  # computed by the helper that returns them
+            names -= {n.value for n in self.graph.unpacked[0]}
         return names
 
     # -- phase: the RNG ------------------------------------------------------------------------------

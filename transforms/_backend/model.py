@@ -56,6 +56,9 @@ class Graph:
     handles: dict[str, Any] = field(default_factory=dict)
     #: reads of ``Pipeline.current()`` in the graph code (``current.Current``), or None
     current: Any = None
+    #: ``return helper(...)`` where ``helper`` returns a tuple: the names its elements are
+    #: unpacked into (``outputs`` then), and the call
+    unpacked: tuple[list[cst.Name], cst.Call] | None = None
 
 
 @dataclass

@@ -128,6 +128,13 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
+    several = [o for o in outputs if _returns_several(ctx, o) is not None]
+    unpacked = None
+    if len(outputs) == 1 and several:
+        unpacked = _unpacked(ctx, container, outputs[0], readers, sources)  # type: ignore[arg-type]
+        outputs = list(unpacked[0]) if unpacked is not None else outputs
+    if unpacked is None:
+        reasons += [_several_outputs(ctx, o) for o in several]
     defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
     if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
         reasons += _outside_data(ctx, container)
@@ -136,6 +143,7 @@ def analyse_graph(
     assert isinstance(outputs_stmt, cst.SimpleStatementLine)
     graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
     graph.current = current
+    graph.unpacked = unpacked
     return graph
 
 
@@ -225,6 +233,66 @@ def _guarded(
         return
     fresh = cst.Name(_fresh_output(ctx, container, op.target.ndd_path))
     readers.append(ReaderUse(stmt, fresh, call, op, inline=True, guards=tests, top=top))
+
+
+def _returns_several(ctx: FileContext, output: cst.BaseExpression) -> list[cst.Return] | None:
+    """``output`` calls a function of the module that returns a tuple or list (the pipeline
+    had one output per element: the generator would yield the tuple as one): its returns."""
+    if not (isinstance(output, cst.Call) and isinstance(output.func, cst.Name)):
+        return None
+    name = output.func.value
+    scope = ctx.scopes.get(output.func)
+    bindings = list(scope.assignments[name]) if scope is not None else []
+    if scope is not None and not bindings:  # a function of the module
+        bindings = list(scope.globals.assignments[name])
+    defs = [b.node for b in bindings if isinstance(b.node, cst.FunctionDef)]
+    returns = [
+        n
+        for fn in defs
+        for n in walk(fn.body)
+        if isinstance(n, cst.Return) and not _nested(ctx, n, fn)
+    ]
+    if any(isinstance(r.value, (cst.Tuple, cst.List)) for r in returns):
+        return returns
+    return None
+
+
+def _unpacked(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    output: cst.Call,
+    readers: list[ReaderUse],
+    sources: list[SourceUse],
+) -> tuple[list[cst.Name], cst.Call] | None:
+    """``return helper(...)`` whose one definition returns tuples of one length (no starred
+    element): names to unpack them into, the helper's own where it returns plain names (a name
+    of the batch's data may be reused), else ``output_<i>``. None for other helpers."""
+    returns = _returns_several(ctx, output) or []
+    values = [r.value for r in returns]
+    if not all(isinstance(v, (cst.Tuple, cst.List)) for v in values):
+        return None
+    sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
+    if len(sizes) != 1 or any(
+        isinstance(e, cst.StarredElement)
+        for v in values
+        for e in v.elements  # type: ignore[union-attr]
+    ):
+        return None
+    data = {t for u in [*readers, *sources] for t in names_in(u.target)}
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)} - data
+    first = values[0].elements  # type: ignore[union-attr]
+    names = []
+    for i, e in enumerate(first):
+        base = e.value.value if isinstance(e.value, cst.Name) else f"output_{i}"
+        names.append(cst.Name(fresh_name(base, taken)))
+    return names, output
+
+
+def _several_outputs(ctx: FileContext, output: cst.BaseExpression) -> str:
+    return (
+        f"its outputs come from `{ctx.text(output)}`, which returns tuples of different lengths "
+        "(or with a starred element, or also something else): return the outputs by name"
+    )
 
 
 def _inline_source(
