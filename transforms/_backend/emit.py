@@ -393,7 +393,7 @@ class _Emitter:
                 self.nodes.add(t.value)
         if self.single:
             self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
-            if isinstance(self.target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
+            if isinstance(self.target, cst.Name) and reader_outputs(graph.readers[0]) == 1:
                 self.nodes.add(self.target.value)
         elif graph.readers or not graph.sources:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
@@ -403,7 +403,7 @@ class _Emitter:
                 cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size")
             )
         for use in graph.readers:
-            if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
+            if isinstance(use.target, cst.Name) and reader_outputs(use) == 1:
                 self.nodes.add(use.target.value)
         return LocalEnv(batch_size=batch_expr, rng=cst.Name(self.rng_var), nodes=self.nodes)
 
@@ -890,9 +890,10 @@ def _loop_target(
     if op.fn_path == "readers.tfrecord":
         # ndd's TFRecord reader yields a dict keyed by feature, as the pipeline node did
         return target, batch_size
-    if op.num_outputs == 1:
+    outputs = reader_outputs(use)
+    if outputs == 1:
         return cst.Tuple([cst.Element(target)]), cst.Attribute(target, cst.Name("batch_size"))
-    if op.num_outputs and op.num_outputs > 1:
+    if outputs and outputs > 1:
         first_output = cst.Subscript(
             value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))]
         )
@@ -900,6 +901,22 @@ def _loop_target(
     raise Refused(
         f"the number of outputs of {op.fn_path} depends on its arguments: unpack them into names"
     )
+
+
+def reader_outputs(use: ReaderUse) -> int | None:
+    """How many outputs the reader has: the catalog's number, or for the webdataset reader one
+    per element of a literal ``ext=`` list (a string: one); None when it is not known."""
+    if use.op.target.num_outputs is not None:
+        return use.op.target.num_outputs
+    if use.op.target.fn_path == "readers.webdataset":
+        ext = next((a.value for a in use.call.args if a.keyword and a.keyword.value == "ext"), None)
+        if isinstance(ext, (cst.List, cst.Tuple)) and not any(
+            isinstance(e, cst.StarredElement) for e in ext.elements
+        ):
+            return len(ext.elements)
+        if isinstance(ext, (cst.SimpleString, cst.ConcatenatedString)):
+            return 1
+    return None
 
 
 def _walk_outside_defs(
