@@ -472,6 +472,8 @@ class _Emitter:
                 args=[kwarg("batch_size", self.plan.batch_size)],
             )
             return [s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[])]
+        if s is graph.outputs_stmt and isinstance(s, cst.If):
+            return [self._branches(s, env, rules)]
         if s is graph.outputs_stmt:
             return self._yield(s, env, rules)
         if isinstance(s, cst.BaseCompoundStatement):
@@ -482,6 +484,32 @@ class _Emitter:
             if branched is not None:
                 return branched
         return [self._lower(s, env, rules)]
+
+    def _branches(self, s: cst.If, env: LocalEnv, rules: list[LocalRule]) -> cst.If:
+        """The ``if`` on configuration that ends the graph code, each branch yielding its own
+        outputs (``graph.branch_outputs``)."""
+        test = self._lower(s.test, env, rules)
+        assert isinstance(test, cst.BaseExpression)
+        orelse = s.orelse
+        if isinstance(orelse, cst.If):
+            orelse = self._branches(orelse, env, rules)
+        elif isinstance(orelse, cst.Else):
+            block = orelse.body.with_changes(body=self._branch(orelse.body, env, rules))
+            orelse = orelse.with_changes(body=block)
+        body = s.body.with_changes(body=self._branch(s.body, env, rules))
+        return s.with_changes(test=test, body=body, orelse=orelse)
+
+    def _branch(
+        self, block: cst.BaseSuite, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        stmts = list(getattr(block, "body", ()))
+        out: list[cst.BaseStatement] = []
+        for st in stmts[:-1]:
+            out += self._statement_rest(st, env, rules)
+        last = stmts[-1]
+        assert self.graph.branch_outputs is not None and isinstance(last, cst.SimpleStatementLine)
+        values = [self._lower(v, env, rules) for v in self.graph.branch_outputs[id(last)]]
+        return out + self._yielded(last, values)
 
     def _yield(
         self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]

@@ -42,7 +42,7 @@ class Graph:
     container: cst.CSTNode
     docstring: cst.BaseStatement | None
     body: list[cst.BaseStatement]
-    outputs_stmt: cst.SimpleStatementLine
+    outputs_stmt: cst.SimpleStatementLine  # (or the `if` of ``branch_outputs``)
     outputs: list[cst.BaseExpression]
     readers: list[ReaderUse]
     #: external sources (``external_source.SourceUse``)
@@ -59,6 +59,9 @@ class Graph:
     #: ``return helper(...)`` where ``helper`` returns a tuple: the names its elements are
     #: unpacked into (``outputs`` then), and the call
     unpacked: tuple[list[cst.Name], cst.Call] | None = None
+    #: the graph code ends with an ``if`` on configuration whose branches each end with their
+    #: outputs (``outputs_stmt`` is that ``if``): the outputs of each, by id of that statement
+    branch_outputs: dict[int, list[cst.BaseExpression]] | None = None
 
 
 @dataclass

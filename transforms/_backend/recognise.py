@@ -77,15 +77,24 @@ def analyse_graph(
     sources: list[SourceUse] = []
     current = Current()
     chosen = None
+    branched = None
     body_end = container.body.body[-1] if container.body.body else None
     if outputs_stmt is None and outputs_of is not None and container.body.body:
         chosen = chosen_outputs(ctx, container, container.body.body[-1], outputs_of)
         if chosen is not None:
             outputs_stmt, outputs = chosen
+        else:
+            last = container.body.body[-1]
+            branched = branch_outputs(ctx, container, last, outputs_of, reasons)
+        if branched is not None:  # each branch yields its own
+            outputs_stmt, outputs = container.body.body[-1], next(iter(branched.values()))
+    # the statements that give the outputs of the branches of the final `if`
+    ends = [n for n in walk(body_end) if id(n) in branched] if branched and body_end else []
+    ends += [body_end] if chosen is not None and body_end is not None else []
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
-        elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, body_end):
+        elif isinstance(node, cst.Return) and any(within(ctx, node, e) for e in ends):
             continue  # the outputs of one branch of the final `if`
         elif (
             isinstance(node, cst.Return)
@@ -128,9 +137,10 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
-    several = [o for o in outputs if _returns_several(ctx, o) is not None]
+    every = [o for values in branched.values() for o in values] if branched else outputs
+    several = [o for o in every if _returns_several(ctx, o) is not None]
     unpacked = None
-    if len(outputs) == 1 and several:
+    if len(outputs) == 1 and several and not branched:
         unpacked = _unpacked(ctx, container, outputs[0], readers, sources)  # type: ignore[arg-type]
         outputs = list(unpacked[0]) if unpacked is not None else outputs
     if unpacked is None:
@@ -140,10 +150,11 @@ def analyse_graph(
         reasons += _outside_data(ctx, container)
     if reasons:
         return None
-    assert isinstance(outputs_stmt, cst.SimpleStatementLine)
-    graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
+    assert isinstance(outputs_stmt, (cst.SimpleStatementLine, cst.If))
+    graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)  # type: ignore[arg-type]
     graph.current = current
     graph.unpacked = unpacked
+    graph.branch_outputs = branched
     return graph
 
 
@@ -347,6 +358,62 @@ def chosen_outputs(
     elements = [cst.Element(v) for v in outputs]
     ret = cst.Return(cst.Tuple(elements) if len(outputs) != 1 else outputs[0])
     return cst.SimpleStatementLine([ret], leading_lines=stmt.leading_lines), outputs
+
+
+def branch_outputs(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    stmt: cst.BaseStatement,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+    reasons: list[str],
+) -> dict[int, list[cst.BaseExpression]] | None:
+    """The graph code ends with an ``if`` on configuration (no data node in its tests) whose
+    every branch, ``else`` included, ends with its outputs (``if with_masks: return images,
+    masks`` / ``else: return (images,)``, other statements before them): the outputs of each
+    branch, by id of its last statement. None for any other statement (a test that calls code:
+    with the reason)."""
+    if not isinstance(stmt, cst.If):
+        return None
+    data = collect_nodes(ctx, container)
+    out: dict[int, list[cst.BaseExpression]] = {}
+    node = stmt
+    while True:
+        if names_in(node.test) & data or any(
+            isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(node.test)
+        ):
+            return None  # an `if` on data: a conditional of the pipeline (enable_conditionals)
+        if any(
+            isinstance(n, (cst.Call, cst.Await, cst.NamedExpr, cst.Yield)) for n in walk(node.test)
+        ):
+            reasons.append(
+                f"its outputs are chosen by `if {ctx.text(node.test)}`, which calls code: the "
+                "generator would call it again for each batch"
+            )
+            return None
+        if not _branch_end(node.body, outputs_of, out):
+            return None
+        if isinstance(node.orelse, cst.If):
+            node = node.orelse
+            continue
+        if isinstance(node.orelse, cst.Else) and _branch_end(node.orelse.body, outputs_of, out):
+            return out
+        return None
+
+
+def _branch_end(
+    block: cst.BaseSuite,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+    out: dict[int, list[cst.BaseExpression]],
+) -> bool:
+    """The branch ``block`` ends with its outputs, and gives none before: recorded in ``out``."""
+    stmts = list(getattr(block, "body", ()))
+    values = outputs_of(stmts[-1]) if stmts else None
+    if not values or any(
+        isinstance(n, cst.BaseStatement) and outputs_of(n) for s in stmts[:-1] for n in walk(s)
+    ):
+        return False
+    out[id(stmts[-1])] = values
+    return True
 
 
 def _output_branches(
