@@ -33,3 +33,18 @@ def test_code_is_formatted() -> None:
 def test_mypy_finds_nothing() -> None:
     done = _run("mypy", "--no-incremental")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_merge_conflict_markers_are_left() -> None:
+    """A merge left unresolved in a document or a source file is never committed."""
+    root = Path(__file__).resolve().parent.parent
+    files = [root / "CHANGELOG.md", root / "README.md", *root.glob("docs/**/*.md")]
+    for folder in ("src", "transforms", "tests", "fixtures", "benchmarks"):
+        files += (root / folder).rglob("*.py")
+    marked = [
+        f"{f.relative_to(root)}:{n}"
+        for f in files
+        for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="
+    ]
+    assert marked == []

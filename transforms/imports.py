@@ -96,6 +96,14 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
     need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
     # the standard modules generated code may use (inspect: an external source of unknown kind)
     stdlib = [m for m in STDLIB if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)]
+    # DALI modules the generated code names where the file never did (types.SampleInfo): added
+    # to a `from nvidia.dali import ...` the file has, else on a line of their own
+    dali_modules = [
+        m for m in DALI_MODULES if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)
+    ]
+    if not _from_dali(ctx.module):
+        stdlib += [f"from nvidia.dali import {m}" for m in dali_modules]
+        dali_modules = []
     adding = need_ndd or need_np or bool(stdlib)
 
     edits: list[Edit] = []
@@ -127,6 +135,9 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
             ]
             if len(keep) != len(aliases):
                 touched = True
+            if dali_modules and _is_from_dali(small):
+                keep += [cst.ImportAlias(cst.Name(m)) for m in dali_modules]
+                dali_modules, touched = [], True
             if keep:
                 keep = [
                     a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a
@@ -175,11 +186,15 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
 
 #: standard modules the generated code may use, imported where it does
 STDLIB = ("inspect",)
+#: modules of nvidia.dali the generated code may use, imported (``from nvidia.dali import m``)
+#: where it does and the file never named them
+DALI_MODULES = ("types",)
 
 
 def _new_imports(ctx: FileContext, need_ndd: bool, need_np: bool, stdlib: list[str]) -> str:
+    """The import lines to add; ``stdlib``: module names, or whole ``from ... import`` lines."""
     nl = ctx.module.default_newline
-    text = "".join(f"import {m}{nl}" for m in stdlib)
+    text = "".join(f"{m}{nl}" if " " in m else f"import {m}{nl}" for m in stdlib)
     if need_np:
         text += f"import numpy as {ctx.np}{nl}" if ctx.np != "numpy" else f"import numpy{nl}"
     if need_ndd:
@@ -198,6 +213,41 @@ def _aliases(small: cst.BaseSmallStatement):
             return None, dotted(small.module)
         return list(small.names), dotted(small.module)
     return None, None
+
+
+def _from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
+    if small.lpar is None or len(keep) > 1:
+        return small.with_changes(names=keep)
+    return small.with_changes(names=keep, lpar=None, rpar=None)
+
+
+def _is_from_dali(small: cst.BaseSmallStatement) -> bool:
+    """``from nvidia.dali import a, b`` (names, not ``*``)."""
+    return (
+        isinstance(small, cst.ImportFrom)
+        and small.module is not None
+        and not small.relative
+        and not isinstance(small.names, cst.ImportStar)
+        and dotted(small.module) == "nvidia.dali"
+    )
+
+
+def _from_dali(module: cst.Module) -> bool:
+    """The module's first import block (the statements :func:`import_edits` goes through) has
+    a ``from nvidia.dali import ...`` statement."""
+    started = False
+    for stmt in module.body:
+        imports = isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        )
+        if not imports:
+            if started:
+                return False
+            continue
+        started = True
+        if any(_is_from_dali(s) for s in stmt.body):  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def _binds(module: cst.Module, name: str) -> bool:

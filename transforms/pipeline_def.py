@@ -85,6 +85,7 @@ from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
 from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.current import self_assignments
 from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
@@ -125,7 +126,16 @@ from ._backend.sites import (
     propose_pipeline_fix,
     refuse_pipeline,
 )
-from ._cst import free_names, fresh_name, names_in, no_space_equal, param_names, truthy, within
+from ._cst import (
+    assigned_names,
+    free_names,
+    fresh_name,
+    names_in,
+    no_space_equal,
+    param_names,
+    truthy,
+    within,
+)
 from ._local import collect_nodes
 
 
@@ -244,7 +254,9 @@ class PipelineDef(Rule):
         )
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
         outputs_stmt = last if isinstance(ret, cst.Return) else None
-        graph = analyse_graph(ctx, fn, outputs_stmt, outputs, reasons, returned_values)
+        graph = analyse_graph(
+            ctx, fn, outputs_stmt, outputs, reasons, returned_values, current_ok=True
+        )
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert graph is not None
@@ -313,9 +325,13 @@ class PipelineDef(Rule):
             # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
         loader = loader_instance(instances)  # iterated: a loader class
-        device = _device_param(fn, dec_kwargs, instances, loader)
+        reads = "device_id" in graph.current.attrs  # Pipeline.current().device_id
+        read_default = _current_device(ctx, fn, graph, dec_kwargs) if reads else None
+        device = _device_param(fn, dec_kwargs, instances, loader, shadowed=not reads)
         if device is not None:
             new_params.append(("device_id", device))
+        if device is None and read_default is not None:  # the call sites' device_id= then
+            new_params.append(("device_id", read_default))
         for pname, default in new_params:
             if pname in existing:
                 raise Refused(f"the pipeline function already has a parameter named {pname}")
@@ -348,6 +364,7 @@ class PipelineDef(Rule):
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
             device=cst.Name("device_id") if device is not None else None,
+            current=_current_values(graph, dec_kwargs, instances, batch_name, seed_name),
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
@@ -355,6 +372,8 @@ class PipelineDef(Rule):
             existing = existing | {"device_id"}
             for inst in instances:
                 inst.device_todo = None
+        elif "device_id" in graph.current.attrs:  # the graph code reads it
+            existing = existing | {"device_id"}
         elif device is not None:  # the loop's shape kept the TODO: no parameter for nothing
             kwonly = [p for p in kwonly if p.name.value != "device_id"]
             star = params.star_arg if not kwonly else star
@@ -441,20 +460,70 @@ def _device_param(
     dec_kwargs: dict[str, cst.Arg],
     instances: list[Instance],
     loader: Instance | None,
+    *,
+    shadowed: bool = True,
 ) -> cst.Arg | None:
     """The default of the ``device_id`` parameter the generator takes when the pipeline runs on a
     GPU some call names (not 0 or None: those need nothing): the decorator's value, else None (the
     current device, as the pipeline's default). None where the function cannot take it: a name
     ``device_id`` of its own (DALI gave the argument to the function, not the pipeline), or a
-    tf.data generator (run on TensorFlow's threads)."""
-    if not any(inst.device_todo for inst in instances) or "device_id" in param_names(
-        fn
-    ) | free_names(fn.body):
+    tf.data generator (run on TensorFlow's threads). ``shadowed=False``: the name device_id
+    in the body is the pipeline's (``device_id = Pipeline.current().device_id``), which the
+    parameter now is."""
+    if not any(inst.device_todo for inst in instances):
+        return None
+    if "device_id" in param_names(fn) | (free_names(fn.body) if shadowed else set()):
         return None
     if loader is not None and loader.iterators[0].framework == "tf":
         return None
     given = dec_kwargs.get("device_id")
     return cst.Arg(given.value if given is not None else cst.Name("None"))
+
+
+def _current_device(
+    ctx: FileContext, fn: cst.FunctionDef, graph: Graph, dec_kwargs: dict[str, cst.Arg]
+) -> cst.Arg:
+    """The default of the ``device_id`` parameter that ``Pipeline.current().device_id`` reads:
+    the decorator's, else None (what the Pipeline holds when no device_id is given). Refused
+    where the function binds the name itself (DALI gives such an argument to the function),
+    other than by ``device_id = Pipeline.current().device_id``, which goes."""
+    drops = self_assignments(graph.current, {"device_id": cst.Name("device_id")}, ctx)
+    kept = [s for s in fn.body.body if not any(s is d for d in drops)]
+    if "device_id" in param_names(fn) | set().union(*(assigned_names(s) for s in kept)):
+        raise Refused(
+            "`Pipeline.current().device_id` is read where the function has a name device_id "
+            "of its own"
+        )
+    given = dec_kwargs.get("device_id")
+    return cst.Arg(given.value if given is not None else cst.Name("None"))
+
+
+def _current_values(
+    graph: Graph,
+    dec_kwargs: dict[str, cst.Arg],
+    instances: list[Instance],
+    batch_name: str,
+    seed_name: str | None,
+) -> dict[str, cst.BaseExpression]:
+    """What ``Pipeline.current().<attr>`` is in the generator: the batch size and seed
+    parameters (no seed given: None, as the Pipeline holds), the ``device_id`` parameter, and
+    the decorator's thread count where it is a number no call overrides."""
+    if not graph.current.reads:
+        return {}
+    values: dict[str, cst.BaseExpression] = {
+        "batch_size": cst.Name(batch_name),
+        "max_batch_size": cst.Name(batch_name),
+        "seed": cst.Name(seed_name or "None"),
+        "device_id": cst.Name("device_id"),
+    }
+    threads = dec_kwargs.get("num_threads")
+    if (
+        threads is not None
+        and isinstance(threads.value, cst.Integer)
+        and not any("num_threads" in i.kwargs for i in instances)
+    ):
+        values["num_threads"] = threads.value
+    return values
 
 
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:

@@ -66,6 +66,7 @@ from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import (
     analyse_graph,
+    branch_outputs,
     chosen_outputs,
     follow_pipeline,
     own_uses,
@@ -433,5 +434,11 @@ def graph_outputs(ctx: FileContext, block: cst.With, var: str) -> list[cst.BaseE
     values = _set_outputs_values(last, var)
     if values is None:
         chosen = chosen_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var))
+        branched = (
+            branch_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var), [])
+            if chosen is None
+            else None
+        )
         values = chosen[1] if chosen is not None else []
+        values = next(iter(branched.values())) if branched else values
     return values

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
-from dali_migrate.fixes import Diagnostic
+from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
 from .._cst import (
     append_arg,
     assigned_names,
+    comment_line,
     free_names,
     fresh_name,
     kwarg,
@@ -31,9 +32,11 @@ from .._cst import (
 )
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .conditionals import lower_branches
+from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
 from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
+from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -104,26 +107,38 @@ class _Emitter:
     ) -> None:
         self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
         self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
+        self.taken |= {n.value for n in graph.unpacked[0]} if graph.unpacked else set()
         self.rng_var = fresh_name("rng", self.taken)
-        self.single = len(graph.readers) == 1
+        # one reader, made unconditionally: the loop runs over its epochs
+        self.single = len(graph.readers) == 1 and not graph.readers[0].guards
         self.nodes = collect_nodes(ctx, graph.container)
         self.fired: set[str] = set()
         self.helpers: dict[str, object] = {}
         self.reader_vars: dict[int, str] = {}
+        #: comment lines of dropped statements, by id of the statement they now go above
+        self.carried: dict[int, list[cst.EmptyLine]] = {}
+        self.current = self._current()  # reads of Pipeline.current() -> the generator's values
         # setup code before the first input stays outside the loop unless it builds graph nodes
-        inputs = [graph.body.index(u.stmt) for u in [*graph.readers, *graph.sources]]
+        graph = self.graph
+        inputs = [graph.body.index(u.top or u.stmt) for u in graph.readers]
+        inputs += [graph.body.index(u.top) for u in graph.sources]
         if not inputs:  # no reader: the setup is what comes before the first graph node
             inputs = [
                 next(
                     (
                         i
                         for i, s in enumerate(graph.body)
-                        if not isinstance(s, cst.FunctionDef) and _runs_dali(ctx, s, self.nodes)
+                        if not isinstance(s, cst.FunctionDef)
+                        and _runs_dali(ctx, s, self.nodes, skip=self.current)
                     ),
                     len(graph.body) - 1,
                 )
             ]
-        self.setup = [s for s in graph.body[: min(inputs)] if not _runs_dali(ctx, s, self.nodes)]
+        self.setup = [
+            s
+            for s in self.graph.body[: min(inputs)]
+            if not _runs_dali(ctx, s, self.nodes, skip=self.current)
+        ]
         # helpers defined in the graph code are defined once, before the loop
         self.defs = [
             s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
@@ -147,6 +162,50 @@ class _Emitter:
         #: the EvalContext variable of the pipeline's GPU, once a loop runs its operators in it
         self.device_ctx: str | None = None
 
+    def _current(self) -> dict[int, cst.BaseExpression]:
+        """What each read of ``Pipeline.current()`` becomes (by id of the read), from the plan;
+        the statements that only name the current pipeline leave the graph's body."""
+        current: Current | None = self.graph.current
+        if current is None or not (current.reads or current.aliases):
+            return {}
+        missing = sorted(current.attrs - set(self.plan.current))
+        if missing:
+            raise Refused(
+                f"`Pipeline.current().{missing[0]}` reads the pipeline being built, and the "
+                "generator has no value for it"
+            )
+        dropped = current.aliases + self_assignments(current, self.plan.current, self.ctx)
+        body: list[cst.BaseStatement] = []
+        lines: list[cst.EmptyLine] = []  # the comments above a dropped statement stay
+        for s in self.graph.body:
+            if any(s is d for d in dropped):
+                lines += [line for line in s.leading_lines if line.comment is not None]
+                continue
+            if lines:
+                self.carried[id(s)], lines = lines, []
+            body.append(s)
+        self.graph = dataclasses.replace(self.graph, body=body)
+        return {id(attr): self.plan.current[name] for attr, name in current.reads}
+
+    def _carry(self, original: cst.CSTNode, new: list) -> list:
+        """``new`` (what ``original`` became) with the comments carried to ``original`` above
+        its first statement."""
+        lines = self.carried.pop(id(original), None)
+        if lines and new:
+            new[0] = new[0].with_changes(leading_lines=[*lines, *new[0].leading_lines])
+        elif lines:
+            self.carried[id(original)] = lines
+        return new
+
+    def plain(self, node: cst.CSTNode) -> cst.CSTNode:
+        """``node`` with the reads of ``Pipeline.current()`` in it replaced (code the local
+        rules do not lower: the arguments of readers and sources built before the loop)."""
+        if not self.current:
+            return node
+        rule: LocalRule = CurrentReadsRule(self.current)  # type: ignore[assignment]
+        new, _ = lower(self.ctx, node, LocalEnv(), [rule])
+        return new
+
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
         return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
@@ -155,6 +214,7 @@ class _Emitter:
 
     def readers(self) -> list[cst.BaseStatement]:
         hoisted: list[cst.BaseStatement] = []
+        guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if` holding them
         for use in self.graph.readers:
             depends = free_names(use.call) & self.per_batch_names
             if depends:
@@ -162,20 +222,59 @@ class _Emitter:
                     f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code "
                     f"({', '.join(sorted(depends))})"
                 )
-            var = fresh_name("reader" if self.single else _reader_var(use), self.taken)
-            self.reader_vars[id(use.call)] = var
-            self.graph.handles.setdefault("readers", []).append(var)
+            var = self._reader_name(use)
             cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
-            value = use.call.with_changes(func=cls, args=self._reader_args(use))
+            call = self.plain(use.call)
+            assert isinstance(call, cst.Call)
+            value = call.with_changes(func=cls, args=self._reader_args(use, list(call.args)))
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            hoisted.append(
-                statement(assign, leading_lines=[] if use.inline else use.stmt.leading_lines)
-            )
-        return hoisted
+            # (a guarded reader's statement stays in the loop with its comments)
+            lines = [] if use.inline or use.guards else list(use.stmt.leading_lines)
+            made = self._carry(use.stmt, [statement(assign, leading_lines=lines)])
+            if not use.guards:
+                hoisted += made
+                continue
+            assert use.top is not None
+            if id(use.top) not in guarded:  # one `if` like the graph code's, where it stood
+                guarded[id(use.top)] = {}
+                hoisted.append(use.top)
+            guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
+        return [
+            (skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s  # type: ignore[misc]
+            for s in hoisted
+        ]
 
-    def _reader_args(self, use: ReaderUse) -> list[cst.Arg]:
+    def _reader_name(self, use: ReaderUse) -> str:
+        """The variable of a reader built before the loop; readers made in different branches
+        of one ``if`` for the same name share one (only one of them is ever made)."""
+        if use.guards:
+            tests = free_names(guard_test(use.guards))
+            if tests & self.per_batch_names:
+                raise Refused(
+                    f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
+                    f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
+                )
+        base = "reader" if self.single else _reader_var(use)
+        var = next(
+            (
+                self.reader_vars[id(other.call)]
+                for other in self.graph.readers
+                if id(other.call) in self.reader_vars
+                and other.guards
+                and _reader_var(other) == base
+                and exclusive(use.guards, other.guards)
+            ),
+            None,
+        )
+        if var is None:
+            var = fresh_name(base, self.taken)
+            self.graph.handles.setdefault("readers", []).append(var)
+        self.reader_vars[id(use.call)] = var
+        return var
+
+    def _reader_args(self, use: ReaderUse, args: list[cst.Arg]) -> list[cst.Arg]:
         plan = self.plan
-        args = remove_args(list(use.call.args), {"name"})
+        args = remove_args(args, {"name"})
         args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
         if not self.single or plan.reader_meta:
             args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
@@ -205,7 +304,10 @@ class _Emitter:
                         f"({', '.join(sorted(depends))})"
                     )
                 var = cst.Name(fresh_name(f"{_first_name(use.target)}_source", self.taken))
-                hoisted.append(statement(cst.Assign([cst.AssignTarget(var)], use.source)))
+                source = self.plain(use.source)
+                assert isinstance(source, cst.BaseExpression)
+                made = statement(cst.Assign([cst.AssignTarget(var)], source))
+                hoisted += self._carry(use.stmt, [made])
                 use = dataclasses.replace(use, source=var)
             sources.append(use)
         # shares the lists and dict the front end reads after emitting
@@ -257,14 +359,17 @@ class _Emitter:
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
             rules.append(HelperCalls(self.helpers))
-        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline}
+        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards}
+        inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
         if inline:
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
-        self.lowered_defs = [self._lower(s, env, rules) for s in self.defs]
-        self.lowered_setup = [self._lower(s, env, rules) for s in self.setup]
+        if self.current:
+            rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
+        self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
+        self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
-            out += self._statement(s, env, rules)
+            out += self._carry(s, self._statement(s, env, rules))
         return out
 
     def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
@@ -288,7 +393,7 @@ class _Emitter:
                 self.nodes.add(t.value)
         if self.single:
             self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
-            if isinstance(self.target, cst.Name) and graph.readers[0].op.target.num_outputs == 1:
+            if isinstance(self.target, cst.Name) and reader_outputs(graph.readers[0]) == 1:
                 self.nodes.add(self.target.value)
         elif graph.readers or not graph.sources:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
@@ -298,7 +403,7 @@ class _Emitter:
                 cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size")
             )
         for use in graph.readers:
-            if isinstance(use.target, cst.Name) and use.op.target.num_outputs == 1:
+            if isinstance(use.target, cst.Name) and reader_outputs(use) == 1:
                 self.nodes.add(use.target.value)
         return LocalEnv(batch_size=batch_expr, rng=cst.Name(self.rng_var), nodes=self.nodes)
 
@@ -309,9 +414,54 @@ class _Emitter:
         ctx, graph = self.ctx, self.graph
         source = next((u for u in graph.sources if u.stmt is s), None)
         if source is not None:
-            return _source_statements(
-                ctx, source, self.iteration, self.data_var, self.plan.batch_size
+            return self._parallel_todo(
+                source,
+                _source_statements(
+                    ctx, source, self.iteration, self.data_var, self.plan.batch_size
+                ),
             )
+        made = [u for u in graph.sources if u.inline_at is s]
+        if made:  # the batches of the sources called in it first, bound to their names
+            out = []
+            for u in made:
+                stmts = _source_statements(
+                    ctx, u, self.iteration, self.data_var, self.plan.batch_size
+                )
+                if not out:
+                    stmts[0] = stmts[0].with_changes(leading_lines=s.leading_lines)
+                out += self._parallel_todo(u, stmts)
+            rest = self._statement_rest(s, env, rules)
+            if rest:  # its comments went above the sources' statements
+                rest[0] = rest[0].with_changes(leading_lines=[])
+            return out + rest
+        return self._statement_rest(s, env, rules)
+
+    def _parallel_todo(
+        self, use: SourceUse, stmts: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """``stmts`` (what fetches the batch of ``use``) with the TODO of a source that ran in
+        worker processes (``parallel=True``) above them, and its diagnostic."""
+        if not use.parallel:
+            return stmts
+        source = use.source.func if isinstance(use.source, cst.Call) else use.source
+        text = (
+            f"external_source(parallel=True) ran `{self.ctx.render(source, [])}` in worker "
+            "processes; the generator calls it here, in its own thread: the same batches, made "
+            "more slowly (for the speed, compute the samples in a worker pool, e.g. "
+            f"concurrent.futures, and pass them to {self.ctx.ndd}.as_batch)"
+        )
+        rule = self.plan.rule_id
+        self.notes.append(Diagnostic(rule, text, self.ctx.line_of(use.call), 0, "todo"))
+        todo = comment_line(f"{TODO_PREFIX} {rule}: {text}")
+        first = stmts[0]
+        stmts[0] = first.with_changes(leading_lines=[*first.leading_lines, todo])
+        return stmts
+
+    def _statement_rest(
+        self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        """A statement of the graph code that makes no external source itself."""
+        ctx, graph = self.ctx, self.graph
         if self.is_reader_stmt(s):
             if self.single:
                 return []
@@ -322,6 +472,8 @@ class _Emitter:
                 args=[kwarg("batch_size", self.plan.batch_size)],
             )
             return [s.with_changes(body=[s.body[0].with_changes(value=call)], leading_lines=[])]
+        if s is graph.outputs_stmt and isinstance(s, cst.If):
+            return [self._branches(s, env, rules)]
         if s is graph.outputs_stmt:
             return self._yield(s, env, rules)
         if isinstance(s, cst.BaseCompoundStatement):
@@ -333,10 +485,48 @@ class _Emitter:
                 return branched
         return [self._lower(s, env, rules)]
 
+    def _branches(self, s: cst.If, env: LocalEnv, rules: list[LocalRule]) -> cst.If:
+        """The ``if`` on configuration that ends the graph code, each branch yielding its own
+        outputs (``graph.branch_outputs``)."""
+        test = self._lower(s.test, env, rules)
+        assert isinstance(test, cst.BaseExpression)
+        orelse = s.orelse
+        if isinstance(orelse, cst.If):
+            orelse = self._branches(orelse, env, rules)
+        elif isinstance(orelse, cst.Else):
+            block = orelse.body.with_changes(body=self._branch(orelse.body, env, rules))
+            orelse = orelse.with_changes(body=block)
+        body = s.body.with_changes(body=self._branch(s.body, env, rules))
+        return s.with_changes(test=test, body=body, orelse=orelse)
+
+    def _branch(
+        self, block: cst.BaseSuite, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        stmts = list(getattr(block, "body", ()))
+        out: list[cst.BaseStatement] = []
+        for st in stmts[:-1]:
+            out += self._statement_rest(st, env, rules)
+        last = stmts[-1]
+        assert self.graph.branch_outputs is not None and isinstance(last, cst.SimpleStatementLine)
+        values = [self._lower(v, env, rules) for v in self.graph.branch_outputs[id(last)]]
+        return out + self._yielded(last, values)
+
     def _yield(
         self, s: cst.SimpleStatementLine, env: LocalEnv, rules: list[LocalRule]
     ) -> list[cst.BaseStatement]:
-        values = [self._lower(v, env, rules) for v in self.graph.outputs]
+        if self.graph.unpacked is not None:  # images, labels = helper(...); yield images, labels
+            names, call = self.graph.unpacked
+            target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
+            value = self._lower(call, env, rules)
+            assert isinstance(value, cst.BaseExpression)
+            unpack = statement(cst.Assign([cst.AssignTarget(target)], value))
+            s = s.with_changes(leading_lines=[])
+            rest = self._yielded(s, list(names))
+            return [unpack.with_changes(leading_lines=self.graph.outputs_stmt.leading_lines), *rest]
+        return self._yielded(s, [self._lower(v, env, rules) for v in self.graph.outputs])
+
+    def _yielded(self, s: cst.SimpleStatementLine, values: list) -> list[cst.BaseStatement]:
+        """``yield`` (``return``: fed) of ``values`` in place of ``s``."""
         if len(values) > 1:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
         else:
@@ -476,6 +666,8 @@ class _Emitter:
             names |= names_in(use.target)
         if self.target is not None:
             names |= names_in(self.target)
+        if self.graph.unpacked is not None:  # computed by the helper that returns them
+            names -= {n.value for n in self.graph.unpacked[0]}
         return names
 
     # -- phase: the RNG ------------------------------------------------------------------------------
@@ -653,9 +845,12 @@ def _source_statements(
 
 
 def _reader_var(use: ReaderUse) -> str:
-    """``images_reader`` for ``images, labels = fn.readers.file(...)``; ``numpy_reader`` when
-    the outputs have no plain name."""
+    """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
+    fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
     target = use.target
+    small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
     if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
         target = target.elements[0].value
     if isinstance(target, cst.Name):
@@ -723,9 +918,10 @@ def _loop_target(
     if op.fn_path == "readers.tfrecord":
         # ndd's TFRecord reader yields a dict keyed by feature, as the pipeline node did
         return target, batch_size
-    if op.num_outputs == 1:
+    outputs = reader_outputs(use)
+    if outputs == 1:
         return cst.Tuple([cst.Element(target)]), cst.Attribute(target, cst.Name("batch_size"))
-    if op.num_outputs and op.num_outputs > 1:
+    if outputs and outputs > 1:
         first_output = cst.Subscript(
             value=target, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))]
         )
@@ -735,24 +931,49 @@ def _loop_target(
     )
 
 
-def _walk_outside_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The nodes of ``node`` outside the lambdas and functions it defines."""
+def reader_outputs(use: ReaderUse) -> int | None:
+    """How many outputs the reader has: the catalog's number, or for the webdataset reader one
+    per element of a literal ``ext=`` list (a string: one); None when it is not known."""
+    if use.op.target.num_outputs is not None:
+        return use.op.target.num_outputs
+    if use.op.target.fn_path == "readers.webdataset":
+        ext = next((a.value for a in use.call.args if a.keyword and a.keyword.value == "ext"), None)
+        if isinstance(ext, (cst.List, cst.Tuple)) and not any(
+            isinstance(e, cst.StarredElement) for e in ext.elements
+        ):
+            return len(ext.elements)
+        if isinstance(ext, (cst.SimpleString, cst.ConcatenatedString)):
+            return 1
+    return None
+
+
+def _walk_outside_defs(
+    node: cst.CSTNode, skip: dict[int, cst.BaseExpression] | None = None
+) -> Iterator[cst.CSTNode]:
+    """The nodes of ``node`` outside the lambdas and functions it defines (and outside the
+    nodes whose ids ``skip`` holds)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        if skip and id(n) in skip:
+            continue
         yield n
         if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
             stack.extend(reversed(n.children))
 
 
 def _runs_dali(
-    ctx: FileContext, stmt: cst.CSTNode, nodes: set[str], seen: frozenset[str] = frozenset()
+    ctx: FileContext,
+    stmt: cst.CSTNode,
+    nodes: set[str],
+    seen: frozenset[str] = frozenset(),
+    skip: dict[int, cst.BaseExpression] | None = None,
 ) -> bool:
     """Whether running a statement runs DALI or reads a name holding a data node (code in the
     lambdas and functions it defines runs later: it does not count; a function of the module it
-    calls does)."""
+    calls does; reads of ``Pipeline.current()``, by id in ``skip``, are plain values)."""
     helpers = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    for n in _walk_outside_defs(stmt):
+    for n in _walk_outside_defs(stmt, skip):
         called = n.func.value if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) else None
         if called in helpers and called not in seen:
             if _runs_dali(ctx, helpers[called].body, set(), seen | {called}):

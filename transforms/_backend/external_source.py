@@ -42,9 +42,15 @@ generator function again) when it ends, so the generator loops over it ``while T
 Refused, with the reason (the pipeline keeps its TODO): ``cycle="raise"`` (each pass ends with
 StopIteration and the next one starts after ``pipe.reset()``: a generator cannot resume),
 ``cycle`` over a generator object (DALI raises TypeError too) or an object made in the pipeline
-call, ``parallel=True`` (worker processes, no dynamic-mode counterpart), ``feed_input``
-(no ``source``), ``batch_info=``, and a source of unknown kind next to a reader or another
-source, or with ``batch=False``.
+call, ``batch_info=``, and a source of unknown kind next to a reader or another source, or with
+``batch=False``.
+
+``parallel=True`` ran the source in worker processes (``py_num_workers``); DALI requires such a
+source's data to depend only on the sample (or batch) it is asked for, so calling it in the
+generator's own thread gives the same batches, more slowly. It migrates that way, with a TODO
+above the call that says so (dynamic mode has no worker pool of its own to hand it to). The
+source is the first positional argument (``fn.external_source(load, batch=False)``) as well as
+``source=``, ``num_outputs`` the second.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 
+from .._cst import names_in, no_space_equal
 from .model import Refused
 
 #: external_source arguments that only tune pipeline mode's copies and queues
@@ -92,26 +99,56 @@ class SourceUse:
     sample_info: str | None = None
     #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
     feed_name: str | None = None
+    #: the statement of the graph code the call is part of, when it is not ``stmt`` itself
+    #: (``return fn.external_source(...)``: ``stmt`` binds ``target`` to the call then)
+    inline_at: cst.SimpleStatementLine | None = None
+    #: ``parallel=True``: pipeline mode ran the source in worker processes; the generator calls
+    #: it in its own thread (a TODO there says so)
+    parallel: bool = False
+
+    @property
+    def top(self) -> cst.SimpleStatementLine:
+        """The statement of the graph code that makes this source."""
+        return self.inline_at or self.stmt
+
+
+#: the parameters of ``fn.external_source`` that may be given by position, in order
+POSITIONAL = ("source", "num_outputs")
+
+
+def source_kwargs(call: cst.Call) -> dict[str, cst.Arg] | None:
+    """The arguments of an ``external_source`` call by parameter name (the positional ones
+    named as DALI names them); None with ``*``/``**`` or more positional arguments than DALI
+    takes."""
+    kw: dict[str, cst.Arg] = {}
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args) or len(positional) > len(POSITIONAL):
+        return None
+    for name, arg in zip(POSITIONAL, positional):
+        kw[name] = arg.with_changes(keyword=cst.Name(name), equal=no_space_equal())
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value in kw:
+                return None  # given twice: DALI raises TypeError
+            kw[a.keyword.value] = a
+    return kw
 
 
 def analyse_source(
     ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]
 ) -> SourceUse | None:
-    kw = {a.keyword.value: a for a in call.args if a.keyword is not None}
-    if any(a.keyword is None or a.star for a in call.args):
-        reasons.append("external_source with positional arguments")
+    kw = source_kwargs(call)
+    if kw is None:
+        reasons.append(
+            "external_source with * or ** arguments, or positional ones past source and num_outputs"
+        )
         return None
     source = kw.get("source")
     if source is None:
         return _fed(ctx, call, target, stmt, kw, reasons)
-    if "parallel" in kw and not _is_false(kw["parallel"].value):
-        reasons.append(
-            "external_source parallel=True runs the source in worker processes, which dynamic "
-            "mode has no "
-            "counterpart of: drop parallel=True to get the sequential migration (the source is "
-            "then called in "
-            "the main thread), or feed ndd.as_batch from your own worker pool"
-        )
+    # parallel=True: the same data (DALI asks for sources whose data depends on the sample or
+    # batch index only), computed in worker processes; the generator computes it in its thread
+    parallel = "parallel" in kw and not _is_false(kw["parallel"].value)
     cycle = False
     if "cycle" in kw and not _is_false(kw["cycle"].value):
         value = kw["cycle"].value
@@ -189,15 +226,17 @@ def analyse_source(
             if sample_info is None:
                 reasons.append(
                     "per-sample external_source: the migrated code builds "
-                    "nvidia.dali.types.SampleInfo, and this "
-                    "file imports no `types` from nvidia.dali (add `from nvidia.dali import types`)"
+                    "nvidia.dali.types.SampleInfo, and the name `types` is something else in this "
+                    "file (add `import nvidia.dali.types as dali_types`)"
                 )
                 return None
             kind = "sample1"
         else:
             kind = "sample0"
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
-    return SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+    use = SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+    use.parallel = parallel
+    return use
 
 
 def unknown_source(text: str, where: str = "") -> str:
@@ -276,7 +315,9 @@ def _sample_info(ctx: FileContext) -> str | None:
                 for alias in small.names:
                     if ctx.text(alias.name) == "nvidia.dali.types" and alias.asname:
                         return f"{alias.asname.name.value}.SampleInfo"
-    return None
+    # DM100 adds `from nvidia.dali import types` where the migrated code uses a name `types`
+    # the file never used
+    return "types.SampleInfo" if "types" not in names_in(ctx.module) else None
 
 
 def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]:

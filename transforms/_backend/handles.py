@@ -226,6 +226,8 @@ def _meta_reason(
     """Why ``pipe.epoch_size(...)`` / ``reader_meta(...)`` cannot become the reader's metadata."""
     if len(graph.readers) != 1:
         return f"the pipeline has {len(graph.readers)} readers, only one is migrated"
+    if graph.readers[0].guards:
+        return "the pipeline's reader is made under an `if`"
     name = _name_arg(call)
     if name is False:
         return "its arguments are not a reader name"

@@ -1013,7 +1013,9 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
                 "not migrated"
             ]
         return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
-    if len(graph.readers) != 1 or graph.sources:
+    if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
+        return ["the pipeline's number of outputs depends on the `if` that ends it"]
+    if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
         return [
             "a framework iterator over a pipeline with several readers or an external source is "
             "not migrated"

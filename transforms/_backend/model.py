@@ -27,6 +27,10 @@ class ReaderUse:
     #: the call is part of a larger statement (``return fn.readers.numpy(...) * 4``): ``target``
     #: is a new name, which replaces the call there
     inline: bool = False
+    #: the tests of the ``if`` blocks it is made in (``guards.Guard``), outermost first, and the
+    #: statement of the body that holds them
+    guards: list[Any] = field(default_factory=list)
+    top: cst.BaseStatement | None = None
 
 
 @dataclass
@@ -38,7 +42,7 @@ class Graph:
     container: cst.CSTNode
     docstring: cst.BaseStatement | None
     body: list[cst.BaseStatement]
-    outputs_stmt: cst.SimpleStatementLine
+    outputs_stmt: cst.SimpleStatementLine  # (or the `if` of ``branch_outputs``)
     outputs: list[cst.BaseExpression]
     readers: list[ReaderUse]
     #: external sources (``external_source.SourceUse``)
@@ -50,6 +54,14 @@ class Graph:
     #: filled by the emitter: "readers" (the reader variables) and "rng" (the RNG's), for the
     #: code that needs a handle on them (``handles``)
     handles: dict[str, Any] = field(default_factory=dict)
+    #: reads of ``Pipeline.current()`` in the graph code (``current.Current``), or None
+    current: Any = None
+    #: ``return helper(...)`` where ``helper`` returns a tuple: the names its elements are
+    #: unpacked into (``outputs`` then), and the call
+    unpacked: tuple[list[cst.Name], cst.Call] | None = None
+    #: the graph code ends with an ``if`` on configuration whose branches each end with their
+    #: outputs (``outputs_stmt`` is that ``if``): the outputs of each, by id of that statement
+    branch_outputs: dict[int, list[cst.BaseExpression]] | None = None
 
 
 @dataclass
@@ -160,3 +172,6 @@ class PipelinePlan:
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
     device: cst.BaseExpression | None = None
     device_applied: bool = False
+    #: what each attribute of ``Pipeline.current()`` the graph code reads is in the generator
+    #: (``batch_size`` -> the batch size parameter); a read not given here is refused
+    current: dict[str, cst.BaseExpression] = field(default_factory=dict)

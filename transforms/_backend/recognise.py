@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
+from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
@@ -28,8 +29,10 @@ from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
-from .external_source import SourceUse, analyse_source
+from .current import Current, is_current_call, record_current
+from .external_source import SourceUse, analyse_source, source_kwargs
 from .flow import Flow, in_loop
+from .guards import guards_of
 from .model import FollowUp, Graph, Instance, ReaderUse
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
@@ -62,23 +65,36 @@ def analyse_graph(
     outputs: list[cst.BaseExpression],
     reasons: list[str],
     outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None] | None = None,
+    *,
+    current_ok: bool = False,
 ) -> Graph | None:
     """Check that the graph code of ``container`` can be carried over; reasons it cannot are
     appended to ``reasons`` (all of them, so the TODO lists every one). ``outputs_of``: the
     outputs one statement gives (None: it gives none), to follow outputs chosen by an ``if``
-    that ends the graph code (:func:`chosen_outputs`)."""
+    that ends the graph code (:func:`chosen_outputs`). ``current_ok``: the front end gives the
+    generator's values for the reads of ``Pipeline.current()`` (``current.Current``)."""
     readers: list[ReaderUse] = []
     sources: list[SourceUse] = []
+    current = Current()
     chosen = None
+    branched = None
     body_end = container.body.body[-1] if container.body.body else None
     if outputs_stmt is None and outputs_of is not None and container.body.body:
         chosen = chosen_outputs(ctx, container, container.body.body[-1], outputs_of)
         if chosen is not None:
             outputs_stmt, outputs = chosen
+        else:
+            last = container.body.body[-1]
+            branched = branch_outputs(ctx, container, last, outputs_of, reasons)
+        if branched is not None:  # each branch yields its own
+            outputs_stmt, outputs = container.body.body[-1], next(iter(branched.values()))
+    # the statements that give the outputs of the branches of the final `if`
+    ends = [n for n in walk(body_end) if id(n) in branched] if branched and body_end else []
+    ends += [body_end] if chosen is not None and body_end is not None else []
     for node in walk(container.body):
         if isinstance(node, cst.Call):
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
-        elif chosen is not None and isinstance(node, cst.Return) and within(ctx, node, body_end):
+        elif isinstance(node, cst.Return) and any(within(ctx, node, e) for e in ends):
             continue  # the outputs of one branch of the final `if`
         elif (
             isinstance(node, cst.Return)
@@ -92,6 +108,12 @@ def analyse_graph(
         elif isinstance(node, cst.ClassDef):
             reasons.append("class definitions in the pipeline body")
         elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+            call = is_current_call(ctx, node) if current_ok else None
+            why = record_current(ctx, container, call, current) if call is not None else None
+            if call is not None:
+                if why is not None:
+                    reasons.append(why)
+                continue
             reasons.append(
                 f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
                 "counterpart of"
@@ -115,13 +137,25 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
+    every = [o for values in branched.values() for o in values] if branched else outputs
+    several = [o for o in every if _returns_several(ctx, o) is not None]
+    unpacked = None
+    if len(outputs) == 1 and several and not branched:
+        unpacked = _unpacked(ctx, container, outputs[0], readers, sources)  # type: ignore[arg-type]
+        outputs = list(unpacked[0]) if unpacked is not None else outputs
+    if unpacked is None:
+        reasons += [_several_outputs(ctx, o) for o in several]
     defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
     if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
         reasons += _outside_data(ctx, container)
     if reasons:
         return None
-    assert isinstance(outputs_stmt, cst.SimpleStatementLine)
-    return Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)
+    assert isinstance(outputs_stmt, (cst.SimpleStatementLine, cst.If))
+    graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)  # type: ignore[arg-type]
+    graph.current = current
+    graph.unpacked = unpacked
+    graph.branch_outputs = branched
+    return graph
 
 
 def _inputs_and_ops(
@@ -145,19 +179,25 @@ def _inputs_and_ops(
         return
     assign = ctx.parents.get(node)
     stmt = ctx.parents.get(assign)
-    if not (
+    plain = (
         isinstance(assign, cst.Assign)
         and isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
-        and ctx.parents.get(ctx.parents.get(stmt)) is container
         and len(assign.targets) == 1
-    ):
-        top = ctx.enclosing_statement(node)
-        if (
-            op.target.is_reader
-            and isinstance(top, cst.SimpleStatementLine)
-            and ctx.parents.get(ctx.parents.get(top)) is container
-        ):
+    )
+    top = ctx.enclosing_statement(node)
+    at_top = (
+        isinstance(top, cst.SimpleStatementLine)
+        and ctx.parents.get(ctx.parents.get(top)) is container
+    )
+    if not (plain and at_top):
+        if not isinstance(top, cst.SimpleStatementLine):
+            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
+        elif not at_top:
+            _guarded(ctx, container, node, op, top, readers, reasons)
+        elif not op.target.is_reader:
+            _inline_source(ctx, container, node, top, sources, reasons)
+        else:
             readers.append(
                 ReaderUse(
                     top,
@@ -167,14 +207,131 @@ def _inputs_and_ops(
                     inline=True,
                 )
             )
-        else:
-            reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
     elif op.target.is_reader:
         readers.append(ReaderUse(stmt, assign.targets[0].target, node, op))
     else:
         use = analyse_source(ctx, node, assign.targets[0].target, stmt, reasons)
         if use is not None:
             sources.append(use)
+
+
+def _guarded(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    op: OpInfo,
+    stmt: cst.SimpleStatementLine,
+    readers: list[ReaderUse],
+    reasons: list[str],
+) -> None:
+    """A reader made in an ``if`` block of the graph code (``guards``), in ``stmt``."""
+    what = ctx.text(call.func)
+    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
+    if isinstance(found, str):
+        reasons.append(found)
+        return
+    tests, top = found
+    if not op.target.is_reader:
+        test = ctx.text(tests[-1][0])
+        reasons.append(
+            f"{what} made under `if {test}` is not migrated yet: make it at the top level of "
+            "the pipeline body"
+        )
+        return
+    assign = stmt.body[0] if len(stmt.body) == 1 else None
+    if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1:
+        readers.append(ReaderUse(stmt, assign.targets[0].target, call, op, guards=tests, top=top))
+        return
+    fresh = cst.Name(_fresh_output(ctx, container, op.target.ndd_path))
+    readers.append(ReaderUse(stmt, fresh, call, op, inline=True, guards=tests, top=top))
+
+
+def _returns_several(ctx: FileContext, output: cst.BaseExpression) -> list[cst.Return] | None:
+    """``output`` calls a function of the module that returns a tuple or list (the pipeline
+    had one output per element: the generator would yield the tuple as one): its returns."""
+    if not (isinstance(output, cst.Call) and isinstance(output.func, cst.Name)):
+        return None
+    name = output.func.value
+    scope = ctx.scopes.get(output.func)
+    bindings = list(scope.assignments[name]) if scope is not None else []
+    if scope is not None and not bindings:  # a function of the module
+        bindings = list(scope.globals.assignments[name])
+    defs = [b.node for b in bindings if isinstance(b.node, cst.FunctionDef)]
+    returns = [
+        n
+        for fn in defs
+        for n in walk(fn.body)
+        if isinstance(n, cst.Return) and not _nested(ctx, n, fn)
+    ]
+    if any(isinstance(r.value, (cst.Tuple, cst.List)) for r in returns):
+        return returns
+    return None
+
+
+def _unpacked(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    output: cst.Call,
+    readers: list[ReaderUse],
+    sources: list[SourceUse],
+) -> tuple[list[cst.Name], cst.Call] | None:
+    """``return helper(...)`` whose one definition returns tuples of one length (no starred
+    element): names to unpack them into, the helper's own where it returns plain names (a name
+    of the batch's data may be reused), else ``output_<i>``. None for other helpers."""
+    returns = _returns_several(ctx, output) or []
+    values = [r.value for r in returns]
+    if not all(isinstance(v, (cst.Tuple, cst.List)) for v in values):
+        return None
+    sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
+    if len(sizes) != 1 or any(
+        isinstance(e, cst.StarredElement)
+        for v in values
+        for e in v.elements  # type: ignore[union-attr]
+    ):
+        return None
+    data = {t for u in [*readers, *sources] for t in names_in(u.target)}
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)} - data
+    first = values[0].elements  # type: ignore[union-attr]
+    names = []
+    for i, e in enumerate(first):
+        base = e.value.value if isinstance(e.value, cst.Name) else f"output_{i}"
+        names.append(cst.Name(fresh_name(base, taken)))
+    return names, output
+
+
+def _several_outputs(ctx: FileContext, output: cst.BaseExpression) -> str:
+    return (
+        f"its outputs come from `{ctx.text(output)}`, which returns tuples of different lengths "
+        "(or with a starred element, or also something else): return the outputs by name"
+    )
+
+
+def _inline_source(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    top: cst.SimpleStatementLine,
+    sources: list[SourceUse],
+    reasons: list[str],
+) -> None:
+    """An external source called inside a statement of the graph code (``return
+    fn.external_source(...)``, ``fn.cast(fn.external_source(...), ...)``): analysed as if its
+    batch were first bound to a new name, which replaces the call there."""
+    kw = source_kwargs(call) or {}
+    if "num_outputs" in kw:
+        reasons.append("the outputs of a multi-output external_source are not unpacked into names")
+        return
+    feed = kw["name"].value if "name" in kw and "source" not in kw else None
+    name = feed.evaluated_value if isinstance(feed, cst.SimpleString) else None
+    base = name.lower() if isinstance(name, str) and name.isidentifier() else "source_batch"
+    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)}
+    taken |= {t for u in sources for t in names_in(u.target)}
+    target = cst.Name(fresh_name(base, taken))
+    stmt = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], call)])
+    use = analyse_source(ctx, call, target, stmt, reasons)
+    if use is not None:
+        use.inline_at = top
+        sources.append(use)
 
 
 def chosen_outputs(
@@ -201,6 +358,62 @@ def chosen_outputs(
     elements = [cst.Element(v) for v in outputs]
     ret = cst.Return(cst.Tuple(elements) if len(outputs) != 1 else outputs[0])
     return cst.SimpleStatementLine([ret], leading_lines=stmt.leading_lines), outputs
+
+
+def branch_outputs(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    stmt: cst.BaseStatement,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+    reasons: list[str],
+) -> dict[int, list[cst.BaseExpression]] | None:
+    """The graph code ends with an ``if`` on configuration (no data node in its tests) whose
+    every branch, ``else`` included, ends with its outputs (``if with_masks: return images,
+    masks`` / ``else: return (images,)``, other statements before them): the outputs of each
+    branch, by id of its last statement. None for any other statement (a test that calls code:
+    with the reason)."""
+    if not isinstance(stmt, cst.If):
+        return None
+    data = collect_nodes(ctx, container)
+    out: dict[int, list[cst.BaseExpression]] = {}
+    node = stmt
+    while True:
+        if names_in(node.test) & data or any(
+            isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(node.test)
+        ):
+            return None  # an `if` on data: a conditional of the pipeline (enable_conditionals)
+        if any(
+            isinstance(n, (cst.Call, cst.Await, cst.NamedExpr, cst.Yield)) for n in walk(node.test)
+        ):
+            reasons.append(
+                f"its outputs are chosen by `if {ctx.text(node.test)}`, which calls code: the "
+                "generator would call it again for each batch"
+            )
+            return None
+        if not _branch_end(node.body, outputs_of, out):
+            return None
+        if isinstance(node.orelse, cst.If):
+            node = node.orelse
+            continue
+        if isinstance(node.orelse, cst.Else) and _branch_end(node.orelse.body, outputs_of, out):
+            return out
+        return None
+
+
+def _branch_end(
+    block: cst.BaseSuite,
+    outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
+    out: dict[int, list[cst.BaseExpression]],
+) -> bool:
+    """The branch ``block`` ends with its outputs, and gives none before: recorded in ``out``."""
+    stmts = list(getattr(block, "body", ()))
+    values = outputs_of(stmts[-1]) if stmts else None
+    if not values or any(
+        isinstance(n, cst.BaseStatement) and outputs_of(n) for s in stmts[:-1] for n in walk(s)
+    ):
+        return False
+    out[id(stmts[-1])] = values
+    return True
 
 
 def _output_branches(
