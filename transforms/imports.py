@@ -215,12 +215,6 @@ def _aliases(small: cst.BaseSmallStatement):
     return None, None
 
 
-def _from_with(small: cst.ImportFrom, keep: list[cst.ImportAlias]) -> cst.ImportFrom:
-    if small.lpar is None or len(keep) > 1:
-        return small.with_changes(names=keep)
-    return small.with_changes(names=keep, lpar=None, rpar=None)
-
-
 def _is_from_dali(small: cst.BaseSmallStatement) -> bool:
     """``from nvidia.dali import a, b`` (names, not ``*``)."""
     return (
