@@ -71,7 +71,8 @@ Definitions (counted on the input and on the output by this script's own ``ast``
   ``def``/``class``/compound statement) when that holds a pipeline-mode use; otherwise the
   nearest line holding a fragment the TODO quotes in backquotes. Its distance is the number of
   lines from the TODO to the first use (or the quote) in that code, not counting the other TODO
-  lines of its block; it is *far* beyond two lines, and *unanchored* when it names no code.
+  lines of its block (a quote anywhere in the statement right below counts as that
+  statement); it is *far* beyond two lines, and *unanchored* when it names no code.
 * A use left in the output is *marked* when a TODO block ends right above one of the statements
   that contain it (a TODO above a class marks the class; one above ``pipe = Pipeline(...)``
   marks the graph of its ``with pipe:`` block), or within the two lines above it.
@@ -844,6 +845,8 @@ def todos(text: str, scan: ModuleScan) -> list[Todo]:
             hit = next((ln for ln in use_lines if code <= ln <= end), None)
         if hit is None:
             hit = _quoted_line(lines, body, t, code, end, markers)
+        if hit is not None and code <= hit <= end:
+            hit = code  # in the statement right below: a wrapped statement is one piece of code
         if hit is None:
             distance = None
         elif hit > t:  # the other TODO lines of its block do not count

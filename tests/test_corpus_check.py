@@ -212,6 +212,21 @@ def f():
     assert [u.text for u in loose] == ["fn.rotate"]
 
 
+def test_a_todo_above_a_wrapped_statement_is_next_to_what_it_names():
+    code = """\
+import nvidia.dali.experimental.dynamic as ndd
+# TODO(dali-migrate): DM200: `source_cb` ran in worker processes
+large = ndd.as_batch(
+    [
+        source_cb(i)
+        for i in range(4)
+    ]
+)
+"""
+    scan = cc.scan_module(code)
+    assert [t.distance for t in cc.todos(code, scan)] == [1]
+
+
 def test_a_todo_that_names_a_class_is_measured_to_that_class():
     code = """\
 from nvidia.dali import Pipeline
