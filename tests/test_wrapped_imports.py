@@ -9,7 +9,8 @@ import libcst as cst
 import pytest
 
 from dali_migrate.api import migrate_source
-from dali_migrate.context import FileContext, wrapped_dali_imports, wrapper_module
+from dali_migrate.context import FileContext
+from dali_migrate.partial_parse import wrapped_dali_imports, wrapper_module
 
 
 def test_wrapper_calls_and_named_imports_are_found() -> None:

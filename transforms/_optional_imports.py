@@ -28,7 +28,8 @@ from typing import NamedTuple, cast
 
 import libcst as cst
 
-from dali_migrate.context import NDD_MODULE, FileContext, Wrapper, dotted
+from dali_migrate.context import NDD_MODULE, FileContext
+from dali_migrate.dali_wrappers import Wrapper, dotted
 from dali_migrate.fixes import Edit
 
 

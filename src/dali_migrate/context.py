@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -24,6 +24,7 @@ from libcst.metadata import (
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .catalog import Catalog, OpInfo, get_catalog
+from .dali_wrappers import Wrapper, dotted, wrapper_targets
 from .fixes import (
     TODO_PREFIX,
     Diagnostic,
@@ -35,14 +36,7 @@ from .fixes import (
     fix_id,
     one_line,
 )
-from .partial_parse import (
-    DaliPart,
-    _marks_dali,
-    dali_part,
-    names_of,
-    wrapped_dali_imports,
-    wrapper_module,
-)
+from .partial_parse import DaliPart, dali_part, names_of, wrapped_dali_imports
 
 NDD_MODULE = "nvidia.dali.experimental.dynamic"
 FN_PREFIX = "nvidia.dali.fn."
@@ -204,28 +198,7 @@ class FileContext:
     def _wrapper_targets(self) -> dict[cst.Name, Wrapper]:
         if not self.wrapped_dali:
             return {}
-        found = {}
-        for node in self.nodes_of(cst.Assign, cst.AnnAssign):
-            target: cst.BaseExpression
-            if isinstance(node, cst.Assign):
-                if len(node.targets) != 1:
-                    continue
-                target = node.targets[0].target
-            else:
-                target = cast("cst.AnnAssign", node).target
-            value = cast("cst.Assign | cst.AnnAssign", node).value
-            if not (isinstance(target, cst.Name) and isinstance(value, cst.Call)):
-                continue
-            func = value.func
-            callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
-            first = _cst_first(value)
-            module = wrapper_module(callee, first)
-            followed = module is not None
-            if module is None and _marks_dali(callee) and first is None:
-                module = "nvidia.dali"
-            if module is not None:
-                found[target] = Wrapper(f"{dotted(func) or callee}(...)", module, followed, node)
-        return found
+        return wrapper_targets(self.nodes_of(cst.Assign, cst.AnnAssign))
 
     def wrapper_bindings(self, name: cst.Name) -> list[Wrapper]:
         """The wrapper calls (``dali = try_import_dali()``) that may bind ``name`` where it is
@@ -559,14 +532,6 @@ def _positions(module: cst.Module) -> tuple[dict, dict]:
     return holder._computed, state.inclusive
 
 
-def dotted(node: cst.BaseExpression | cst.Name | cst.Attribute) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{dotted(node.value)}.{node.attr.value}"
-    return ""
-
-
 def attr_chain(path: str) -> cst.BaseExpression:
     """``"ndd.readers.File"`` -> the Attribute expression."""
     parts = path.split(".")
@@ -614,34 +579,3 @@ def nesting(tree: ast.AST) -> tuple[int, ast.AST]:
 
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-class Wrapper(NamedTuple):
-    """A name bound by a call that imports DALI (:func:`wrapper_module`)."""
-
-    #: the callee's text and ``(...)``: ``try_import_dali(...)``
-    call: str
-    #: the module it stands for (``nvidia.dali`` when only the callee's name says DALI)
-    module: str
-    #: whether the tool follows the name as that module (else DM206 marks its uses)
-    followed: bool
-    #: the assignment (``cst.Assign`` or ``cst.AnnAssign``)
-    statement: cst.CSTNode
-
-
-def call_module(call: cst.Call) -> str | None:
-    """The DALI module a call imports, when the tool follows it (:func:`wrapper_module`)."""
-    func = call.func
-    callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
-    return wrapper_module(callee, _cst_first(call))
-
-
-def _cst_first(call: cst.Call) -> str | None:
-    """The first positional argument of ``call`` when it is a string literal."""
-    first = call.args[0] if call.args else None
-    if first is None or first.keyword is not None or first.star:
-        return None
-    if isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
-        value = first.value.evaluated_value
-        return value if isinstance(value, str) else None
-    return None

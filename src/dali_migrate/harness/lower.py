@@ -20,8 +20,8 @@ from typing import TypeGuard
 import libcst as cst
 import libcst.matchers as m
 
-from ..context import call_module
 from ..cst_text import split_trailing_comments
+from ..dali_wrappers import call_module
 
 __all__ = ["Lowering", "lower_to_cpu", "split_entry_points", "strip_entry_points"]
 
