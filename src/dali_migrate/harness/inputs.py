@@ -12,6 +12,7 @@ from typing import Any
 
 from . import discover as _discover
 from .datasets import Dataset, make_dataset, spec_for_reader
+from .lower import ACCELERATED, is_device_name
 
 #: pipeline-construction arguments (they go to ``Pipeline``, not to the definition function)
 from .side import PIPELINE_KWARGS  # side imports nothing heavy at module level
@@ -168,7 +169,7 @@ def _lower_devices(kwargs: dict[str, Any]) -> list[str]:
     ``"cpu"``, as the lowering does to the literals in the code; what was changed."""
     changed = []
     for k, v in kwargs.items():
-        if "device" in k and k != "device_id" and v in ("gpu", "mixed"):
+        if is_device_name(k) and v in ACCELERATED:
             kwargs[k] = "cpu"
             changed.append(f'{k}="{v}" -> "cpu"')
     return changed

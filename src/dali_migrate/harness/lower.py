@@ -25,7 +25,7 @@ from ..dali_wrappers import call_module
 
 __all__ = ["Lowering", "lower_to_cpu", "split_entry_points", "strip_entry_points"]
 
-_ACCELERATED = ("gpu", "mixed")
+ACCELERATED = ("gpu", "mixed")
 
 
 @dataclass
@@ -48,7 +48,7 @@ def _accelerated_string(node: cst.BaseExpression) -> TypeGuard[cst.SimpleString]
             value = node.evaluated_value
         except Exception:  # pragma: no cover - malformed literal
             return False
-        return isinstance(value, str) and value in _ACCELERATED
+        return isinstance(value, str) and value in ACCELERATED
     return False
 
 
@@ -64,7 +64,9 @@ def _cpu_like(node: cst.SimpleString) -> cst.SimpleString:
     return node.with_changes(value=f"{node.prefix}{quote}cpu{quote}")
 
 
-def _is_device_name(name: str) -> bool:
+def is_device_name(name: str) -> bool:
+    """A parameter or keyword the lowering treats as a device (``device``, ``decoder_device``,
+    ``dev``; not ``device_id``)."""
     return (
         name in ("dev", "device")
         or name.endswith(("_device", "_dev"))
@@ -83,7 +85,7 @@ class _CpuLowering(cst.CSTTransformer):
         if updated.keyword is None:
             return updated
         name = updated.keyword.value
-        if _is_device_name(name) and _accelerated_string(updated.value):
+        if is_device_name(name) and _accelerated_string(updated.value):
             self.changes.append(_to_cpu(name, updated.value))
             return updated.with_changes(value=_cpu_like(updated.value))
         if name == "device_id" and not m.matches(updated.value, m.Name("None")):
@@ -101,7 +103,7 @@ class _CpuLowering(cst.CSTTransformer):
         name = updated.name.value
         if (
             updated.default is not None
-            and _is_device_name(name)
+            and is_device_name(name)
             and _accelerated_string(updated.default)
         ):
             self.changes.append(_to_cpu(name, updated.default))
@@ -120,7 +122,7 @@ class _CpuLowering(cst.CSTTransformer):
         if (
             len(updated.targets) == 1
             and isinstance(updated.targets[0].target, cst.Name)
-            and _is_device_name(updated.targets[0].target.value)
+            and is_device_name(updated.targets[0].target.value)
             and _accelerated_string(updated.value)
         ):
             self.changes.append(_to_cpu(updated.targets[0].target.value, updated.value))
