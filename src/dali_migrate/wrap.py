@@ -189,18 +189,11 @@ class _Candidates(cst.CSTVisitor):
         self._consider(node, 0)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        items = _param_items(node.params)
-        if self.fstrings or not items:
+        if not _param_items(node.params):
             return
-        pos = self.get_metadata(PositionProvider, node.params)
-        line = pos.start.line
-        if line not in self.targets or pos.end.line != line:
-            return
-        if not self.lines[line - 1].lstrip().startswith(("def ", "async def ")):
-            return
-        size = pos.end.column - pos.start.column + 2  # with its parentheses
-        if size > self.best.get(line, (-1, node))[0]:
-            self.best[line] = (size, node)
+        line = self.get_metadata(PositionProvider, node.params).start.line
+        if self.lines[line - 1].lstrip().startswith(("def ", "async def ")):
+            self._consider(node, -2, at=node.params)  # -2: its parentheses count too
 
     def visit_Tuple(self, node: cst.Tuple) -> None:
         # (its position leaves out the parentheses: a split tuple's elements are on one line)
@@ -211,8 +204,10 @@ class _Candidates(cst.CSTVisitor):
         ):
             self._consider(node, 0)
 
-    def _consider(self, node: cst.CSTNode, head: int) -> None:
-        pos = self.get_metadata(PositionProvider, node)
+    def _consider(self, node: cst.CSTNode, head: int, at: cst.CSTNode | None = None) -> None:
+        """``node`` as the line's candidate when its contents (``at``'s span, less ``head``
+        columns of callee) are the longest there."""
+        pos = self.get_metadata(PositionProvider, at if at is not None else node)
         line = pos.start.line
         if self.fstrings or line not in self.targets or pos.end.line != line:
             return
