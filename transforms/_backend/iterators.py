@@ -464,12 +464,20 @@ def _output_map(om: cst.BaseExpression | None, q: str, reasons: list[str]) -> li
     return names
 
 
+#: reader_name= given as a variable: the name of the pipeline's one reader
+ANY_READER = "<the pipeline's reader>"
+
+
 def _reader_name(rn: cst.BaseExpression | None, reasons: list[str]) -> str | None:
     if rn is None or (isinstance(rn, cst.Name) and rn.value == "None"):
         return None
     if isinstance(rn, cst.SimpleString):
         return rn.evaluated_value  # type: ignore[return-value]
-    reasons.append("reader_name is not a string literal")
+    if isinstance(rn, (cst.Name, cst.Attribute)):
+        # DALI's iterator fails unless reader_name names a reader of the pipeline: a variable
+        # there names the pipeline's one reader (checked where the reader is known)
+        return ANY_READER
+    reasons.append("reader_name is not a string literal or a variable")
     return None
 
 
@@ -1026,7 +1034,7 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         (use.reader_name, "reader_name={!r}"),
         (use.size_reader, "size=pipe.epoch_size({!r})"),
     ):
-        if wanted is not None and not (
+        if wanted is not None and wanted is not ANY_READER and not (
             isinstance(name, cst.SimpleString) and name.evaluated_value == wanted
         ):
             return [f"{what.format(wanted)} does not name the reader of the pipeline"]
