@@ -100,12 +100,8 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
-from ._backend.iterators import (
-    abandon_iterators,
-    data_iterator_decorator,
-    data_iterator_instances,
-    iterator_reasons,
-)
+from ._backend.iterator_checks import abandon_iterators, iterator_reasons
+from ._backend.iterators import data_iterator_decorator, data_iterator_instances
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason

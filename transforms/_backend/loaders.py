@@ -82,14 +82,14 @@ from .datasets import output_signature
 from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
-from .iterators import (
+from .iterator_checks import (
     SIZE_BUILTINS,
-    IteratorUse,
     epochs_kind,
     is_sharded,
     made_elsewhere,
     size_parameters,
 )
+from .iterator_use import IteratorUse
 from .layout import fit
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
