@@ -46,6 +46,7 @@ def _shape(use: IteratorUse) -> tuple:
         sorted(use.sparse_lists),
         use.early_exit,
         use.hooked,
+        bool(use.kept_resets),
     )
 
 
@@ -63,6 +64,7 @@ def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
         and u.wrapper is None
         and u.signature is None
         and not u.pulls
+        and not u.meta_calls
         and u.framework != "tf"
         for u in uses
     )
@@ -88,6 +90,10 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     use = inst.iterators[0]
     if inst.runs:
         return ["the pipeline is both run (pipe.run()) and iterated through a framework iterator"]
+    if use.meta_calls:
+        why = _meta_reason(graph, use)
+        if why:
+            return [why]
     if use.framework == "tf":
         if graph.sources:
             return [
@@ -133,6 +139,33 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
             f"({use.policy} here)"
         )
     return reasons
+
+
+def _meta_reason(graph: Graph, use: IteratorUse) -> str | None:
+    """Why ``pipe.epoch_size()`` after the iterator cannot read the loader's reader."""
+    first = f"`{source_of(use.meta_calls[0])}`"
+    if use.framework == "tf" or use.pulls or use.kept_in or use.wrapper or use.subclass:
+        return f"{first} reads the pipeline next to an iterator the loader replaces differently"
+    if len(graph.readers) != 1 or graph.readers[0].guards:
+        return f"{first}: the pipeline has not one reader made unconditionally"
+    name = next(
+        (a.value for a in graph.readers[0].call.args if a.keyword and a.keyword.value == "name"),
+        None,
+    )
+    for call in use.meta_calls:
+        arg = call.args[0] if len(call.args) == 1 and not call.args[0].star else None
+        if call.args and (arg is None or (arg.keyword and arg.keyword.value != "name")):
+            return f"`{source_of(call)}`: its arguments are not a reader name"
+        given = arg.value if arg is not None else None
+        if given is None and not isinstance(name, cst.SimpleString):
+            return f"`{source_of(call)}`: the reader has no name= to key the dictionary it returns"
+        if isinstance(given, cst.SimpleString) and not (
+            isinstance(name, cst.SimpleString) and name.evaluated_value == given.evaluated_value
+        ):
+            return f"`{source_of(call)}` does not name the pipeline's reader"
+        if given is not None and not isinstance(given, (cst.SimpleString, cst.Name)):
+            return f"`{source_of(call)}`: its reader name is not a string or a variable"
+    return None
 
 
 def _reader_reasons(reader: dict[str, cst.BaseExpression], use: IteratorUse) -> list[str]:

@@ -4,6 +4,7 @@ passed to, down to the loops, ``len()``, ``reset()`` and ``next()`` that consume
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -24,18 +25,21 @@ class Follower:
 
     def __init__(self, ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
         self.ctx, self.use, self.reasons = ctx, use, reasons
-        #: functions the iterator is passed to, and the calls of each that pass it
-        self.callees: dict[str, tuple[cst.FunctionDef, Any, set[int]]] = {}
+        #: functions, classes and methods the iterator is passed to (``_Callee``), by name
+        self.callees: dict[str, _Callee] = {}
+        #: the callees being followed now (a reset found there belongs to each of them)
+        self.within: list[str] = []
+        #: id of each reset statement -> the callees it was found in
+        self.reset_callees: dict[int, tuple[str, ...]] = {}
 
     def finish(self) -> None:
-        """A function the iterator is passed to must get it (or another iterator of this
-        configuration, made by the same code) at every call: its resets are rewritten."""
-        for fn, binding, calls in self.callees.values():
-            if len(binding.references) != len(calls):
-                self.reasons.append(
-                    f"{fn.name.value}() takes the iterator and is called in several places, "
-                    "with other values too"
-                )
+        """A reset in code that also gets other values (a function or class called elsewhere
+        with something else) stays: the loader gets a ``reset()`` that does nothing. The others
+        are deleted (each pass over the loader is an epoch)."""
+        shared = {k for k, c in self.callees.items() if c.references != len(c.calls)}
+        kept = [r for r in self.use.resets if shared & set(self.reset_callees.get(id(r), ()))]
+        self.use.resets = [r for r in self.use.resets if not any(r is k for k in kept)]
+        self.use.kept_resets = kept
 
     def value(self, expr: cst.CSTNode, depth: int) -> None:
         """``expr`` evaluates to the iterator."""
@@ -81,7 +85,7 @@ class Follower:
         cls = enclosing(ctx, target, cst.ClassDef)
         reads = []
         for node in ctx.nodes_of(cst.Attribute):
-            if node.attr.value != attr or node is target:
+            if node.attr.value != attr or node is target or _in_import(ctx, node):
                 continue
             stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
             if (
@@ -96,13 +100,17 @@ class Follower:
                 )
         return reads
 
-    def _returned(self, ret: cst.Return, depth: int) -> None:
+    def _returned(self, ret: cst.Return, depth: int, index: int | None = None) -> None:
+        """``return it`` (``index`` None) or ``return it, n`` (``index`` 0): followed to the
+        callers (``loader, steps = make(...)``)."""
         ctx = self.ctx
         fn = enclosing(ctx, ret, cst.FunctionDef)
         owner = ctx.parents.get(fn) if fn is not None else None
         if isinstance(owner, cst.IndentedBlock):
             owner = ctx.parents.get(owner)
-        if fn is not None and isinstance(owner, cst.ClassDef) and fn.name.value in DATALOADER_HOOKS:
+        if index is None and (
+            fn is not None and isinstance(owner, cst.ClassDef) and fn.name.value in DATALOADER_HOOKS
+        ):
             self.use.hooked = True  # the Trainer iterates it once per epoch
             return
         if fn is not None and isinstance(owner, cst.ClassDef) and depth < 3:
@@ -132,12 +140,33 @@ class Follower:
             if isinstance(call, cst.Call) and call.func is ref:
                 if loops_around(ctx, call):
                     self.use.copies *= 2
-                self.value(call, depth + 1)
+                self._called(call, depth + 1, index)
             else:
                 self.reasons.append(
                     f"`{fn.name.value}` (which returns the iterator) is used other than by "
                     f"calling it, {scope_label(ctx, ref)}"
                 )
+
+    def _called(self, call: cst.Call, depth: int, index: int | None) -> None:
+        """A call of a function that returns the iterator (at ``index`` of a tuple)."""
+        if index is None:
+            self.value(call, depth)
+            return
+        parent = self.ctx.parents.get(call)
+        target = (
+            parent.targets[0].target
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1
+            else None
+        )
+        count = len(_tuple_of(self.ctx, call) or ())
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+        if len(elements) != count or any(isinstance(e, cst.StarredElement) for e in elements):
+            self.reasons.append(
+                f"the tuple {scope_label(self.ctx, call)} that holds the iterator is not "
+                "unpacked into names"
+            )
+            return
+        self._bound(elements[index].value, depth)  # type: ignore[arg-type]
 
     def _method_calls(self, fn: cst.FunctionDef) -> list[cst.CSTNode] | None:
         """The ``<obj>.<method>`` references in the module when ``fn`` is the one function of
@@ -156,12 +185,16 @@ class Follower:
             use.loops.append(loop)
         elif isinstance(parent, cst.Return) and parent.value is node:
             self._returned(parent, depth)
+        elif _returned_element(ctx, node) is not None:
+            ret, index = _returned_element(ctx, node)  # type: ignore[misc]
+            self._returned(ret, depth, index)
         elif _builtin_arg(ctx, node, "len"):
             use.lens.append((node, ""))
         elif _builtin_arg(ctx, node, "next"):
             use.pulls.append(ctx.parents.get(parent))
         elif _reset_stmt(ctx, node) is not None:
             use.resets.append(_reset_stmt(ctx, node))
+            self.reset_callees[id(use.resets[-1])] = tuple(self.within)
         elif (
             isinstance(parent, cst.Attribute)
             and parent.value is node
@@ -176,24 +209,23 @@ class Follower:
             )
 
     def _passed(self, node: cst.CSTNode, depth: int) -> bool:
-        """``train(model, loader)`` where ``train`` is a function of this module called only
-        there: its parameter is followed (the tool rewrites the resets it finds there)."""
+        """``train(model, loader)``, ``Wrapper(loader)``, ``self.show(loader)``: a function, a
+        class (its ``__init__``) or a method of this module; the parameter that takes the
+        iterator is followed."""
         ctx = self.ctx
         arg = ctx.parents.get(node)
         call = ctx.parents.get(arg)
         if not (isinstance(arg, cst.Arg) and not arg.star and isinstance(call, cst.Call)):
             return False
-        if not isinstance(call.func, cst.Name) or depth >= 3:
+        found = _callee(ctx, call) if depth < 3 else None
+        if found is None:
             return False
-        binding = binding_of(ctx, call.func)
-        fn = getattr(binding, "node", None)  # builtins have no node
-        if not (isinstance(fn, cst.FunctionDef) and isinstance(ctx.parents.get(fn), cst.Module)):
-            return False
-        followed = fn.name.value in self.callees
-        self.callees.setdefault(fn.name.value, (fn, binding, set()))[2].add(id(call))
+        key, fn, skip, references = found
+        followed = key in self.callees
+        self.callees.setdefault(key, _Callee(references)).calls.add(id(call))
         if followed:
             return True  # its parameter's uses are recorded already
-        param = _parameter(fn, call, arg)
+        param = _parameter(fn, call, arg, skip)
         scope = ctx.scopes.get(fn.body) if param is not None else None
         bindings = list(scope.assignments[param.name.value]) if scope is not None else []
         if param is None or len(bindings) != 1 or bindings[0].node is not param:
@@ -201,14 +233,70 @@ class Follower:
                 f"the parameter of {fn.name.value}() that takes the iterator is rebound"
             )
             return True
+        self.within.append(key)
         for ref in in_source_order(ctx, bindings[0].references):
-            self._terminal(ref.node, depth + 1)
+            self.value(ref.node, depth + 1)
+        self.within.pop()
         return True
 
 
-def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The plain parameter of ``fn`` that ``arg`` of ``call`` binds."""
-    params = list(fn.params.params)
+@dataclass
+class _Callee:
+    """Code the iterator is passed to: how often the module names it, and the calls of it that
+    pass the iterator (fewer: it also gets other values)."""
+
+    references: int
+    calls: set[int] = field(default_factory=set)
+
+
+def _callee(ctx: FileContext, call: cst.Call) -> tuple[str, cst.FunctionDef, int, int] | None:
+    """What ``call`` runs, when it is code of this module: (a key, the function, the parameters
+    before the arguments, how many times the module names it). ``f(...)`` of a module-level
+    function, ``C(...)`` of a module-level class (its ``__init__``), ``C.m(...)`` and
+    ``self.m(...)`` of the one function named ``m`` in a class of the module."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        binding = binding_of(ctx, func)
+        node = getattr(binding, "node", None)  # builtins have no node
+        if binding is None or not isinstance(ctx.parents.get(node), cst.Module):
+            return None
+        if isinstance(node, cst.ClassDef):
+            init = next(
+                (
+                    s
+                    for s in node.body.body
+                    if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+                ),
+                None,
+            )
+            return None if init is None else (node.name.value, init, 1, len(binding.references))
+        if isinstance(node, cst.FunctionDef):
+            return node.name.value, node, 0, len(binding.references)
+        return None
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    name = func.attr.value
+    fns = [f for f in ctx.nodes_of(cst.FunctionDef) if f.name.value == name]
+    cls = enclosing(ctx, fns[0], cst.ClassDef) if len(fns) == 1 else None
+    if cls is None or ctx.parents.get(ctx.parents.get(fns[0])) is not cls:
+        return None
+    decorators = {getattr(d.decorator, "value", None) for d in fns[0].decorators}
+    if func.value.value == cls.name.value:
+        skip = 1 if "classmethod" in decorators else 0
+    elif _self_attr(ctx, func) is not None and enclosing(ctx, func, cst.ClassDef) is cls:
+        skip = 0 if "staticmethod" in decorators else 1
+    else:
+        return None
+    references = sum(a.attr.value == name for a in ctx.nodes_of(cst.Attribute))
+    return f"{cls.name.value}.{name}", fns[0], skip, references
+
+
+def _parameter(
+    fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg, skip: int = 0
+) -> cst.Param | None:
+    """The plain parameter of ``fn`` that ``arg`` of ``call`` binds (the first ``skip``
+    parameters bound otherwise: ``self``)."""
+    params = list(fn.params.params)[skip:]
     if arg.keyword is not None:
         return next((p for p in params if p.name.value == arg.keyword.value), None)
     index = [a for a in call.args if a.keyword is None].index(arg)
@@ -225,6 +313,61 @@ def _self_attr(ctx: FileContext, node: cst.CSTNode) -> str | None:
     if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
         return None
     return node.attr.value
+
+
+def adopt_meta_call(ctx: FileContext, inst: Any, call: cst.Call) -> bool:
+    """``pipe.epoch_size(...)`` / ``pipe.reader_meta(...)`` after the one framework iterator over
+    ``pipe`` is made, in the function that made it and keeps it in a name or a ``self``
+    attribute: the loader that replaces the iterator has the reader (its metadata) then."""
+    if len(inst.iterators) != 1:
+        return False
+    use = inst.iterators[0]
+    holder = use.holder
+    if not (isinstance(holder, cst.Name) or _self_attr(ctx, holder) is not None):
+        return False
+    made = ctx.enclosing_statement(use.call)
+    fn = enclosing(ctx, made, cst.FunctionDef)
+    if enclosing(ctx, call, cst.FunctionDef) is not fn or ctx.line_of(call) <= ctx.line_of(made):
+        return False
+    use.meta_calls.append(call)
+    return True
+
+
+def _returned_element(ctx: FileContext, expr: cst.CSTNode) -> tuple[cst.Return, int] | None:
+    """``return it, steps``: the return and the index of ``expr`` in its tuple."""
+    element = ctx.parents.get(expr)
+    tup = ctx.parents.get(element)
+    ret = ctx.parents.get(tup)
+    if not (
+        isinstance(element, cst.Element)
+        and isinstance(tup, cst.Tuple)
+        and isinstance(ret, cst.Return)
+        and not any(isinstance(e, cst.StarredElement) for e in tup.elements)
+    ):
+        return None
+    return ret, [e is element for e in tup.elements].index(True)
+
+
+def _tuple_of(ctx: FileContext, call: cst.Call) -> list[cst.BaseElement] | None:
+    """The elements of the tuple the function ``call`` calls returns (all its returns give
+    tuples of one length: the first one's)."""
+    func = call.func
+    binding = binding_of(ctx, func) if isinstance(func, cst.Name) else None
+    fn = getattr(binding, "node", None)
+    if not isinstance(fn, cst.FunctionDef):
+        return None
+    returns = [n for n in walk(fn.body) if isinstance(n, cst.Return)]
+    tuples = [r.value for r in returns if isinstance(r.value, cst.Tuple)]
+    if len(tuples) != len(returns) or len({len(t.elements) for t in tuples}) != 1:
+        return None
+    return list(tuples[0].elements)
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is part of a module name in an import statement."""
+    while isinstance(node, (cst.Attribute, cst.Name)):
+        node = ctx.parents.get(node)
+    return isinstance(node, (cst.ImportFrom, cst.ImportAlias))
 
 
 def enclosing(ctx: FileContext, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
@@ -328,6 +471,10 @@ def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None
         reasons.append("the iterator is both looped over and taken from with next()")
     if use.holder is None:
         reasons.append("next() on an iterator that is not kept in a name or a self attribute")
+    if use.kept_resets:
+        reasons.append(
+            "next() on an iterator passed to code that also gets other values and resets them"
+        )
     if use.auto_reset:
         reasons.append(
             "next() on an iterator with auto_reset (the loader needs the reset() to start an epoch)"

@@ -37,6 +37,13 @@ class IteratorUse:
         default_factory=list
     )  # len(it): node, "loop"/"first"/"other"
     resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: ``pipe.epoch_size()`` / ``reader_meta()`` after the iterator is made: the loader's reader
+    #: answers them (``reader_attr``: its attribute, set when the class is written)
+    meta_calls: list[cst.Call] = field(default_factory=list)
+    reader_attr: str | None = None
+    meta_reader: str | None = None  # the reader's name= (keys epoch_size() without a name)
+    #: resets in code that also gets other values (they stay; the loader's reset() does nothing)
+    kept_resets: list[cst.SimpleStatementLine] = field(default_factory=list)
     #: how many iterators the code that makes this one makes (a factory called twice: 2); each
     #: becomes a loader, and only one of them may run a capture loop
     copies: int = 1

@@ -95,6 +95,7 @@ from .model import Graph, Instance, Refused
 from .sites import device_todo_line
 from .subclasses import body_names, folded_next
 
+KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
 RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
 FILL_AHEAD = (
@@ -216,6 +217,10 @@ def loader_definition(
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }
     c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c.meta = bool(use.meta_calls)  # pipe.epoch_size() reads the loader's reader
+    use.reader_attr = c.body.reader
+    named = reader_args.get("name")
+    use.meta_reader = _code(named) if named is not None else None
     c.block = at if isinstance(at, cst.With) else None
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
@@ -235,6 +240,8 @@ def loader_definition(
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(_method("__len__", [f"return {length}"]))
+    if use.kept_resets:
+        methods.append(_method("reset", [KEPT_RESET, "pass"]))
     methods += [_rename(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
     name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else _doc(use, c.kind)
@@ -1131,7 +1138,8 @@ def loader_site_edits(
     )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
     kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
-    edits = [] if together or kept else [_creation_edit(ctx, inst, pre)]
+    meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
+    edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = args
     if keep is None:
@@ -1180,6 +1188,21 @@ def loader_site_edits(
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:
+    """``pipe.epoch_size("Reader")`` -> ``loader.reader.get_metadata()["epoch_size_padded"]``
+    (``reader_meta``: the whole dictionary; without a name: ``{name: value}``, as the
+    pipeline gave)."""
+    assert use.holder is not None and use.reader_attr is not None
+    text = f"{ctx.text(use.holder)}.{use.reader_attr}.get_metadata()"
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    if method == "epoch_size":
+        text += '["epoch_size_padded"]'
+    if not call.args:
+        reader = use.meta_reader
+        text = f"{{{reader}: {text}}}"
+    return ctx.expr_edit(call, cst.parse_expression(text))
 
 
 def _kept_edits(

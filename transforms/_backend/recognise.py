@@ -33,6 +33,7 @@ from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
 from .flow import Flow, in_loop
 from .guards import guards_of
+from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Graph, Instance, ReaderUse
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
@@ -598,6 +599,7 @@ def follow_pipeline(
     inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     followups += found.followups
+    pending: list[tuple[cst.Call, str]] = []  # pipe.epoch_size(): the loader's, if one replaces it
     for use in found.uses:
         claimed = (
             n for u in inst.iterators for n in u.claimed
@@ -609,7 +611,9 @@ def follow_pipeline(
         label = _label(ctx, use, inst)
         if isinstance(attr, cst.Attribute) and attr.value is use:
             if isinstance(call, cst.Call) and call.func is attr:
-                if not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
+                if attr.attr.value in handles.META_METHODS:
+                    pending.append((call, label))
+                elif not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
                     hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
                     followups.append(
                         FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint)
@@ -630,6 +634,13 @@ def follow_pipeline(
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
             followups.append(why)
+    for call, label in pending:
+        method = call.func.attr.value  # type: ignore[attr-defined]
+        if adopt_meta_call(ctx, inst, call):
+            continue
+        if not _method_use(ctx, inst, method, call, with_handles and inst.local):
+            hint = PIPELINE_METHOD_HINTS.get(method, "")
+            followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
 
 
 def _kept_in_attribute(ctx: FileContext, inst: Instance, use: cst.CSTNode) -> bool:
