@@ -40,6 +40,7 @@ from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
+from .run_once import run_once
 
 #: what capture mode means for the code around the generator, written above the loop
 CAPTURE_COMMENT = (
@@ -85,7 +86,7 @@ def emit_generator_body(
         kind = "fed" if e.fed else "sourced" if ends else "endless"
         doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
     body: list[cst.BaseStatement] = [doc]
-    body += e.lowered_setup + hoisted
+    body += e.lowered_setup + e.lowered_once + hoisted
     if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):
         body.append(e.rng_stmt())
     if e.iteration is not None:
@@ -144,6 +145,12 @@ class _Emitter:
             s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
         ]
         self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
+        self.once = run_once(
+            self.loop_body,
+            lambda s: _runs_dali(ctx, s, self.nodes, skip=self.current),
+            self.is_input_stmt,
+        )
+        self.loop_body = [s for s in self.loop_body if not any(s is o for o in self.once)]
         self.lowered_defs: list[cst.BaseStatement] = []
         self.per_batch_names = set().union(
             *(assigned_names(s) for s in self.loop_body if not self.is_reader_stmt(s))
@@ -205,6 +212,12 @@ class _Emitter:
         rule: LocalRule = CurrentReadsRule(self.current)  # type: ignore[assignment]
         new, _ = lower(self.ctx, node, LocalEnv(), [rule])
         return new
+
+    def is_input_stmt(self, stmt: cst.CSTNode) -> bool:
+        """``stmt`` makes a reader or an external source."""
+        return self.is_reader_stmt(stmt) or any(
+            u.top is stmt or u.stmt is stmt for u in self.graph.sources
+        )
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
@@ -367,6 +380,7 @@ class _Emitter:
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
         self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
         self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
+        self.lowered_once = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.once]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
             out += self._carry(s, self._statement(s, env, rules))
@@ -983,6 +997,14 @@ def _runs_dali(
         ):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
-        if q and q.startswith("nvidia.dali"):
+        if q and q.startswith("nvidia.dali") and not _plain_constant(q):
             return True
     return False
+
+
+def _plain_constant(q: str) -> bool:
+    """``nvidia.dali.types`` and its enums (``types.INTERP_LINEAR``, ``types.DALIDataType``)
+    are plain values; ``types.Constant(...)`` makes a graph node."""
+    return q.startswith("nvidia.dali.types") and not any(
+        part in ("Constant", "ScalarConstant") for part in q.split(".")
+    )
