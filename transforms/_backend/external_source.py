@@ -509,7 +509,10 @@ def _yields(fn: cst.FunctionDef) -> bool:
 
 def as_batch(ndd: str, value: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    all_args = [cst.Arg(value)] + args
+    # (the arguments come from the source's call: their line breaks stay there)
+    all_args = [cst.Arg(value)] + [
+        a.with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) for a in args
+    ]
     return cst.Call(
         attr_chain(f"{ndd}.as_batch"),
         [a.with_changes(comma=sep) for a in all_args[:-1]] + all_args[-1:],
@@ -524,9 +527,22 @@ def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpressi
     if use.kind.startswith("sample"):
         data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
     part = cst.Name("part")
+    # dtype=[...] / layout=[...] with num_outputs: one value per output (DALI pairs them up)
+    listed = [
+        a for a in use.as_batch_args if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword
+    ]
+    args = [
+        a.with_changes(value=cst.Name(a.keyword.value)) if a in listed else a  # type: ignore[union-attr]
+        for a in use.as_batch_args
+    ]
+    target: cst.BaseAssignTargetExpression = part
+    if listed:
+        names = [part, *(cst.Name(a.keyword.value) for a in listed)]  # type: ignore[union-attr]
+        target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
+        data = cst.Call(cst.Name("zip"), [cst.Arg(data), *(cst.Arg(a.value) for a in listed)])
     return cst.GeneratorExp(
-        as_batch(ndd, part, use.as_batch_args),
-        cst.CompFor(target=part, iter=data),
+        as_batch(ndd, part, args),
+        cst.CompFor(target=target, iter=data),
         lpar=[cst.LeftParen()],
         rpar=[cst.RightParen()],
     )
