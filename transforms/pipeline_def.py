@@ -343,6 +343,7 @@ class PipelineDef(Rule):
             star = cst.ParamStar()
         plan = PipelinePlan(
             rule_id=self.id,
+            passes=loader is not None,
             batch_size=cst.Name(batch_name),
             seed=cst.Name(seed_name) if seed_name else None,
             single_use=capture,

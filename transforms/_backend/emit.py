@@ -35,7 +35,7 @@ from .conditionals import lower_branches
 from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
-from .external_source import SourceUse, as_batch, fetch, unknown_source, wrap
+from .external_source import RAISE_REASON, SourceUse, as_batch, fetch, unknown_source, wrap
 from .guards import exclusive, guard_test, skeleton
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
@@ -157,6 +157,8 @@ class _Emitter:
         )
         #: sources fed by pipe.feed_input(): the generator becomes a function of their data
         self.fed = [u for u in graph.sources if u.kind == "fed"]
+        if any(u.raises for u in graph.sources) and not plan.passes:
+            raise Refused(RAISE_REASON)
         if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
             raise Refused(
                 "an external source fed by pipe.feed_input() next to a reader or another external "

@@ -95,6 +95,9 @@ class SourceUse:
     as_batch_args: list[cst.Arg]
     stops: bool  # the callable may raise StopIteration
     cycle: bool = False  # an iterable started over when it ends (cycle=True or "quiet")
+    #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
+    #: class, one pass per epoch, does that; a generator cannot)
+    raises: bool = False
     #: how the module spells ``nvidia.dali.types.SampleInfo`` (kind "sample1")
     sample_info: str | None = None
     #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
@@ -149,18 +152,13 @@ def analyse_source(
     # parallel=True: the same data (DALI asks for sources whose data depends on the sample or
     # batch index only), computed in worker processes; the generator computes it in its thread
     parallel = "parallel" in kw and not _is_false(kw["parallel"].value)
-    cycle = False
+    cycle = raises = False
     if "cycle" in kw and not _is_false(kw["cycle"].value):
         value = kw["cycle"].value
         if isinstance(value, cst.Name) and value.value == "True" or _string(value) == "quiet":
             cycle = True
         elif _string(value) == "raise":
-            reasons.append(
-                'external_source cycle="raise" ends each pass with StopIteration and starts the '
-                'next after '
-                "pipe.reset(), which a generator cannot do: loop over the source yourself, one "
-                "generator per pass"
-            )
+            raises = True
         else:
             reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
     per_sample = "batch" in kw and not (
@@ -235,6 +233,7 @@ def analyse_source(
             kind = "sample0"
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
     use = SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+    use.raises = raises
     use.parallel = parallel
     return use
 
@@ -505,6 +504,14 @@ def _yields(fn: cst.FunctionDef) -> bool:
         if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             stack.extend(n.children)
     return False
+
+
+#: why a generator cannot take a ``cycle="raise"`` source (a loader class can)
+RAISE_REASON = (
+    'external_source cycle="raise" ends each pass with StopIteration and starts the next after '
+    "pipe.reset(), which a generator cannot do: loop over the source yourself, one generator per "
+    "pass"
+)
 
 
 def as_batch(ndd: str, value: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:

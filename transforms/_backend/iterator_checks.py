@@ -103,6 +103,8 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
     if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
         return ["the pipeline's number of outputs depends on the `if` that ends it"]
+    if graph.sources and not graph.readers:
+        return _source_reasons(graph, use) or _placement_reasons(ctx, inst, use)
     if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
         return [
             "a framework iterator over a pipeline with several readers or an external source is "
@@ -139,6 +141,28 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
             f"({use.policy} here)"
         )
     return reasons
+
+
+#: sources a loader runs one pass of per epoch: iterated, or called until StopIteration
+PASS_SOURCES = ("iterable", "either", "call0")
+
+
+def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
+    """Why the iterator over a pipeline fed by external sources cannot become a loader that
+    runs one pass of the sources per epoch (as DALI's iterator without reader_name or size did:
+    its epoch ended when a source raised StopIteration, and reset() started the next)."""
+    what = "a framework iterator over an external source"
+    if any(u.kind not in PASS_SOURCES or u.cycle for u in graph.sources):
+        return [f"{what} that is fed per sample, by iteration number or without end"]
+    if use.reader_name is not None or use.size is not None or use.size_reader is not None:
+        return [f"{what} with reader_name= or size= (DALI counts samples then)"]
+    if use.lens or use.size_reads or use.meta_calls:
+        return [f"{what}: len() and the epoch size are unknown before a pass ends"]
+    if use.early_exit:
+        return [f"{what}: a loop left early resumed the source where it stood"]
+    if use.subclass is not None or use.wrapper is not None:
+        return [f"{what}, subclassed or made in a wrapper class"]
+    return []
 
 
 def _meta_reason(graph: Graph, use: IteratorUse) -> str | None:

@@ -54,6 +54,7 @@ def run_once(
         bound = assigned_names(s)
         if (
             isinstance(s, cst.SimpleStatementLine)
+            and not all(isinstance(small, cst.Pass) for small in s.body)
             and not any(isinstance(n, (cst.Return, cst.Yield, cst.Global)) for n in walk(s))
             and all(counts[n] == 1 for n in bound)
             and not (free_names(s) & per_batch)
