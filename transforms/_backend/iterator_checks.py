@@ -143,8 +143,10 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     return reasons
 
 
-#: sources a loader runs one pass of per epoch: iterated, or called until StopIteration
-PASS_SOURCES = ("iterable", "either", "call0")
+#: sources a loader runs as DALI did: an iterable gone over once (later epochs are empty) or,
+#: with cycle="raise", again in each epoch (a callable of unknown kind is called on after a
+#: StopIteration, which a loop over it cannot do)
+PASS_SOURCES = ("iterable", "either")
 
 
 def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
@@ -152,7 +154,10 @@ def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
     runs one pass of the sources per epoch (as DALI's iterator without reader_name or size did:
     its epoch ended when a source raised StopIteration, and reset() started the next)."""
     what = "a framework iterator over an external source"
-    if any(u.kind not in PASS_SOURCES or u.cycle for u in graph.sources):
+    if any(
+        u.kind not in PASS_SOURCES or u.cycle or (u.kind == "either" and not u.raises)
+        for u in graph.sources
+    ):
         return [f"{what} that is fed per sample, by iteration number or without end"]
     if use.reader_name is not None or use.size is not None or use.size_reader is not None:
         return [f"{what} with reader_name= or size= (DALI counts samples then)"]

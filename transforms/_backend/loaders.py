@@ -184,7 +184,7 @@ def loader_definition(
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
     if not graph.readers:  # external sources: one pass of them per epoch
-        return source_loader_definition(ctx, fn, body, params, inst, at, name)
+        return source_loader_definition(ctx, fn, graph, body, params, inst, at, name)
     reader_args = {
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }

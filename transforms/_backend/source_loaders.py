@@ -1,7 +1,9 @@
 """The loader class that replaces a framework iterator over a pipeline fed by external sources
-(no reader): each pass over the loader runs one pass of the sources, as DALI's iterator without
-``reader_name`` or ``size`` did (its epoch ended when a source raised StopIteration, and
-``reset()`` started the sources again). A component of the loader migration.
+(no reader), as DALI's iterator without ``reader_name`` or ``size`` ran it: an epoch ends when a
+source raises StopIteration; with ``cycle="raise"`` the next epoch goes over the source again,
+without it DALI goes over an iterable once (later epochs are empty: the loader continues one
+iterator made in ``__init__``). Code before the sources runs once, in ``__init__``. A component
+of the loader migration.
 
 Before::
 
@@ -20,7 +22,7 @@ After::
         def __init__(self, source, batch_size=4):
             self.source = source
 
-        def __iter__(self):
+        def __iter__(self):  # cycle="raise": the source again in each pass
             for data in self.source:
                 jpegs, labels = (ndd.as_batch(part) for part in data)
                 images = ndd.decoders.image(jpegs, device="gpu")
@@ -36,7 +38,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import assigned_names, free_names, names_in, walk
+from .._cst import assigned_names, comment_line, free_names, fresh_name, names_in, walk
 from .layout import fit
 from .loader_parts import (
     LoaderClass,
@@ -50,12 +52,13 @@ from .loader_parts import (
     stmts_of,
     yield_batch,
 )
-from .model import Instance, Refused
+from .model import Graph, Instance, Refused
 
 
 def source_loader_definition(
     ctx: FileContext,
     fn: cst.FunctionDef,
+    graph: Graph,
     body: list[cst.BaseStatement],
     params: cst.Parameters,
     inst: Instance,
@@ -67,7 +70,9 @@ def source_loader_definition(
     what it uses, its name."""
     use = inst.iterators[0]
     c = LoaderClass(ctx, use, "source", None)  # type: ignore[arg-type]
-    setup, per_pass = _split(list(body[1:]))  # (the generator's docstring: the class's now)
+    code = list(body[1:])  # (the generator's docstring: the class's now)
+    restarts = any(u.raises for u in graph.sources)
+    setup, per_pass = _split(code) if restarts else _once(code, names_in(fn))
     all_params = init_params(fn, params)
     names = [p.name.value for p in [*all_params.params, *all_params.kwonly_params]][1:]
     if "self" in names:
@@ -115,6 +120,26 @@ def _split(
     while start > 0 and assigned_names(code[start - 1]) & source and _starts_pass(code[start - 1]):
         start -= 1
     return code[:start], code[start:]
+
+
+ONCE = "# DALI went over the source once for all epochs: a generator, which a new loop continues"
+
+
+def _once(
+    code: list[cst.BaseStatement], taken: set[str]
+) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+    """Without ``cycle="raise"`` DALI goes over an iterable source once: the iterator is made
+    in ``__init__`` and each pass continues it (the passes after its end are empty)."""
+    loop = code[-1]
+    if not isinstance(loop, cst.For) or any(isinstance(n, cst.Return) for n in walk(loop)):
+        raise Refused("the pipeline's code does not end in one loop over its sources")
+    batches = cst.Name(fresh_name("batches", taken))
+    made = cst.parse_statement(f"{batches.value} = (batch for batch in x)\n")
+    genexp = made.body[0].value  # type: ignore[attr-defined]
+    made = made.deep_replace(genexp.for_in.iter, loop.iter).with_changes(
+        leading_lines=[comment_line(ONCE)]
+    )
+    return [*code[:-1], made], [loop.with_changes(iter=batches)]
 
 
 def _starts_pass(stmt: cst.BaseStatement) -> bool:
