@@ -477,8 +477,10 @@ class Merger:
         inputs = [a for a in call.args if a.keyword is None]
         rest = [a for a in call.args if a.keyword is not None]
         if not _has_comment(ctor):
+            # one line: the line breaks before the closing parentheses go with the commas
             args = [
-                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_NO_SPACE)
+                for a in inputs + ctor_kw + rest
             ]
             return cst.Call(func=func, args=_commas(args))
         # comments between the object's arguments stay there: its layout is kept
@@ -645,6 +647,9 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
         and isinstance(node.value, cst.Name)
         and node.value.value == "self"
     )
+
+
+_NO_SPACE = cst.SimpleWhitespace("")
 
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:

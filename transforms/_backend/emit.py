@@ -983,6 +983,18 @@ def _runs_dali(
         ):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
-        if q and q.startswith("nvidia.dali"):
+        if q and q.startswith("nvidia.dali") and not _plain_value(q):
             return True
     return False
+
+
+#: DALI modules whose members are plain Python values in both modes (no graph node)
+_PLAIN_MODULES = ("nvidia.dali.types", "nvidia.dali.tfrecord")
+
+
+def _plain_value(qualname: str) -> bool:
+    """``qualname`` names a value that builds no graph node: a type, an enum member, a TFRecord
+    feature (``types.FLOAT``, ``tfrec.FixedLenFeature(...)``), not ``types.Constant``."""
+    if qualname in ("nvidia.dali.types.Constant", "nvidia.dali.types.ScalarConstant"):
+        return False
+    return any(qualname == m or qualname.startswith(m + ".") for m in _PLAIN_MODULES)
