@@ -28,7 +28,7 @@ from dali_migrate.context import FN_PREFIX, MATH_PREFIX, OPS_PREFIX, FileContext
 
 from .._cst import block_statements, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
-from .class_helpers import factory_ctor, helper_call, inline
+from .class_helpers import factory_ctor, helper_call, inline, undefined_root
 from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
 from .op_arguments import data_names, merge_arguments
@@ -465,16 +465,25 @@ class Merger:
         q = self.ctx.qualname(call.func)
         return bool(q and q.startswith((FN_PREFIX, MATH_PREFIX)))
 
-    def not_an_operator(self, name: str) -> str | None:
-        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (None
-        when an unknown ops.* class already says so)."""
+    def not_an_operator(self, name: str) -> list[str]:
+        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (nothing
+        when an unknown ops.* class already says so), and what to do."""
         func = self.made_by.get(name)
         q = self.ctx.qualname(func) if func is not None else None
         if q is not None and q.startswith(OPS_PREFIX):
-            return None
+            return []
         code = cst.Module([]).code_for_node(func) if func is not None else ""
         what = f"self.{name} = {code}(...)" if func is not None else f"self.{name}"
-        return f"{what} is called in the graph but is not an operator object the tool knows"
+        missing = undefined_root(self.ctx, func) if func is not None else None
+        if missing is not None:
+            return [  # one reason for all the objects made with it
+                f"nothing in this file defines `{missing}`, which objects called in the graph are "
+                f"made with (building the pipeline raised NameError): import it (`from "
+                f"nvidia.dali import {missing}` if it is DALI's) and migrate again"
+            ]
+        return [f"{what} is called in the graph but is not an operator object the tool knows"] + [
+            _MAKE_OPERATORS
+        ]
 
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
@@ -545,9 +554,8 @@ class _Rewriter(cst.CSTTransformer):
                 return m._conditional_call(
                     [_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
                 )  # type: ignore[arg-type]
-            why = m.not_an_operator(name) if name in m.attrs and name not in m.helpers else None
-            if why is not None:
-                m.reasons += [why, _MAKE_OPERATORS]
+            if name in m.attrs and name not in m.helpers:
+                m.reasons += m.not_an_operator(name)
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)
             if op is not None:
