@@ -7,7 +7,7 @@ import libcst as cst
 import pytest
 
 from dali_migrate.transforms._backend.op_arguments import data_names, merged_value
-from dali_migrate.transforms._backend.op_flags import untested_reads
+from dali_migrate.transforms._backend.op_flags import value_reads
 
 
 def _merged(made: str, called: str, nodes: frozenset[str] = frozenset()) -> str | None:
@@ -57,6 +57,8 @@ def test_only_tests_of_an_operator_attribute_are_carried_over() -> None:
         "    z = self.blur or x\n"  # its value is used: not carried over
         "    w = apply(self.crop)\n"
     )
-    assert untested_reads([init], {"blur"}) == ["self.blur"]
-    assert untested_reads([init], {"crop"}) == ["self.crop"]
-    assert untested_reads([init], {"other"}) == []
+    assert value_reads([init], {"blur", "crop", "other"}) == {"blur": False, "crop": False}
+    tested = cst.parse_module(
+        "def f(self):\n    if self.blur is None or not self.blur:\n        pass\n"
+    )
+    assert value_reads([tested], {"blur"}) == {"blur": True}

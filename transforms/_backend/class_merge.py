@@ -32,7 +32,7 @@ from .class_helpers import factory_ctor, helper_call, inline, undefined_root
 from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
 from .op_arguments import data_names, merge_arguments
-from .op_flags import flag_statement, untested_reads
+from .op_flags import flag_statement, value_reads
 
 #: methods a Pipeline subclass defines that the merged function has no place for
 NOT_MERGED: dict[str, str] = {}
@@ -102,11 +102,13 @@ class Merger:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         self.data = data_names([graph_fn, *self.helpers.values()], self._makes_node)
-        self.flags = {name for name in self.ops if name in self.attrs}
-        for read in untested_reads([init, graph_fn, *self.helpers.values()], self.flags):
+        mixed = {name for name in self.ops if name in self.attrs}
+        reads = value_reads([init, graph_fn, *self.helpers.values()], mixed)
+        self.flags = set(reads)
+        for name in sorted(n for n, tested in reads.items() if not tested):
             self.reasons.append(
-                f"{read} holds an operator object or another value and is read as a value (only "
-                "tests such as `is None` carry over)"
+                f"self.{name} holds an operator object or another value and is read as a value "
+                "(only tests such as `is None` carry over)"
             )
         for name in sorted(self.flags & self.local_names):
             self.reasons.append(

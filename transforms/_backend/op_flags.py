@@ -13,7 +13,8 @@ only says whether it was made::
 An operator object is never None and always true, so ``True`` answers the tests the old code could
 make of it: ``is None``, ``is not None``, ``not``, and a test of ``if``, ``while`` or a
 conditional expression (``and``/``or`` inside one). Any other read (passed on, compared otherwise,
-an ``and``/``or`` whose value is used) is not carried over: :func:`untested_reads` names it.
+an ``and``/``or`` whose value is used) is not carried over (:func:`value_reads` tells them
+apart). An attribute only called keeps no statement where the object was made.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import libcst as cst
 from .._cst import walk
 
 
-def untested_reads(fns: Iterable[cst.CSTNode], names: set[str]) -> list[str]:
-    """``self.<name>`` (of ``names``) read in ``fns`` other than called, assigned or tested."""
-    found: list[str] = []
+def value_reads(fns: Iterable[cst.CSTNode], names: set[str]) -> dict[str, bool]:
+    """The ``self.<name>`` (of ``names``) that ``fns`` read other than by calling or assigning
+    them: name -> whether every such read is a test."""
+    found: dict[str, bool] = {}
     for fn in fns:
         parents = {c: n for n in walk(fn) for c in n.children}
         for node in walk(fn):
@@ -36,10 +38,11 @@ def untested_reads(fns: Iterable[cst.CSTNode], names: set[str]) -> list[str]:
             parent = parents.get(node)
             if isinstance(parent, cst.Call) and parent.func is node:
                 continue
-            if isinstance(parent, cst.AssignTarget) or _tested(node, parents):
+            if isinstance(parent, cst.AssignTarget):
                 continue
-            found.append(f"self.{node.attr.value}")  # type: ignore[attr-defined]
-    return list(dict.fromkeys(found))
+            name = node.attr.value  # type: ignore[attr-defined]
+            found[name] = found.get(name, True) and _tested(node, parents)
+    return found
 
 
 def flag_statement(stmt: cst.SimpleStatementLine, name: str, made: str) -> cst.SimpleStatementLine:
