@@ -24,13 +24,15 @@ from dataclasses import dataclass
 import libcst as cst
 
 from dali_migrate.catalog import OpInfo
-from dali_migrate.context import OPS_PREFIX, FileContext
+from dali_migrate.context import FN_PREFIX, MATH_PREFIX, OPS_PREFIX, FileContext
 
 from .._cst import block_statements, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
-from .class_helpers import factory_ctor, helper_call, inline
+from .class_helpers import factory_ctor, helper_call, inline, undefined_root
 from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
+from .op_arguments import data_names, merge_arguments
+from .op_flags import flag_statement, value_reads
 
 #: methods a Pipeline subclass defines that the merged function has no place for
 NOT_MERGED: dict[str, str] = {}
@@ -79,6 +81,8 @@ class Merger:
         self.found_super = False
         # the comments of ``self.<name> = ops.X(...)``: they go above the first call of it
         self.notes: dict[str, list[cst.EmptyLine]] = {}
+        self.data: set[str] = set()  # names that hold data nodes in the graph's code
+        self.flags: set[str] = set()  # attributes set to an operator object or a plain value
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -97,6 +101,20 @@ class Merger:
         for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
+        self.data = data_names([graph_fn, *self.helpers.values()], self._makes_node)
+        mixed = {name for name in self.ops if name in self.attrs}
+        reads = value_reads([init, graph_fn, *self.helpers.values()], mixed)
+        self.flags = set(reads)
+        for name in sorted(n for n, tested in reads.items() if not tested):
+            self.reasons.append(
+                f"self.{name} holds an operator object or another value and is read as a value "
+                "(only tests such as `is None` carry over)"
+            )
+        for name in sorted(self.flags & self.local_names):
+            self.reasons.append(
+                f"self.{name} holds an operator object or another value, and a local variable "
+                "has its name"
+            )
         prefix = self._init_block(_body(init), top=True)
         # comment lines that end __init__: above the graph's code, which follows it
         self.notes.setdefault("", []).extend(_footer_comments(init))
@@ -306,6 +324,9 @@ class Merger:
             return None
         target, value = _self_assignment(stmt)
         if target is not None and target in self.ops and not self._plain(stmt):
+            if target in self.flags:  # tested: True says that the object was made
+                made = cst.Module([]).code_for_node(value.func)  # type: ignore[union-attr]
+                return flag_statement(stmt, target, made)  # type: ignore[arg-type]
             self.notes.setdefault(target, []).extend(_comment_lines(stmt))
             return cst.RemovalSentinel.REMOVE
         if target is not None and isinstance(value, cst.Name) and value.value == target:
@@ -439,16 +460,32 @@ class Merger:
             return op
         return None
 
-    def not_an_operator(self, name: str) -> str | None:
-        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (None
-        when an unknown ops.* class already says so)."""
+    def _makes_node(self, call: cst.Call) -> bool:
+        """``call`` gives data nodes: it calls an operator object or a DALI operator."""
+        if _is_self_attr(call.func):
+            return call.func.attr.value in self.ops  # type: ignore[attr-defined]
+        q = self.ctx.qualname(call.func)
+        return bool(q and q.startswith((FN_PREFIX, MATH_PREFIX)))
+
+    def not_an_operator(self, name: str) -> list[str]:
+        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (nothing
+        when an unknown ops.* class already says so), and what to do."""
         func = self.made_by.get(name)
         q = self.ctx.qualname(func) if func is not None else None
         if q is not None and q.startswith(OPS_PREFIX):
-            return None
+            return []
         code = cst.Module([]).code_for_node(func) if func is not None else ""
         what = f"self.{name} = {code}(...)" if func is not None else f"self.{name}"
-        return f"{what} is called in the graph but is not an operator object the tool knows"
+        missing = undefined_root(self.ctx, func) if func is not None else None
+        if missing is not None:
+            return [  # one reason for all the objects made with it
+                f"nothing in this file defines `{missing}`, which objects called in the graph are "
+                f"made with (building the pipeline raised NameError): import it (`from "
+                f"nvidia.dali import {missing}` if it is DALI's) and migrate again"
+            ]
+        return [f"{what} is called in the graph but is not an operator object the tool knows"] + [
+            _MAKE_OPERATORS
+        ]
 
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
@@ -465,20 +502,23 @@ class Merger:
         """``fn.<op>(<inputs>, <the object's arguments>, <the call's arguments>)``."""
         if any(a.keyword is None and a.star != "**" for a in ctor.args):
             self.reasons.append(f"positional arguments to the {op.fn_path} operator object")
-        call_kw = {a.keyword.value for a in call.args if a.keyword is not None}
         # **options pass on as they are
         ctor_kw = [a for a in ctor.args if a.keyword is not None or a.star == "**"]
-        clash = call_kw & {a.keyword.value for a in ctor_kw if a.keyword is not None}
+        inputs = [a for a in call.args if a.keyword is None]
+        ctor_kw, rest, clash = merge_arguments(
+            ctor_kw, [a for a in call.args if a.keyword], self.data
+        )
         if clash:
             self.reasons.append(
-                f"{', '.join(sorted(clash))} given both when creating and when calling an operator"
+                f"{', '.join(clash)} given both when creating and when calling an operator, and "
+                "the call's value is an expression: assign it to a variable first"
             )
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
-        inputs = [a for a in call.args if a.keyword is None]
-        rest = [a for a in call.args if a.keyword is not None]
         if not _has_comment(ctor):
+            # one line: the line breaks before the closing parentheses go with the commas
             args = [
-                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_NO_SPACE)
+                for a in inputs + ctor_kw + rest
             ]
             return cst.Call(func=func, args=_commas(args))
         # comments between the object's arguments stay there: its layout is kept
@@ -516,9 +556,8 @@ class _Rewriter(cst.CSTTransformer):
                 return m._conditional_call(
                     [_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
                 )  # type: ignore[arg-type]
-            why = m.not_an_operator(name) if name in m.attrs and name not in m.helpers else None
-            if why is not None:
-                m.reasons += [why, _MAKE_OPERATORS]
+            if name in m.attrs and name not in m.helpers:
+                m.reasons += m.not_an_operator(name)
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)
             if op is not None:
@@ -645,6 +684,9 @@ def _is_self_attr(node: cst.CSTNode) -> bool:
         and isinstance(node.value, cst.Name)
         and node.value.value == "self"
     )
+
+
+_NO_SPACE = cst.SimpleWhitespace("")
 
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:

@@ -999,14 +999,18 @@ def _runs_dali(
         ):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
-        if q and q.startswith("nvidia.dali") and not _plain_constant(q):
+        if q and q.startswith("nvidia.dali") and not _plain_value(q):
             return True
     return False
 
 
-def _plain_constant(q: str) -> bool:
-    """``nvidia.dali.types`` and its enums (``types.INTERP_LINEAR``, ``types.DALIDataType``)
-    are plain values; ``types.Constant(...)`` makes a graph node."""
-    return q.startswith("nvidia.dali.types") and not any(
-        part in ("Constant", "ScalarConstant") for part in q.split(".")
-    )
+#: DALI modules whose members are plain Python values in both modes (no graph node)
+_PLAIN_MODULES = ("nvidia.dali.types", "nvidia.dali.tfrecord")
+
+
+def _plain_value(qualname: str) -> bool:
+    """``qualname`` names a value that builds no graph node: a type, an enum member, a TFRecord
+    feature (``types.FLOAT``, ``tfrec.FixedLenFeature(...)``), not ``types.Constant``."""
+    if qualname in ("nvidia.dali.types.Constant", "nvidia.dali.types.ScalarConstant"):
+        return False
+    return any(qualname == m or qualname.startswith(m + ".") for m in _PLAIN_MODULES)
