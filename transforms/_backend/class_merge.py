@@ -26,7 +26,7 @@ import libcst as cst
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FN_PREFIX, MATH_PREFIX, OPS_PREFIX, FileContext
 
-from .._cst import block_statements, is_docstring, walk
+from .._cst import block_statements, free_names, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
 from .class_helpers import factory_ctor, helper_call, inline, undefined_root
 from .class_init import bound_names, plain_names
@@ -97,6 +97,7 @@ class Merger:
             self.reasons.append("define_graph takes parameters besides self")
         self.local_names = bound_names(init) | bound_names(graph_fn) | plain_names(init.params)
         self._collect(init, ())
+        self._rebound_after_ops(_block(init), set())
         self.helpers = self._called_helpers(graph_fn, init)
         for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
@@ -228,6 +229,32 @@ class Merger:
                 self.attrs.add(target)
                 if isinstance(value, cst.Call):
                     self.made_by.setdefault(target, value.func)
+
+    def _rebound_after_ops(self, stmts: list[cst.BaseStatement], read: set[str]) -> set[str]:
+        """The operator objects' arguments are evaluated where the object is called in the
+        generator, after all of ``__init__``: a name ``__init__`` sets again after an object
+        read it would give the call the later value (silently)."""
+        for stmt in stmts:
+            if isinstance(stmt, cst.If):
+                read = self._rebound_after_ops(_block(stmt), read)
+                other = stmt.orelse
+                if isinstance(other, cst.If):  # elif
+                    read = self._rebound_after_ops([other], read)
+                elif other is not None:
+                    read = self._rebound_after_ops(_block(other), read)
+                continue
+            target, value = _self_assignment(stmt)
+            made = self._made_op(value, quiet=True) if target is not None else None
+            rebound = _local_targets(stmt) & read
+            if rebound and made is None:
+                self.reasons.append(
+                    f"`{sorted(rebound)[0]}` is set again in __init__ after an operator object "
+                    "reads it (the object would see the later value): give the second value "
+                    "another name"
+                )
+            if made is not None:
+                read = read | set().union(*(free_names(a.value) for a in made[1].args))
+        return read
 
     def _made_op(
         self, value: cst.BaseExpression | None, quiet: bool = False
@@ -626,6 +653,22 @@ def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSu
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
     body = block_statements(fn.body)
     return body[1:] if body and is_docstring(body[0]) else body
+
+
+def _local_targets(stmt: cst.CSTNode) -> set[str]:
+    """Local names a statement binds (``size = ...``, ``a, b = ...``; not ``self.size``)."""
+    out: set[str] = set()
+    for n in walk(stmt):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+            targets = (
+                n.target.elements if isinstance(n.target, (cst.Tuple, cst.List)) else [n.target]
+            )
+            out |= {
+                t.value
+                for t in (e.value if isinstance(e, cst.BaseElement) else e for e in targets)
+                if isinstance(t, cst.Name)
+            }
+    return out
 
 
 def _block(node: cst.FunctionDef | cst.If | cst.Else) -> list[cst.BaseStatement]:

@@ -95,9 +95,6 @@ class SourceUse:
     as_batch_args: list[cst.Arg]
     stops: bool  # the callable may raise StopIteration
     cycle: bool = False  # an iterable started over when it ends (cycle=True or "quiet")
-    #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
-    #: class, one pass per epoch, does that; a generator cannot)
-    raises: bool = False
     #: how the module spells ``nvidia.dali.types.SampleInfo`` (kind "sample1")
     sample_info: str | None = None
     #: kind "fed": the ``name=`` that ``pipe.feed_input(name, data)`` gives the data to
@@ -108,6 +105,10 @@ class SourceUse:
     #: ``parallel=True``: pipeline mode ran the source in worker processes; the generator calls
     #: it in its own thread (a TODO there says so)
     parallel: bool = False
+
+    #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
+    #: class, one pass per epoch, does that; a generator cannot)
+    raises: bool = False
 
     @property
     def top(self) -> cst.SimpleStatementLine:
