@@ -9,8 +9,9 @@ from dali_migrate.context import FileContext
 
 from .._cst import walk
 from .._local import LocalEnv
+from .cond_logic import ValueCode
 from .cond_reasons import if_reasons
-from .cond_sample import LowerNode, Rename, SampleCode, stmt_of
+from .cond_sample import LowerNode, Rename, stmt_of
 from .cond_tree import (
     assigned,
     branches,
@@ -24,7 +25,7 @@ from .cond_tree import (
 from .model import Refused
 
 
-class _Lowerer(SampleCode):
+class _Lowerer(ValueCode):
     """Lowers one top-level ``if`` on data (and the ``if``s nested in it) to per-sample code."""
 
     def lower_if(self, stmt: cst.If, env: LocalEnv) -> list[cst.BaseStatement]:
@@ -91,8 +92,12 @@ class _Lowerer(SampleCode):
         for s in branch:
             if isinstance(s, cst.If):  # validated: an `if` on data (nested, or an elif)
                 body += [n.visit(Rename(rename)) for n in self.lower_if(s, sub_env)]
-            else:
-                body.append(self.lower_node(s, sub_env).visit(Rename(rename)))
+            else:  # a simple statement: its and/or/not values on data computed first
+                assert isinstance(s, cst.SimpleStatementLine)
+                done = self.statement(s, sub_env)
+                body += [n.visit(Rename(rename)) for n in done.before]
+                if not done.whole:
+                    body.append(self.lower_node(s, done.env).visit(Rename(rename)))
         for n in dict.fromkeys(own):
             body.append(
                 stmt_of(

@@ -12,7 +12,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import fresh_name
 from .._local import LocalEnv
-from .cond_tree import ordered_names, random_calls, strip_not
+from .cond_tree import logic_values, ordered_names, random_calls, strip_not
 from .model import Refused
 
 #: applies the local rules to one original node, in the environment given
@@ -98,9 +98,40 @@ class SampleCode:
         lowered value (the assignment added to ``out``)."""
         if isinstance(expr, cst.Name):
             return expr.value
+        env = self.inner_values(expr, env, out)
         name = self.fresh("cond")
-        out.append(assign(name, self.lower_node(expr, env)))  # type: ignore[arg-type]
+        out.append(assign(name, _bare(self.lower_node(expr, env))))
         return name
+
+    def inner_values(
+        self, expr: cst.BaseExpression, env: LocalEnv, out: list[cst.BaseStatement]
+    ) -> LocalEnv:
+        """``env`` where the ``and``/``or``/``not`` values on data inside the operand ``expr``
+        (``fn.cast(a and b, ...)``) are computed, by statements added to ``out``."""
+        computed: dict[int, cst.BaseExpression] = {}
+        for v in logic_values(self.ctx, expr, self.nodes):
+            name = self.fresh("truth")
+            self.value(v, name, env, out)
+            computed[id(v)] = cst.Name(name)
+        return env.with_computed(computed) if computed else env
+
+    def value(
+        self, expr: cst.BaseExpression, target: str, env: LocalEnv, out: list[cst.BaseStatement]
+    ) -> None:
+        """Statements (added to ``out``) that assign ``target`` the batch of booleans that the
+        ``and``/``or``/``not`` tree ``expr`` gave in pipeline mode: one 0-d bool per sample."""
+        ndd, np = self.ctx.ndd, self.ctx.np
+        bare, negated = strip_not(expr)
+        if isinstance(bare, cst.BooleanOperation):
+            holds = self.fresh("holds")
+            self.holds(expr, False, None, holds, env, out)
+            out.append(stmt_of(f"{target} = {ndd}.as_batch([{np}.array(h) for h in {holds}])\n"))
+            return
+        source = self.bind(bare, env, out)
+        truth = f"not bool({np}.asarray(p))" if negated else f"bool({np}.asarray(p))"
+        out.append(
+            stmt_of(f"{target} = {ndd}.as_batch([{np}.array({truth}) for p in {source}.tensors])\n")
+        )
 
     def holds(
         self,
@@ -154,11 +185,34 @@ class SampleCode:
         rename = {n: self.fresh(f"{n}_{suffix}") for n in reads}
         cond = self.fresh(f"cond_{suffix}")
         body = self.sub_batches(reads, idx, rename)
-        value = self.lower_node(expr, self.sub_env(idx, env)).visit(Rename(rename))
-        body.append(assign(cond, value))  # type: ignore[arg-type]
+        inner: list[cst.BaseStatement] = []
+        sub_env = self.inner_values(expr, self.sub_env(idx, env), inner)
+        body += [s.visit(Rename(rename)) for s in inner]
+        value = self.lower_node(expr, sub_env).visit(Rename(rename))
+        body.append(assign(cond, _bare(value)))
         body.append(stmt_of(f"for i, p in zip({idx}, {cond}.tensors):\n    {holds}[i] = {truth}\n"))
         return cst.If(
             test=cst.Name(idx),
             body=cst.IndentedBlock(body),
             orelse=self.advance_else(env, random_calls(self.ctx, [expr])),
         )
+
+
+def _bare(value: cst.CSTNode) -> cst.BaseExpression:
+    """The lowered operand ``value`` without the parentheses it had in ``not (...)``."""
+    assert isinstance(value, cst.BaseExpression)
+    if value.lpar and isinstance(value, _UNWRAPPED):
+        return value.with_changes(lpar=[], rpar=[])
+    return value
+
+
+#: expressions whose parentheses an assignment does not need (a generator or a tuple keeps them)
+_UNWRAPPED = (
+    cst.Comparison,
+    cst.BinaryOperation,
+    cst.UnaryOperation,
+    cst.Call,
+    cst.Subscript,
+    cst.Attribute,
+    cst.Name,
+)

@@ -10,7 +10,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import walk
+from .._cst import children, walk
 from .._local import produces_node
 
 #: builtins a branch may call: they neither draw random numbers nor hide graph code
@@ -238,3 +238,19 @@ def _first_pos(node: cst.CSTNode, name: str) -> int:
         if isinstance(n, cst.Name) and n.value == name:
             return i
     return 0
+
+
+def logic_values(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> list[cst.BaseExpression]:
+    """The outermost ``and``/``or``/``not`` expressions on data in ``stmt``, in source order
+    (those inside a ``lambda`` left out: they are not evaluated where they are written)."""
+    found: list[cst.BaseExpression] = []
+    stack: list[cst.CSTNode] = [stmt]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Lambda):
+            continue
+        if is_logical(n) and is_data_test(ctx, n, nodes):  # type: ignore[arg-type]
+            found.append(n)  # type: ignore[arg-type]
+            continue
+        stack.extend(reversed(children(n)))
+    return found

@@ -63,24 +63,54 @@ becomes::
     take = [i for i, h in enumerate(holds) if h]
     ...
 
-(DALI itself requires the operands of ``and``/``or`` to be 0-d booleans and raises otherwise.)
+``and``/``or``/``not`` on data used as a value (``edge = a or b``, ``return images, not
+flag``, ``fn.cast(a and b, ...)``, in a branch too) gave one 0-d boolean per sample in pipeline
+mode, with the same lazy evaluation: the same code computes the truth of each sample, bound
+before the statement (to the name it assigned, or a new one the statement reads instead)::
+
+    edge = labels[0] < 1 or labels[0] > 6
+    return images, not edge
+
+becomes::
+
+    cond = labels.slice[0] < 1
+    holds = [bool(np.asarray(p)) for p in cond.tensors]
+    rest = [i for i, h in enumerate(holds) if not h]
+    if rest:
+        labels_rest = ndd.as_batch([labels.tensors[i] for i in rest])
+        cond_rest = labels_rest.slice[0] > 6
+        for i, p in zip(rest, cond_rest.tensors):
+            holds[i] = bool(np.asarray(p))
+    edge = ndd.as_batch([np.array(h) for h in holds])
+    truth = ndd.as_batch([np.array(not bool(np.asarray(p))) for p in edge.tensors])
+    yield images, truth
+
+An ``and``/``or``/``not`` inside an operand (``a or fn.cast(b and c, ...) == 1``) is computed
+the same way first, on the samples that operand runs on. DALI itself takes only 0-d booleans on
+the CPU as operands of ``and``/``or`` (``not``: any 0-d number) and raises a RuntimeError
+otherwise; the migrated code takes the truth value of each sample, so it runs where the
+pipeline raised, and computes the same where the pipeline ran.
 
 Supported: ``if``/``elif``/``else`` and nested ``if`` on data, the predicate a data node, an
 expression that produces one (``x > 5``), or ``and``/``or``/``not`` of those; the branches
-plain assignments and expression statements of DALI operators and further ``if``s on data.
+plain assignments and expression statements of DALI operators and further ``if``s on data;
+``and``/``or``/``not`` values in the statements of the pipeline function and of those branches.
 Refused (the pipeline keeps its TODO): ``while`` on data (DALI rejects it too: the loop test
 calls ``DataNode.__bool__``, a TypeError), conditional expressions on data (DALI rejects them the
-same way), ``and``/``or``/``not`` on data outside an ``if`` test, a Python value inside a data
-``and``/``or`` (DALI picks the logic by its value while tracing), data ``if`` inside loops,
-``with`` or Python ``if``, other compound statements inside a branch, calls of non-DALI
-functions inside a branch or a short-circuited operand (their random draws cannot be counted), a
-branch assigning something that is not a data node, and a name assigned by one branch only that
-did not exist before the ``if``. An ``if`` on plain Python values stays a Python ``if``.
+same way), a Python value inside a data ``and``/``or`` (DALI picks the logic by its value while
+tracing), data ``if`` and ``and``/``or``/``not`` inside loops, ``with``, Python ``if`` or nested
+functions, other compound statements inside a branch, calls of non-DALI functions inside a
+branch or a short-circuited operand (their random draws cannot be counted), a branch assigning
+something that is not a data node, a name assigned by one branch only that did not exist before
+the ``if``, and a function of the file called with data that branches on it (DALI converted it
+and ran its ``if``/``and``/``or``/``not`` per sample, where it would now get whole batches). An
+``if`` on plain Python values stays a Python ``if``.
 """
 
 from __future__ import annotations
 
+from .cond_logic import lower_logic
 from .cond_lower import lower_branches
 from .cond_reasons import branch_reasons, has_data_branches
 
-__all__ = ["branch_reasons", "has_data_branches", "lower_branches"]
+__all__ = ["branch_reasons", "has_data_branches", "lower_branches", "lower_logic"]
