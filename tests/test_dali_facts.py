@@ -285,3 +285,48 @@ def test_python_function_batch_processing():
         for i in range(3):
             assert np.array_equal(np.array(old[i]), np.asarray(new.tensors[i]))
     assert calls and all(len(c) == 3 for c in calls)  # the whole batch at once
+
+
+def _even(info):
+    return np.array(info.idx_in_batch % 2 == 0)
+
+
+def _index(info):  # out of range of a 2-element table where the sample is odd
+    return np.array(0 if info.idx_in_batch % 2 == 0 else 9, dtype=np.int32)
+
+
+def _count(info):
+    return np.array(info.idx_in_batch, dtype=np.int32)
+
+
+def test_logical_operators_are_lazy_per_sample_booleans():
+    """[logical] With conditionals, ``a and b`` runs ``b`` only on the samples ``a`` leaves
+    open and gives one 0-d bool per sample; ``not`` takes a number; ``and`` refuses one
+    (conditionals.py computes the same values sample by sample)."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def logic():
+        even = fn.external_source(source=_even, batch=False)
+        index = fn.external_source(source=_index, batch=False)
+        count = fn.external_source(source=_count, batch=False)
+        table = types.Constant(np.array([True, False]), device="cpu")
+        return even and table[index], not count
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def numbers():
+        even = fn.external_source(source=_even, batch=False)
+        count = fn.external_source(source=_count, batch=False)
+        return even and count
+
+    pipe = logic()
+    pipe.build()
+    both, negated = pipe.run()
+    assert [np.asarray(t).tolist() for t in both] == [True, False, True, False]
+    assert [np.asarray(t).shape for t in both] == [()] * 4
+    assert [np.asarray(t).tolist() for t in negated] == [True, False, False, False]
+    assert both.dtype == types.BOOL and negated.dtype == types.BOOL
+    pipe = numbers()
+    pipe.build()
+    with pytest.raises(RuntimeError, match="of `bool` type"):
+        pipe.run()

@@ -116,6 +116,7 @@ from ._backend.recognise import (
     returned_values,
 )
 from ._backend.sites import (
+    SharedStatements,
     creation_todos,
     generator_advice,
     pipeline_def_instance_edits,
@@ -181,6 +182,7 @@ class PipelineDef(Rule):
             units.append(unit)
         runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
         threads_set: set[int] = set()
+        shared = SharedStatements()  # pipes = [a(), b()]: one rewrite of the statement for both
         may_capture = _may_capture(ctx)
         taken = False  # DALI 2.4 lets one capture loop be active at a time: the first made gets it
         for unit in sorted(units, key=lambda u: _first_made(ctx, u)):
@@ -188,13 +190,15 @@ class PipelineDef(Rule):
             unit.capture_elsewhere = alone and taken
             try:
                 unit.edits, unit.included = self._rewrite(
-                    state, unit, alone and not taken, runs, threads_set
+                    state, unit, alone and not taken, runs, threads_set, shared
                 )
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
                 units.remove(unit)
                 unit.captured = False
             taken = taken or unit.captured
+        for unit in units:
+            unit.edits = shared.joined(unit.edits)
         _drop_unshared(state, self.id, units)
         for group in _groups(units):
             self._propose(state, group)
@@ -302,6 +306,7 @@ class PipelineDef(Rule):
         capture: bool,
         runs: tuple[cst.Call, ...],
         threads_set: set[int],
+        shared: SharedStatements,
     ) -> tuple[list[Edit], list[str]]:
         """The function and its followed use sites; ``capture``: its loop runs in capture mode
         (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
@@ -409,6 +414,7 @@ class PipelineDef(Rule):
                 notes,
                 peers=peers,
                 threads_set=threads_set,
+                shared=shared,
             )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())

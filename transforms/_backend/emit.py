@@ -31,7 +31,7 @@ from .._cst import (
     walk,
 )
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
-from .conditionals import lower_branches
+from .conditionals import lower_branches, lower_logic
 from .current import Current, CurrentReadsRule, self_assignments
 from .devices import move_cpu_operands
 from .docstrings import generator_doc
@@ -476,7 +476,19 @@ class _Emitter:
     def _statement_rest(
         self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
     ) -> list[cst.BaseStatement]:
-        """A statement of the graph code that makes no external source itself."""
+        """A statement of the graph code that makes no external source itself, after the values
+        of its `and`/`or`/`not` on data (enable_conditionals), computed per sample."""
+        logic = lower_logic(self.ctx, s, env, lambda n, e: self._lower(n, e, rules), self.taken)
+        return (
+            logic.before
+            if logic.whole
+            else logic.before + self._statement_itself(s, logic.env, rules)
+        )
+
+    def _statement_itself(
+        self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        """What ``_statement_rest`` writes for the statement itself."""
         ctx, graph = self.ctx, self.graph
         if self.is_reader_stmt(s):
             if self.single:
