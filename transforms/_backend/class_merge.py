@@ -235,13 +235,12 @@ class Merger:
         generator, after all of ``__init__``: a name ``__init__`` sets again after an object
         read it would give the call the later value (silently)."""
         for stmt in stmts:
-            if isinstance(stmt, cst.If):
-                read = self._rebound_after_ops(_block(stmt), read)
+            if isinstance(stmt, cst.If):  # each branch starts from what came before the if
                 other = stmt.orelse
-                if isinstance(other, cst.If):  # elif
-                    read = self._rebound_after_ops([other], read)
-                elif other is not None:
-                    read = self._rebound_after_ops(_block(other), read)
+                branches = [_block(stmt)]
+                branches += [[other]] if isinstance(other, cst.If) else []  # elif
+                branches += [_block(other)] if isinstance(other, cst.Else) else []
+                read = read.union(*(self._rebound_after_ops(b, read) for b in branches))
                 continue
             target, value = _self_assignment(stmt)
             made = self._made_op(value, quiet=True) if target is not None else None
