@@ -18,6 +18,7 @@ from dali_migrate.fixes import Edit
 from .._cst import assigned_names, fresh_name, names_in, source_of, walk
 from . import runtime
 from .iterator_use import IteratorUse
+from .layout import fit
 from .model import Refused
 from .subclasses import body_names, folded_next
 
@@ -88,6 +89,27 @@ def class_name(ctx: FileContext, fn_name: str) -> str:
             f"the module already uses the name {name}, the loader class this migration writes"
         )
     return name
+
+
+def class_def(
+    ctx: FileContext,
+    name: str,
+    body: list[cst.BaseStatement],
+    fn: cst.FunctionDef,
+    at: cst.CSTNode | None,
+) -> cst.ClassDef:
+    """``class <name>:`` with the docstring and methods of ``body`` (a blank line before each
+    method), where the pipeline function ``fn`` stood (its comments above it; indented as ``at``
+    where the function is made up), lines wrapped."""
+    blank = [cst.EmptyLine(indent=False)]
+    doc, *methods = body
+    cls = cst.ClassDef(
+        name=cst.Name(name),
+        body=cst.IndentedBlock([doc, *[m.with_changes(leading_lines=blank) for m in methods]]),
+        leading_lines=list(fn.leading_lines)
+        + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
+    )
+    return fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
 
 
 def class_doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:

@@ -92,6 +92,7 @@ from .loader_parts import (
     LoaderClass,
     atom_of,
     bound_in,
+    class_def,
     class_doc,
     class_name,
     import_edits,
@@ -217,14 +218,7 @@ def loader_definition(
     methods += [renamed(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
     name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else class_doc(use, c.kind)
-    blank = [cst.EmptyLine(indent=False)]
-    cls = cst.ClassDef(
-        name=cst.Name(name),
-        body=cst.IndentedBlock([doc, *[m.with_changes(leading_lines=blank) for m in methods]]),
-        leading_lines=list(fn.leading_lines)
-        + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
-    )
-    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
+    cls = class_def(ctx, name, [doc, *methods], fn, at)
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
     return runtime_helpers(ctx, c) + [cls], import_edits(ctx, c), name

@@ -170,6 +170,18 @@ class _Tracker:
             if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
                 binds.append((parent.targets[0].target, True))
                 return
+            if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is expr:
+                todos.append(
+                    ctx.todo(
+                        "DM200",
+                        expr,
+                        f"`{ctx.text(expr)}` is iterated here: each of its items is an ndd Batch "
+                        "now (it was a TensorList): rewrite their TensorList calls with the Batch "
+                        "API (as_array() -> np.asarray(ndd.as_tensor(b)), at(i) -> "
+                        "np.asarray(b.tensors[i]))",
+                    )
+                )
+                return
             if not (
                 isinstance(parent, cst.Subscript)
                 and parent.value is expr

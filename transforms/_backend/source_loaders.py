@@ -39,10 +39,10 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import assigned_names, comment_line, free_names, fresh_name, names_in, walk
-from .layout import fit
 from .loader_parts import (
     LoaderClass,
     bound_in,
+    class_def,
     class_doc,
     class_name,
     import_edits,
@@ -94,16 +94,8 @@ def source_loader_definition(
         ),
         method_def("__iter__", ["pass"], iter_code),  # type: ignore[arg-type]
     ]
-    blank = [cst.EmptyLine(indent=False)]
-    cls = cst.ClassDef(
-        name=cst.Name(class_name(ctx, name or fn.name.value)),
-        body=cst.IndentedBlock(
-            [class_doc(use, "source"), *[m.with_changes(leading_lines=blank) for m in methods]]
-        ),
-        leading_lines=list(fn.leading_lines)
-        + (list(fn.decorators[0].leading_lines) if fn.decorators else []),
-    )
-    cls = fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
+    name = class_name(ctx, name or fn.name.value)
+    cls = class_def(ctx, name, [class_doc(use, "source"), *methods], fn, at)
     return [cls], import_edits(ctx, c), cls.name.value
 
 
