@@ -97,15 +97,10 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import branch_reasons, has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.instances import find_instances, own_uses
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
-from ._backend.recognise import (
-    analyse_graph,
-    find_instances,
-    output_values,
-    own_uses,
-    pipeline_count,
-)
+from ._backend.recognise import analyse_graph, output_values, pipeline_count
 from ._backend.sites import (
     creation_todos,
     device_todo_line,

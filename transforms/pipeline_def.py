@@ -100,6 +100,7 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
+from ._backend.instances import find_instances, instances_of, own_uses
 from ._backend.iterators import (
     abandon_iterators,
     data_iterator_decorator,
@@ -111,10 +112,7 @@ from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
     analyse_graph,
-    find_instances,
-    instances_of,
     output_values,
-    own_uses,
     pipeline_count,
     pipeline_decorator,
     returned_values,
