@@ -83,9 +83,16 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
-from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.current import self_assignments
+from ._backend.arguments import device_todo, dropped_comments
+from ._backend.conditionals import has_data_branches
+from ._backend.def_recognise import decorator_kwargs, definition_reasons, method_instances
+from ._backend.def_signature import (
+    UNSET_BATCH_NOTE,
+    current_device,
+    current_values,
+    device_param,
+    pipeline_params,
+)
 from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
@@ -100,7 +107,7 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
-from ._backend.instances import find_instances, instances_of, own_uses
+from ._backend.instances import find_instances, own_uses
 from ._backend.iterators import (
     abandon_iterators,
     data_iterator_decorator,
@@ -124,16 +131,7 @@ from ._backend.sites import (
     propose_pipeline_fix,
     refuse_pipeline,
 )
-from ._cst import (
-    assigned_names,
-    free_names,
-    fresh_name,
-    names_in,
-    no_space_equal,
-    param_names,
-    truthy,
-    within,
-)
+from ._cst import no_space_equal, param_names, truthy
 from ._local import collect_nodes
 
 
@@ -243,7 +241,7 @@ class PipelineDef(Rule):
         config = None  # JAX's @data_iterator(...) configures the iterator each call makes
         if dec is data_iterator_decorator(ctx, fn):
             config, dec_kwargs = dec_kwargs, {}
-        reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
+        reasons += definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = (
             last.body[0]
@@ -262,7 +260,7 @@ class PipelineDef(Rule):
         if config is not None:
             instances = data_iterator_instances(ctx, fn, config, followups)
         elif isinstance(owner, cst.ClassDef):
-            instances = _method_instances(ctx, owner, fn, followups)
+            instances = method_instances(ctx, owner, fn, followups)
         else:
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
         own = own_uses(ctx, fn, instances, followups)
@@ -316,7 +314,7 @@ class PipelineDef(Rule):
         kwonly = list(params.kwonly_params)
         existing = param_names(fn)
         needs = needs_of(instances)
-        new_params, batch_name, seed_name = _pipeline_params(fn, dec_kwargs, seed_source)
+        new_params, batch_name, seed_name = pipeline_params(fn, dec_kwargs, seed_source)
         if "batch_size" in existing and "batch_size" not in dec_kwargs:
             notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
         if needs.restore:
@@ -324,8 +322,8 @@ class PipelineDef(Rule):
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
         loader = loader_instance(instances)  # iterated: a loader class
         reads = "device_id" in graph.current.attrs  # Pipeline.current().device_id
-        read_default = _current_device(ctx, fn, graph, dec_kwargs) if reads else None
-        device = _device_param(fn, dec_kwargs, instances, loader, shadowed=not reads)
+        read_default = current_device(ctx, fn, graph, dec_kwargs) if reads else None
+        device = device_param(fn, dec_kwargs, instances, loader, shadowed=not reads)
         if device is not None:
             new_params.append(("device_id", device))
         if device is None and read_default is not None:  # the call sites' device_id= then
@@ -362,7 +360,7 @@ class PipelineDef(Rule):
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
             device=cst.Name("device_id") if device is not None else None,
-            current=_current_values(graph, dec_kwargs, instances, batch_name, seed_name),
+            current=current_values(graph, dec_kwargs, instances, batch_name, seed_name),
         )
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
@@ -418,112 +416,6 @@ class PipelineDef(Rule):
         return edits, fired
 
 
-#: a parameter named batch_size without the decorator's batch_size: DALI never sized the batches
-UNSET_BATCH_NOTE = (
-    "the parameter batch_size took the batch_size= argument (a parameter of the function shadows "
-    "the Pipeline's), so DALI built this pipeline without a batch size and build() raised "
-    "ValueError; the generator takes batches of the parameter's value"
-)
-
-
-def _pipeline_params(
-    fn: cst.FunctionDef, dec_kwargs: dict[str, cst.Arg], seed_source: str | None
-) -> tuple[list[tuple[str, cst.Arg | None]], str, str | None]:
-    """The keyword-only parameters the generator gains (name, default: the decorator's value)
-    and the names of its batch size and seed. DALI gives a keyword argument that names a
-    parameter of the function to the function only: there the pipeline's value is the
-    decorator's, under another name (``pipeline_batch_size``); a ``batch_size`` parameter
-    without one is the batch size (DALI had none: see ``UNSET_BATCH_NOTE``)."""
-    existing = param_names(fn)
-    taken = existing | names_in(fn)
-    new: list[tuple[str, cst.Arg | None]] = []
-    bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
-    if "batch_size" not in existing:
-        batch = "batch_size"
-        new.append((batch, bs_arg))
-    elif bs_arg is not None:
-        batch = fresh_name("pipeline_batch_size", taken)
-        new.append((batch, bs_arg))
-    else:
-        batch = "batch_size"
-    seed = None
-    if seed_source:
-        seed = fresh_name("pipeline_seed", taken) if "seed" in existing else "seed"
-        new.append((seed, dec_kwargs.get("seed")))
-    return new, batch, seed
-
-
-def _device_param(
-    fn: cst.FunctionDef,
-    dec_kwargs: dict[str, cst.Arg],
-    instances: list[Instance],
-    loader: Instance | None,
-    *,
-    shadowed: bool = True,
-) -> cst.Arg | None:
-    """The default of the ``device_id`` parameter the generator takes when the pipeline runs on a
-    GPU some call names (not 0 or None: those need nothing): the decorator's value, else None (the
-    current device, as the pipeline's default). None where the function cannot take it: a name
-    ``device_id`` of its own (DALI gave the argument to the function, not the pipeline), or a
-    tf.data generator (run on TensorFlow's threads). ``shadowed=False``: the name device_id
-    in the body is the pipeline's (``device_id = Pipeline.current().device_id``), which the
-    parameter now is."""
-    if not any(inst.device_todo for inst in instances):
-        return None
-    if "device_id" in param_names(fn) | (free_names(fn.body) if shadowed else set()):
-        return None
-    if loader is not None and loader.iterators[0].framework == "tf":
-        return None
-    given = dec_kwargs.get("device_id")
-    return cst.Arg(given.value if given is not None else cst.Name("None"))
-
-
-def _current_device(
-    ctx: FileContext, fn: cst.FunctionDef, graph: Graph, dec_kwargs: dict[str, cst.Arg]
-) -> cst.Arg:
-    """The default of the ``device_id`` parameter that ``Pipeline.current().device_id`` reads:
-    the decorator's, else None (what the Pipeline holds when no device_id is given). Refused
-    where the function binds the name itself (DALI gives such an argument to the function),
-    other than by ``device_id = Pipeline.current().device_id``, which goes."""
-    drops = self_assignments(graph.current, {"device_id": cst.Name("device_id")}, ctx)
-    kept = [s for s in fn.body.body if not any(s is d for d in drops)]
-    if "device_id" in param_names(fn) | set().union(*(assigned_names(s) for s in kept)):
-        raise Refused(
-            "`Pipeline.current().device_id` is read where the function has a name device_id "
-            "of its own"
-        )
-    given = dec_kwargs.get("device_id")
-    return cst.Arg(given.value if given is not None else cst.Name("None"))
-
-
-def _current_values(
-    graph: Graph,
-    dec_kwargs: dict[str, cst.Arg],
-    instances: list[Instance],
-    batch_name: str,
-    seed_name: str | None,
-) -> dict[str, cst.BaseExpression]:
-    """What ``Pipeline.current().<attr>`` is in the generator: the batch size and seed
-    parameters (no seed given: None, as the Pipeline holds), the ``device_id`` parameter, and
-    the decorator's thread count where it is a number no call overrides."""
-    if not graph.current.reads:
-        return {}
-    values: dict[str, cst.BaseExpression] = {
-        "batch_size": cst.Name(batch_name),
-        "max_batch_size": cst.Name(batch_name),
-        "seed": cst.Name(seed_name or "None"),
-        "device_id": cst.Name("device_id"),
-    }
-    threads = dec_kwargs.get("num_threads")
-    if (
-        threads is not None
-        and isinstance(threads.value, cst.Integer)
-        and not any("num_threads" in i.kwargs for i in instances)
-    ):
-        values["num_threads"] = threads.value
-    return values
-
-
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
     """A helper with random operators shared by several pipelines now takes the RNG: each
     pipeline that calls it is migrated (by one fix, found by ``_groups``) only if all are."""
@@ -571,89 +463,6 @@ def _settle_forms(
             abandon_handles(inst, handles_why, followups)
         if inst.iterators and iterators_why:
             abandon_iterators(inst, iterators_why[0], followups)
-
-
-def decorator_kwargs(ctx: FileContext, call: cst.Call) -> dict[str, cst.Arg]:
-    """The keyword arguments of ``@pipeline_def(...)``, with ``**kwargs`` of a dict literal
-    (``kwargs = {"batch_size": bs, ...}`` in the same scope) spread out."""
-    out: dict[str, cst.Arg] = {}
-    for a in call.args:
-        spread = spread_dict(ctx, a.value) if a.star == "**" else None
-        if spread is not None:
-            out.update(spread)
-        elif a.keyword is not None:
-            out[a.keyword.value] = a
-    return out
-
-
-def spread_dict(ctx: FileContext, expr: cst.BaseExpression) -> dict[str, cst.Arg] | None:
-    """``name`` bound once, to a dict literal with string keys: its items as keyword arguments."""
-    if not isinstance(expr, cst.Name):
-        return None
-    scope = ctx.scopes.get(expr)
-    bindings = list(scope.assignments[expr.value]) if scope is not None else []
-    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
-    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-    value = assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
-    if not isinstance(value, cst.Dict):
-        return None
-    out: dict[str, cst.Arg] = {}
-    for el in value.elements:
-        if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)):
-            return None
-        key = el.key.evaluated_value
-        if not isinstance(key, str) or not key.isidentifier():
-            return None
-        out[key] = cst.Arg(value=el.value, keyword=cst.Name(key))
-    return out
-
-
-def _definition_reasons(
-    ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, dec_kwargs: dict[str, cst.Arg]
-) -> list[str]:
-    """Why the function itself cannot become a generator (empty: it can)."""
-    reasons: list[str] = []
-    if any(d is not dec for d in fn.decorators):
-        reasons.append("it has other decorators")
-    if fn.asynchronous is not None:
-        reasons.append("async pipeline function")
-    if isinstance(dec.decorator, cst.Call) and any(
-        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None)
-        for a in dec.decorator.args
-    ):
-        reasons.append(
-            "positional arguments, or ** of something else than a dict literal, to @pipeline_def"
-        )
-    if fn.params.star_kwarg is not None:
-        reasons.append("the pipeline function takes **kwargs")
-    reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
-    if truthy(dec_kwargs.get("enable_conditionals")):
-        reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
-    return reasons
-
-
-def _method_instances(
-    ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, followups: list[FollowUp]
-) -> list[Instance]:
-    """A ``@pipeline_def`` method is followed through ``self.<name>(...)`` in its class; an
-    attribute of that name used anywhere else may be another way in: a TODO there."""
-    name = fn.name.value
-    refs: list[cst.CSTNode] = []
-    for node in ctx.nodes_of(cst.Attribute):
-        if node.attr.value == name:
-            inside = _is_self(node.value) and within(ctx, node, cls)
-            if inside and isinstance(ctx.parents.get(node), cst.Call):
-                refs.append(node)
-            else:
-                followups.append(
-                    FollowUp(node, f"`.{name}` may be the pipeline method {name} here")
-                )
-    params = param_names(fn) - {"self"}
-    return instances_of(ctx, refs, f"self.{name}", params, followups, pipeline_args=True)
-
-
-def _is_self(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "self"
 
 
 def _may_capture(ctx: FileContext) -> bool:
