@@ -100,6 +100,7 @@ from ._backend.feeds import match_feeds
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
+    Needs,
     abandon_handles,
     dropped_checkpointing,
     handle_reasons,
@@ -152,6 +153,18 @@ class _Unit:
     included: list[str] = field(default_factory=list)
     capture_elsewhere: bool = False
     captured: bool = False
+
+
+@dataclass
+class _Signature:
+    """The generator's keyword-only parameters and its ``*``, and the names it gives the batch
+    size and the seed; ``device``: the default of its ``device_id`` parameter, if it has one."""
+
+    kwonly: list[cst.Param]
+    star: cst.Param | cst.ParamStar | cst.MaybeSentinel
+    batch_name: str
+    seed_name: str | None
+    device: cst.Arg | None
 
 
 class PipelineDef(Rule):
@@ -307,27 +320,65 @@ class PipelineDef(Rule):
         (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
         of the module (outputs bound by several of them are followed from each)."""
         ctx = state.ctx
-        fn, graph, dec_kwargs, instances = unit.fn, unit.graph, unit.dec_kwargs, unit.instances
-        seed_source, notes = unit.seed_source, unit.notes
-        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-        params = fn.params
-        kwonly = list(params.kwonly_params)
-        existing = param_names(fn)
+        fn, graph, instances, notes = unit.fn, unit.graph, unit.instances, unit.notes
         needs = needs_of(instances)
-        new_params, batch_name, seed_name = pipeline_params(fn, dec_kwargs, seed_source)
+        loader = loader_instance(instances)  # iterated: a loader class
+        sig = self._signature(ctx, unit, needs, loader)
+        plan = self._plan(state, unit, capture, sig, needs)
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
+        unit.captured = plan.captured
+        existing = param_names(fn)
+        if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
+            existing = existing | {"device_id"}
+            for inst in instances:
+                inst.device_todo = None
+        elif "device_id" in graph.current.attrs:  # the graph code reads it
+            existing = existing | {"device_id"}
+        elif sig.device is not None:  # the loop's shape kept the TODO: no parameter for nothing
+            sig.kwonly = [p for p in sig.kwonly if p.name.value != "device_id"]
+            sig.star = fn.params.star_arg if not sig.kwonly else sig.star
+        params = fn.params.with_changes(kwonly_params=sig.kwonly, star_arg=sig.star)
+        if loader is not None:
+            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
+        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
+        name_handles(ctx, instances, needs)
+        new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=body))
+        if fn.decorators:
+            # comments above the decorator stay above the function
+            new_fn = new_fn.with_changes(
+                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+            )
+        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
+        edits += loader_edits if loader else []
+        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
+        edits += self._site_edits(ctx, unit, cls if loader else None, kept, runs, threads_set)
+        # the outputs of two instances' runs in one scope are found from each of them
+        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        check_disjoint(ctx, edits)
+        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
+        return edits, fired
+
+    def _signature(
+        self, ctx: FileContext, unit: _Unit, needs: Needs, loader: Instance | None
+    ) -> _Signature:
+        """The keyword-only parameters the function gains (Refused where it has one of that
+        name already) and the names of its batch size and seed."""
+        fn, graph, dec_kwargs = unit.fn, unit.graph, unit.dec_kwargs
+        existing = param_names(fn)
+        new_params, batch_name, seed_name = pipeline_params(fn, dec_kwargs, unit.seed_source)
         if "batch_size" in existing and "batch_size" not in dec_kwargs:
-            notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
+            unit.notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
         if needs.restore:
             # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
-        loader = loader_instance(instances)  # iterated: a loader class
         reads = "device_id" in graph.current.attrs  # Pipeline.current().device_id
         read_default = current_device(ctx, fn, graph, dec_kwargs) if reads else None
-        device = device_param(fn, dec_kwargs, instances, loader, shadowed=not reads)
+        device = device_param(fn, dec_kwargs, unit.instances, loader, shadowed=not reads)
         if device is not None:
             new_params.append(("device_id", device))
         if device is None and read_default is not None:  # the call sites' device_id= then
             new_params.append(("device_id", read_default))
+        kwonly = list(fn.params.kwonly_params)
         for pname, default in new_params:
             if pname in existing:
                 raise Refused(f"the pipeline function already has a parameter named {pname}")
@@ -338,13 +389,21 @@ class PipelineDef(Rule):
                     equal=no_space_equal() if default is not None else cst.MaybeSentinel.DEFAULT,
                 )
             )
-        star = params.star_arg
+        star = fn.params.star_arg
         if star is cst.MaybeSentinel.DEFAULT and kwonly:
             star = cst.ParamStar()
-        plan = PipelinePlan(
+        return _Signature(kwonly, star, batch_name, seed_name, device)
+
+    def _plan(
+        self, state: FileState, unit: _Unit, capture: bool, sig: _Signature, needs: Needs
+    ) -> PipelinePlan:
+        """What the generator of ``unit`` is to be, for the emitter."""
+        ctx, fn, dec_kwargs, instances = state.ctx, unit.fn, unit.dec_kwargs, unit.instances
+        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
+        return PipelinePlan(
             rule_id=self.id,
-            batch_size=cst.Name(batch_name),
-            seed=cst.Name(seed_name) if seed_name else None,
+            batch_size=cst.Name(sig.batch_name),
+            seed=cst.Name(sig.seed_name) if sig.seed_name else None,
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(
@@ -359,43 +418,30 @@ class PipelineDef(Rule):
                 for f in ctx.nodes_of(cst.FunctionDef)
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
-            device=cst.Name("device_id") if device is not None else None,
-            current=current_values(graph, dec_kwargs, instances, batch_name, seed_name),
+            device=cst.Name("device_id") if sig.device is not None else None,
+            current=current_values(
+                unit.graph, dec_kwargs, instances, sig.batch_name, sig.seed_name
+            ),
         )
-        body, fired = emit_generator_body(ctx, graph, plan, notes)
-        unit.captured = plan.captured
-        if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
-            existing = existing | {"device_id"}
-            for inst in instances:
-                inst.device_todo = None
-        elif "device_id" in graph.current.attrs:  # the graph code reads it
-            existing = existing | {"device_id"}
-        elif device is not None:  # the loop's shape kept the TODO: no parameter for nothing
-            kwonly = [p for p in kwonly if p.name.value != "device_id"]
-            star = params.star_arg if not kwonly else star
-        if loader is not None:
-            params = params.with_changes(kwonly_params=kwonly, star_arg=star)
-            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
-        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
-        name_handles(ctx, instances, needs)
-        new_fn = fn.with_changes(
-            decorators=[],
-            params=params.with_changes(kwonly_params=kwonly, star_arg=star),
-            body=fn.body.with_changes(body=body),
-        )
-        if fn.decorators:
-            # comments above the decorator stay above the function
-            new_fn = new_fn.with_changes(
-                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
-            )
-        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
-        edits += loader_edits if loader else []
-        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
-        for inst in instances:
-            if loader is not None and inst.iterators:
+
+    def _site_edits(
+        self,
+        ctx: FileContext,
+        unit: _Unit,
+        loader_cls: str | None,
+        kept: set[str],
+        runs: tuple[cst.Call, ...],
+        threads_set: set[int],
+    ) -> list[Edit]:
+        """The edits of each use site: of a plain generator, or of the loader class
+        ``loader_cls`` where the pipeline was iterated by a framework iterator."""
+        dec_kwargs, notes = unit.dec_kwargs, unit.notes
+        edits: list[Edit] = []
+        for inst in unit.instances:
+            if loader_cls is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
-                    ctx, inst, cls, self.id, threads, kept, notes, threads_set
+                    ctx, inst, loader_cls, self.id, threads, kept, notes, threads_set
                 )
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
@@ -409,11 +455,7 @@ class PipelineDef(Rule):
                 peers=peers,
                 threads_set=threads_set,
             )
-        # the outputs of two instances' runs in one scope are found from each of them
-        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
-        check_disjoint(ctx, edits)
-        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
-        return edits, fired
+        return edits
 
 
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
