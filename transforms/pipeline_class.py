@@ -72,7 +72,6 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
@@ -83,6 +82,16 @@ from ._backend.arguments import (
     is_default_device,
     is_unset,
     set_threads_stmt,
+)
+from ._backend.class_family import (
+    base_names,
+    class_methods,
+    dead_factories,
+    defines_graph,
+    pipeline_chain,
+    references_outside,
+    removed_def,
+    used_outside,
 )
 from ._backend.class_init import flat_init
 from ._backend.class_loaders import (
@@ -111,12 +120,10 @@ from ._backend.sites import (
 from ._cst import (
     comment_line,
     free_names,
-    in_source_order,
     is_docstring,
     names_in,
     truthy,
     walk,
-    within,
 )
 from ._local import collect_nodes
 
@@ -132,8 +139,8 @@ class PipelineClass(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         classes = {c.name.value: c for c in ctx.nodes_of(cst.ClassDef)}
-        chains = {name: _pipeline_chain(ctx, c, classes) for name, c in classes.items()}
-        bases = {name for c in classes.values() for name in _base_names(c)}
+        chains = {name: pipeline_chain(ctx, c, classes) for name, c in classes.items()}
+        bases = {name for c in classes.values() for name in base_names(c)}
         # classes that others derive from migrate together with them, as one fix per family
         families: dict[str, list[tuple[cst.ClassDef, list[cst.ClassDef]]]] = {}
         for name, cls in classes.items():
@@ -147,10 +154,10 @@ class PipelineClass(Rule):
             used = [
                 (c, chains[c.name.value])
                 for c in members
-                if id(c) not in leaf_ids and _used_outside(ctx, c, members)
+                if id(c) not in leaf_ids and used_outside(ctx, c, members)
             ]
-            leaves += [(c, chain) for c, chain in used if chain and _defines_graph(chain)]
-            abstract = [c for c, chain in used if not _defines_graph(chain or [])]
+            leaves += [(c, chain) for c, chain in used if chain and defines_graph(chain)]
+            abstract = [c for c, chain in used if not defines_graph(chain or [])]
             state.claimed += members
             self._family(state, leaves, members, abstract)
 
@@ -195,14 +202,16 @@ class PipelineClass(Rule):
             leaf_ids = {id(c) for c, _ in leaves}
             gone = [c for c in members if id(c) not in leaf_ids and c not in abstract]
             edits += [removed_stmt(ctx, c) for c in gone]
-            edits += [_removed_def(ctx, f) for f in _dead_factories(ctx, self.factories, members)]
+            edits += [removed_def(ctx, f) for f in dead_factories(ctx, self.factories, members)]
             for base in abstract:  # kept: still named elsewhere, but no longer their base
                 name = base.name.value
                 what = f"`{name}` is no longer a base class of {names}"
                 kept = FollowUp(base, f"{what}; it stays for its uses", "delete it once they are")
                 followups.append(kept)
                 advice = f"{names}(...) make generators now: rewrite this use"
-                followups += [FollowUp(n, what, advice) for n in _references(ctx, base, members)]
+                followups += [
+                    FollowUp(n, what, advice) for n in references_outside(ctx, base, members)
+                ]
         try:
             check_disjoint(ctx, edits)
         except Refused as why:
@@ -238,7 +247,7 @@ class PipelineClass(Rule):
     ) -> tuple[list[Edit], list[str], list[Instance]]:
         ctx = state.ctx
         reasons: list[str] = []
-        methods = _methods(chain)
+        methods = class_methods(chain)
         init, graph_fn = methods.get("__init__"), methods.get("define_graph")
         blocked = sorted(set(methods) & set(NOT_MERGED))
         reasons += [NOT_MERGED[m] for m in blocked]
@@ -521,28 +530,6 @@ def _call_site_value(
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
 
 
-def _pipeline_chain(
-    ctx: FileContext, cls: cst.ClassDef, classes: dict
-) -> list[cst.ClassDef] | None:
-    """``cls`` and its bases in this file up to the one deriving from ``Pipeline``, or None."""
-    chain = [cls]
-    seen = {cls.name.value}
-    while True:
-        cur = chain[-1]
-        if len(cur.bases) != 1:
-            if any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in cur.bases):
-                return chain  # multiple inheritance: refused later with a reason
-            return None
-        base = cur.bases[0].value
-        if ctx.qualname(base) in PIPELINE_CLASSES:
-            return chain
-        if isinstance(base, cst.Name) and base.value in classes and base.value not in seen:
-            seen.add(base.value)
-            chain.append(classes[base.value])
-            continue
-        return None
-
-
 _SEQUENCES = ("list", "tuple")
 
 
@@ -569,68 +556,6 @@ def _built_list(fn: cst.FunctionDef, name: str) -> bool:
             if isinstance(node.value, cst.Name) and node.value.value == name:
                 return True
     return False
-
-
-def _dead_factories(
-    ctx: FileContext, names: set[str], members: list[cst.ClassDef]
-) -> list[cst.FunctionDef]:
-    """The functions of the module that made operator objects for the classes only (they go
-    with them)."""
-    out = []
-    for fn in ctx.module.body:
-        if isinstance(fn, cst.FunctionDef) and fn.name.value in names:
-            refs = _references(ctx, fn, members)
-            if not refs and _referenced(ctx, fn):
-                out.append(fn)
-    return out
-
-
-def _removed_def(ctx: FileContext, fn: cst.FunctionDef) -> Edit:
-    """Delete a function of the module, keeping the comments above it (not the blank lines)."""
-    lines = ctx.leading_comments(fn).splitlines(keepends=True)
-    kept = "".join(line for line in lines if line.strip())
-    return Edit(*ctx.stmt_span(fn), kept)
-
-
-def _referenced(ctx: FileContext, node: cst.FunctionDef | cst.ClassDef) -> bool:
-    scope = ctx.scopes.get(node)
-    if scope is None:
-        return False
-    return any(a.references for a in scope.assignments[node.name.value] if a.node is node)
-
-
-def _defines_graph(chain: list[cst.ClassDef]) -> bool:
-    return "define_graph" in _methods(chain)
-
-
-def _references(
-    ctx: FileContext, cls: cst.ClassDef | cst.FunctionDef, members: list[cst.ClassDef]
-) -> list[cst.CSTNode]:
-    """The uses of the name of ``cls`` outside the classes of its family."""
-    scope = ctx.scopes.get(cls)
-    if scope is None:
-        return []
-    refs = [r for a in scope.assignments[cls.name.value] if a.node is cls for r in a.references]
-    nodes = [r.node for r in in_source_order(ctx, refs)]
-    return [n for n in nodes if not any(within(ctx, n, m) for m in members)]
-
-
-def _used_outside(ctx: FileContext, cls: cst.ClassDef, members: list[cst.ClassDef]) -> bool:
-    return bool(_references(ctx, cls, members))
-
-
-def _base_names(cls: cst.ClassDef) -> set[str]:
-    return {b.value.value for b in cls.bases if isinstance(b.value, cst.Name)}
-
-
-def _methods(chain: list[cst.ClassDef]) -> dict[str, cst.FunctionDef]:
-    """Methods by name, the most derived definition first (the others are shadowed)."""
-    out: dict[str, cst.FunctionDef] = {}
-    for c in chain:
-        for stmt in c.body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value not in out:
-                out[stmt.name.value] = stmt
-    return out
 
 
 def _module_imports(ctx: FileContext) -> list[cst.BaseStatement]:
