@@ -247,40 +247,8 @@ class PipelineClass(Rule):
     ) -> tuple[list[Edit], list[str], list[Instance]]:
         ctx = state.ctx
         reasons: list[str] = []
-        methods = class_methods(chain)
-        init, graph_fn = methods.get("__init__"), methods.get("define_graph")
-        blocked = sorted(set(methods) & set(NOT_MERGED))
-        reasons += [NOT_MERGED[m] for m in blocked]
-        if init is None or graph_fn is None:
-            reasons.append("it lacks __init__ or define_graph")
-            raise Refused("; ".join(reasons))
-        # the __init__s of the bases in this file inlined where they are called
-        flat = flat_init(chain, reasons)
-        if flat is None and len(chain) > 1 and reasons:
-            raise Refused("; ".join(reasons))  # the rest would only follow from it
-        init = flat or init
-        if cls.decorators:
-            reasons.append("it has decorators")
-        star = init.params.star_arg
-        if init.params.posonly_params or isinstance(star, cst.Param) or init.params.star_kwarg:
-            reasons.append("__init__ takes *args, **kwargs or positional-only parameters")
-
-        merged = Merger(ctx, reasons, methods)
-        body_stmts = merged.merge(init, graph_fn)
-        self.factories |= merged.factories
+        init, merged, body_stmts = self._merge(ctx, cls, chain, reasons, notes)
         kwargs = merged.kwargs
-        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *blocked}
-        merged_methods |= {*merged.helpers, *merged.inlined}
-        dropped = sorted(set(methods) - merged_methods)
-        if dropped:
-            notes.append(
-                ctx.info(
-                    self.id,
-                    cls,
-                    f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
-                    "their callers get a TODO",
-                )
-            )
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
@@ -293,34 +261,9 @@ class PipelineClass(Rule):
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert batch_size is not None
-
-        # the merged graph function, parsed in a small module with the file's imports, so the
-        # operators resolve as in the original file
-        params = init.params.with_changes(params=init.params.params[1:])
-        doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
-        fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
-        imports = _module_imports(ctx) + [
-            cst.parse_statement("import nvidia.dali.fn"),
-            cst.parse_statement(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
-        ]
-        mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
-        mini_fn = mini.module.body[-1]
-        last = mini_fn.body.body[-1]
-        ret = (
-            last.body[0]
-            if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1
-            else None
+        mini, mini_fn, params, graph, conditionals = _graph_function(
+            ctx, cls, init, body_stmts, kwargs, reasons
         )
-        outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-        reasons += _list_outputs(mini_fn, outputs)
-        conditionals = truthy(kwargs.get("enable_conditionals"))
-        if conditionals:
-            reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
-        graph = analyse_graph(
-            mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons
-        )
-        if graph is None or reasons:
-            raise Refused("; ".join(dict.fromkeys(reasons)))
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)
@@ -341,11 +284,7 @@ class PipelineClass(Rule):
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
-            single_use=not followups
-            and sum(i.copies for i in instances) == 1
-            and len(chain) == 1
-            and len(self.members) == 1
-            and pipeline_count(ctx) == 1,
+            single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,
             device=device.value
             if todo
@@ -370,22 +309,73 @@ class PipelineClass(Rule):
                 ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
             )
             return edits, fired, instances
-        self_comma = init.params.params[0].comma
-        new_fn = cst.FunctionDef(
-            name=cls.name,
-            params=params,
-            body=cst.IndentedBlock(body),
-            leading_lines=leading,
-            # `def f(self,\n  a, ...)`: the parameters keep their layout without self
-            whitespace_before_params=self_comma.whitespace_after
-            if isinstance(self_comma, cst.Comma)
-            and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
-            else init.whitespace_before_params,
-        )
+        new_fn = _generator_def(cls, init, params, body, leading)
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
         return edits, fired, instances
+
+    def _merge(
+        self,
+        ctx: FileContext,
+        cls: cst.ClassDef,
+        chain: list[cst.ClassDef],
+        reasons: list[str],
+        notes: list[Diagnostic],
+    ) -> tuple[cst.FunctionDef, Merger, list[cst.BaseStatement]]:
+        """``__init__`` (the bases' inlined), the merger of the class's methods and the body it
+        made; Refused where the class has no graph to merge."""
+        methods = class_methods(chain)
+        init, graph_fn = methods.get("__init__"), methods.get("define_graph")
+        blocked = sorted(set(methods) & set(NOT_MERGED))
+        reasons += [NOT_MERGED[m] for m in blocked]
+        if init is None or graph_fn is None:
+            reasons.append("it lacks __init__ or define_graph")
+            raise Refused("; ".join(reasons))
+        # the __init__s of the bases in this file inlined where they are called
+        flat = flat_init(chain, reasons)
+        if flat is None and len(chain) > 1 and reasons:
+            raise Refused("; ".join(reasons))  # the rest would only follow from it
+        init = flat or init
+        if cls.decorators:
+            reasons.append("it has decorators")
+        star = init.params.star_arg
+        if init.params.posonly_params or isinstance(star, cst.Param) or init.params.star_kwarg:
+            reasons.append("__init__ takes *args, **kwargs or positional-only parameters")
+
+        merged = Merger(ctx, reasons, methods)
+        body_stmts = merged.merge(init, graph_fn)
+        self.factories |= merged.factories
+        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *blocked}
+        merged_methods |= {*merged.helpers, *merged.inlined}
+        dropped = sorted(set(methods) - merged_methods)
+        if dropped:
+            notes.append(
+                ctx.info(
+                    self.id,
+                    cls,
+                    f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
+                    "their callers get a TODO",
+                )
+            )
+        return init, merged, body_stmts
+
+    def _single_use(
+        self,
+        ctx: FileContext,
+        chain: list[cst.ClassDef],
+        instances: list[Instance],
+        followups: list[FollowUp],
+    ) -> bool:
+        """The class is made once, every use of it is followed, and it is the one pipeline of
+        the module: its loop may run in capture mode."""
+        return (
+            not followups
+            and sum(i.copies for i in instances) == 1
+            and len(chain) == 1
+            and len(self.members) == 1
+            and pipeline_count(ctx) == 1
+        )
 
     def _instance_edits(
         self,
@@ -466,6 +456,66 @@ class PipelineClass(Rule):
                 ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
             )
         return edits
+
+
+def _graph_function(
+    ctx: FileContext,
+    cls: cst.ClassDef,
+    init: cst.FunctionDef,
+    body_stmts: list[cst.BaseStatement],
+    kwargs: dict[str, cst.Arg],
+    reasons: list[str],
+) -> tuple[FileContext, cst.FunctionDef, cst.Parameters, Graph, bool]:
+    """The merged graph function, parsed in a small module with the file's imports, so the
+    operators resolve as in the original file: that module, the function, its parameters
+    (``__init__``'s less ``self``), its graph and whether conditionals are enabled. Refused with
+    every reason when the graph cannot migrate."""
+    params = init.params.with_changes(params=init.params.params[1:])
+    doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
+    fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
+    imports = _module_imports(ctx) + [
+        cst.parse_statement("import nvidia.dali.fn"),
+        cst.parse_statement(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
+    ]
+    mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
+    mini_fn = mini.module.body[-1]
+    last = mini_fn.body.body[-1]
+    ret = (
+        last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    )
+    outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
+    reasons += _list_outputs(mini_fn, outputs)
+    conditionals = truthy(kwargs.get("enable_conditionals"))
+    if conditionals:
+        reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
+    graph = analyse_graph(
+        mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons
+    )
+    if graph is None or reasons:
+        raise Refused("; ".join(dict.fromkeys(reasons)))
+    return mini, mini_fn, params, graph, conditionals
+
+
+def _generator_def(
+    cls: cst.ClassDef,
+    init: cst.FunctionDef,
+    params: cst.Parameters,
+    body: list[cst.BaseStatement],
+    leading: list[cst.EmptyLine],
+) -> cst.FunctionDef:
+    """The generator function that replaces the class, named as it was."""
+    self_comma = init.params.params[0].comma
+    return cst.FunctionDef(
+        name=cls.name,
+        params=params,
+        body=cst.IndentedBlock(body),
+        leading_lines=leading,
+        # `def f(self,\n  a, ...)`: the parameters keep their layout without self
+        whitespace_before_params=self_comma.whitespace_after
+        if isinstance(self_comma, cst.Comma)
+        and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
+        else init.whitespace_before_params,
+    )
 
 
 def _device_todo(
