@@ -63,103 +63,22 @@ class PythonFunction(LocalRule):
                 "and wrap "
                 "its results with ndd.as_batch(...)",
             )
-        code = lambda n: cst.Module(body=[]).code_for_node(n)  # noqa: E731
         kw = kwargs_of(updated)
         inputs = [a.value for a in positional(updated)]
         func = kw["function"].value if "function" in kw else None
-
-        def todo(reason: str, hint: str | None = None):
-            sketch = hint or _sketch(ctx, inputs, func)
+        try:
+            num_outputs, layout = _checked(ctx, updated, env, kw, inputs, func)
+        except _Unsupported as why:
+            sketch = why.hint or _sketch(ctx, inputs, func)
             return ctx.todo(
-                self.id, original, f"{path}: {reason}; write it as plain Python: {sketch}"
+                self.id, original, f"{path}: {why.reason}; write it as plain Python: {sketch}"
             )
-
-        if has_star(updated) or func is None:
-            return todo("*args, **kwargs or no function=")
-        if not inputs:
-            return todo("no inputs")
-        unknown = (
-            set(kw)
-            - {"function", "num_outputs", "batch_processing", "device", "output_layouts"}
-            - _IGNORED
-        )
-        if unknown:
-            return todo(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
-        values = {}
-        for name in ("num_outputs", "batch_processing", "device", "output_layouts"):
-            if name in kw:
-                try:
-                    values[name] = literal(kw[name].value)
-                except (ValueError, SyntaxError):
-                    return todo(f"{name}= is not a literal")
-        num_outputs = values.get("num_outputs", 1)
-        if values.get("batch_processing", False) is not False:
-            return todo(
-                "batch_processing=True calls the function once per batch with lists of arrays",
-                _sketch(ctx, inputs, func, batch=True),
-            )
-        if values.get("device", "cpu") != "cpu":
-            return todo(
-                "device='gpu' hands the function cupy arrays",
-                "call it on the GPU samples yourself, then ndd.as_batch(...)",
-            )
-        if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
-            return todo(
-                "num_outputs=0 runs the function for its side effects only",
-                f"for t in {code(inputs[0])}.tensors: f(np.asarray(t))"
-                if len(inputs) == 1
-                else None,
-            )
-        layout = values.get("output_layouts")
-        if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
-            layout = layout[0]
-        if layout is not None and (num_outputs != 1 or not isinstance(layout, str)):
-            return todo("output_layouts for several outputs", None)
-        for inp in inputs:
-            if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
-                return todo(
-                    f"the tool cannot tell that {code(inp)} is a data node (a batch after "
-                    "migration)"
-                )
-        if mentions_dali(ctx, func) or not _simple_function(func):
-            return todo("function= is neither a name nor a lambda (assign it to a name first)")
-
-        np_ = ctx.np
-        sources = [f"{code(i)}.tensors" for i in inputs]
-        taken = names_in(func) | {code(i) for i in inputs} | {np_, ctx.ndd}
-        lam = func if isinstance(func, cst.Lambda) and _plain_params(func, len(inputs)) else None
-        if lam is not None:
-            params = [p.name.value for p in lam.params.params]
-            body = code(lam.body)
-            if isinstance(lam.body, (cst.Lambda, cst.IfExp)):
-                body = f"({body})"
-            arrays = [f"map({np_}.asarray, {s})" for s in sources]
-            if len(inputs) == 1:
-                per_sample = f"[{body} for {params[0]} in {arrays[0]}]"
-            else:
-                per_sample = f"[{body} for {', '.join(params)} in zip({', '.join(arrays)})]"
-        else:
-            if isinstance(func, cst.Lambda):
-                fexpr = f"({code(func)})"
-            else:
-                fexpr = code(func)
-            if len(inputs) == 1:
-                t = fresh_name("t", taken, "sample")
-                per_sample = f"[{fexpr}({np_}.asarray({t})) for {t} in {sources[0]}]"
-            else:
-                vs = (
-                    [fresh_name(c, taken) for c in "abcdefgh"[: len(inputs)]]
-                    if len(inputs) <= 8
-                    else [fresh_name(f"t{i}", taken) for i in range(len(inputs))]
-                )
-                per_sample = (
-                    f"[{fexpr}({', '.join(f'{np_}.asarray({v})' for v in vs)}) "
-                    f"for {', '.join(vs)} in zip({', '.join(sources)})]"
-                )
+        assert func is not None
+        per_sample, taken = _per_sample(ctx, inputs, func)
         layout_node = kw["output_layouts"].value if "output_layouts" in kw else None
         if isinstance(layout_node, cst.List):
             layout_node = layout_node.elements[0].value
-        layout_arg = f", layout={code(layout_node)}" if layout is not None else ""
+        layout_arg = f", layout={_code(layout_node)}" if layout is not None else ""
         if num_outputs == 1:
             new = f"{ctx.ndd}.as_batch({per_sample}{layout_arg})"
         else:
@@ -170,6 +89,120 @@ class PythonFunction(LocalRule):
 
     def message(self, ctx, original, new):
         return f"{ctx.text(original.func)}(...) -> plain Python over the samples, then {ctx.ndd}.as_batch"
+
+
+class _Unsupported(Exception):
+    """A call the rule leaves as it is: why, and what to write instead (None: the sketch of
+    a per-sample call)."""
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.hint = reason, hint
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _checked(
+    ctx: FileContext,
+    updated: cst.Call,
+    env: LocalEnv,
+    kw: dict[str, cst.Arg],
+    inputs: list[cst.BaseExpression],
+    func: cst.BaseExpression | None,
+) -> tuple[int, object]:
+    """The number of outputs and the layout of a call the rule can rewrite; raises
+    ``_Unsupported`` for the others."""
+    code = _code
+    if has_star(updated) or func is None:
+        raise _Unsupported("*args, **kwargs or no function=")
+    if not inputs:
+        raise _Unsupported("no inputs")
+    unknown = (
+        set(kw)
+        - {"function", "num_outputs", "batch_processing", "device", "output_layouts"}
+        - _IGNORED
+    )
+    if unknown:
+        raise _Unsupported(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
+    values = {}
+    for name in ("num_outputs", "batch_processing", "device", "output_layouts"):
+        if name in kw:
+            try:
+                values[name] = literal(kw[name].value)
+            except (ValueError, SyntaxError):
+                raise _Unsupported(f"{name}= is not a literal") from None
+    num_outputs = values.get("num_outputs", 1)
+    if values.get("batch_processing", False) is not False:
+        raise _Unsupported(
+            "batch_processing=True calls the function once per batch with lists of arrays",
+            _sketch(ctx, inputs, func, batch=True),
+        )
+    if values.get("device", "cpu") != "cpu":
+        raise _Unsupported(
+            "device='gpu' hands the function cupy arrays",
+            "call it on the GPU samples yourself, then ndd.as_batch(...)",
+        )
+    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
+        raise _Unsupported(
+            "num_outputs=0 runs the function for its side effects only",
+            f"for t in {code(inputs[0])}.tensors: f(np.asarray(t))" if len(inputs) == 1 else None,
+        )
+    layout = values.get("output_layouts")
+    if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
+        layout = layout[0]
+    if layout is not None and (num_outputs != 1 or not isinstance(layout, str)):
+        raise _Unsupported("output_layouts for several outputs", None)
+    for inp in inputs:
+        if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
+            raise _Unsupported(
+                f"the tool cannot tell that {code(inp)} is a data node (a batch after migration)"
+            )
+    if mentions_dali(ctx, func) or not _simple_function(func):
+        raise _Unsupported("function= is neither a name nor a lambda (assign it to a name first)")
+    return num_outputs, layout
+
+
+def _per_sample(
+    ctx: FileContext, inputs: list[cst.BaseExpression], func: cst.BaseExpression
+) -> tuple[str, set[str]]:
+    """The list of the function's results, sample by sample (``[f(np.asarray(t)) for t in
+    images.tensors]``), and the names it takes."""
+    code = _code
+    np_ = ctx.np
+    sources = [f"{code(i)}.tensors" for i in inputs]
+    taken = names_in(func) | {code(i) for i in inputs} | {np_, ctx.ndd}
+    lam = func if isinstance(func, cst.Lambda) and _plain_params(func, len(inputs)) else None
+    if lam is not None:
+        params = [p.name.value for p in lam.params.params]
+        body = code(lam.body)
+        if isinstance(lam.body, (cst.Lambda, cst.IfExp)):
+            body = f"({body})"
+        arrays = [f"map({np_}.asarray, {s})" for s in sources]
+        if len(inputs) == 1:
+            per_sample = f"[{body} for {params[0]} in {arrays[0]}]"
+        else:
+            per_sample = f"[{body} for {', '.join(params)} in zip({', '.join(arrays)})]"
+    else:
+        if isinstance(func, cst.Lambda):
+            fexpr = f"({code(func)})"
+        else:
+            fexpr = code(func)
+        if len(inputs) == 1:
+            t = fresh_name("t", taken, "sample")
+            per_sample = f"[{fexpr}({np_}.asarray({t})) for {t} in {sources[0]}]"
+        else:
+            vs = (
+                [fresh_name(c, taken) for c in "abcdefgh"[: len(inputs)]]
+                if len(inputs) <= 8
+                else [fresh_name(f"t{i}", taken) for i in range(len(inputs))]
+            )
+            per_sample = (
+                f"[{fexpr}({', '.join(f'{np_}.asarray({v})' for v in vs)}) "
+                f"for {', '.join(vs)} in zip({', '.join(sources)})]"
+            )
+    return per_sample, taken
 
 
 def _simple_function(func: cst.BaseExpression) -> bool:
