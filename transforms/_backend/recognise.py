@@ -65,31 +65,8 @@ def analyse_graph(
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
         elif isinstance(node, cst.Return) and any(within(ctx, node, e) for e in ends):
             continue  # the outputs of one branch of the final `if`
-        elif (
-            isinstance(node, cst.Return)
-            and not _is_outputs(node, outputs_stmt)
-            and not _nested(ctx, node, container)
-        ):
-            if not _ends_data(ctx, node):
-                reasons.append("the pipeline returns before its last statement")
-        elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
-            reasons.append("the pipeline code yields or awaits")
-        elif isinstance(node, cst.ClassDef):
-            reasons.append("class definitions in the pipeline body")
-        elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
-            call = is_current_call(ctx, node) if current_ok else None
-            why = record_current(ctx, container, call, current) if call is not None else None
-            if call is not None:
-                if why is not None:
-                    reasons.append(why)
-                continue
-            reasons.append(
-                f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
-                "counterpart of"
-            )
-        elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
-            call = ctx.text(ctx.parents[node])
-            reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
+        else:
+            _node_reasons(ctx, container, node, outputs_stmt, current, current_ok, reasons)
     body = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
@@ -125,6 +102,45 @@ def analyse_graph(
     graph.unpacked = unpacked
     graph.branch_outputs = branched
     return graph
+
+
+def _node_reasons(
+    ctx: FileContext,
+    container: cst.FunctionDef | cst.With,
+    node: cst.CSTNode,
+    outputs_stmt: cst.BaseStatement | None,
+    current: Current,
+    current_ok: bool,
+    reasons: list[str],
+) -> None:
+    """Why one node of the graph code (not a call) cannot be carried over, appended to
+    ``reasons``: a return before the end, a yield, a class, the API of the pipeline being built.
+    Reads of ``Pipeline.current()`` are recorded on ``current`` where ``current_ok``."""
+    if (
+        isinstance(node, cst.Return)
+        and not _is_outputs(node, outputs_stmt)
+        and not _nested(ctx, node, container)
+    ):
+        if not _ends_data(ctx, node):
+            reasons.append("the pipeline returns before its last statement")
+    elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
+        reasons.append("the pipeline code yields or awaits")
+    elif isinstance(node, cst.ClassDef):
+        reasons.append("class definitions in the pipeline body")
+    elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+        call = is_current_call(ctx, node) if current_ok else None
+        why = record_current(ctx, container, call, current) if call is not None else None
+        if call is not None:
+            if why is not None:
+                reasons.append(why)
+            return
+        reasons.append(
+            f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
+            "counterpart of"
+        )
+    elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
+        call = ctx.text(ctx.parents[node])
+        reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
 
 
 def _inputs_and_ops(
