@@ -186,6 +186,7 @@ def _kept_aliases(
             new_smalls.append(small)
             continue
         dali_stmt = True
+        assert isinstance(small, (cst.Import, cst.ImportFrom))  # (it has aliases)
         keep = [
             a for a in aliases if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)
         ]
@@ -284,7 +285,8 @@ def _from_dali(module: cst.Module) -> bool:
                 return False
             continue
         started = True
-        if any(_is_from_dali(s) for s in stmt.body):  # type: ignore[attr-defined]
+        assert isinstance(stmt, cst.SimpleStatementLine)  # (imports)
+        if any(_is_from_dali(s) for s in stmt.body):
             return True
     return False
 

@@ -301,10 +301,10 @@ class PipelineClass(Rule):
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
         if loader is not None:
             body = with_batch_size(body, batch_stmt)
-            edits = self._loader_edits(
+            loader_edits = self._loader_edits(
                 ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
             )
-            return edits, fired, instances
+            return loader_edits, fired, instances
         new_fn = _generator_def(cls, init, params, body, leading)
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:

@@ -43,7 +43,7 @@ from ._local import LocalEnv, LocalRule
 _IGNORED = {"preserve", "bytes_per_sample_hint"}
 
 
-class PythonFunction(LocalRule):
+class PythonFunction(LocalRule[cst.Call]):
     id = "DM105"
     name = "python-function"
     summary = "fn.python_function becomes plain Python over the samples, then ndd.as_batch"
@@ -78,7 +78,9 @@ class PythonFunction(LocalRule):
         layout_node = kw["output_layouts"].value if "output_layouts" in kw else None
         if isinstance(layout_node, cst.List):
             layout_node = layout_node.elements[0].value
-        layout_arg = f", layout={_code(layout_node)}" if layout is not None else ""
+        layout_arg = ""
+        if layout is not None and layout_node is not None:  # (a layout: output_layouts= given)
+            layout_arg = f", layout={_code(layout_node)}"
         if num_outputs == 1:
             new = f"{ctx.ndd}.as_batch({per_sample}{layout_arg})"
         else:
