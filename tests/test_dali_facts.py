@@ -205,3 +205,128 @@ def test_op_without_input_needs_batch_size():
     ``batch_size``: random operators get the batch size of the batch they go with (DM104)."""
     assert isinstance(ndd.random.uniform(), ndd.Tensor)
     assert ndd.random.uniform(batch_size=3).batch_size == 3
+
+
+def _legacy_flip(made: dict, called: dict):
+    """Builds and runs a pipeline calling ``ops.Flip(**made)`` with ``**called`` on one 1x2x1
+    image (values given as the string "node" become data nodes); the flipped row, or the error."""
+    from nvidia.dali import fn, ops
+    from nvidia.dali.pipeline import Pipeline
+
+    def values(kwargs):
+        return {
+            k: fn.constant(idata=v, shape=[]) if isinstance(v, list) else v
+            for k, v in kwargs.items()
+        }
+
+    image = np.array([[[1], [2]]], dtype=np.uint8)
+    pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+    try:
+        with pipe:
+            flip = ops.Flip(vertical=0, **values(made))
+            pipe.set_outputs(
+                flip(fn.external_source(source=lambda: [image], batch=True), **values(called))
+            )
+        pipe.build()
+        (out,) = pipe.run()
+        return np.array(out[0]).ravel().tolist()
+    except (ValueError, RuntimeError) as e:
+        return type(e).__name__
+
+
+def test_an_argument_of_an_operator_object_and_of_its_call():
+    """[ops-twice] Given to the object and to its call, an argument fails when both values are
+    not None (two scalars, or a data node and a scalar); None in either place is "not given"
+    (DM202 merges the two into the one that is not None)."""
+    assert _legacy_flip({"horizontal": 0}, {"horizontal": 1}) == "ValueError"
+    assert _legacy_flip({"horizontal": 0}, {"horizontal": [1]}) == "RuntimeError"
+    assert _legacy_flip({"horizontal": None}, {"horizontal": [1]}) == [2, 1]
+    assert _legacy_flip({"horizontal": 0}, {"horizontal": None}) == [1, 2]
+    assert _legacy_flip({"horizontal": None}, {"horizontal": None}) == [2, 1]  # the default
+    image = ndd.as_batch([np.array([[[1], [2]]], dtype=np.uint8)])
+    flipped = ndd.flip(image, horizontal=None, vertical=0)
+    assert np.asarray(flipped.tensors[0]).ravel().tolist() == [2, 1]
+
+
+def test_python_function_batch_processing():
+    """[pyfunc-batch] batch_processing=True: one list of numpy arrays per input, a tuple of lists
+    back for several outputs, [] for num_outputs=0 (DM105)."""
+    from nvidia.dali import fn, pipeline_def
+
+    samples = [np.full((i + 1, 2), i, dtype=np.uint8) for i in range(3)]
+    seen, calls = [], []
+
+    def both(xs, ys):
+        seen.append(
+            [(type(x), x.dtype, x.shape, x.flags.writeable, x.flags.c_contiguous) for x in xs]
+        )
+        return [x + y for x, y in zip(xs, ys)], [x[:1] for x in xs]
+
+    @pipeline_def(batch_size=3, num_threads=1, device_id=None)
+    def pipe_fn():
+        x = fn.external_source(source=lambda: samples, batch=True)
+        added, firsts = fn.python_function(
+            x, x, function=both, batch_processing=True, num_outputs=2
+        )
+        nothing = fn.python_function(x, function=calls.append, batch_processing=True, num_outputs=0)
+        assert nothing == []
+        return added, firsts
+
+    pipe = pipe_fn()
+    pipe.build()
+    added, firsts = pipe.run()
+    batch = ndd.as_batch(samples)
+    lists = [np.asarray(t) for t in batch.tensors]
+    assert seen[0] == [
+        (type(x), x.dtype, x.shape, x.flags.writeable, x.flags.c_contiguous) for x in lists
+    ]
+    new_added, new_firsts = [ndd.as_batch(o) for o in both(lists, lists)]
+    for old, new in ((added, new_added), (firsts, new_firsts)):
+        for i in range(3):
+            assert np.array_equal(np.array(old[i]), np.asarray(new.tensors[i]))
+    assert calls and all(len(c) == 3 for c in calls)  # the whole batch at once
+
+
+def _even(info):
+    return np.array(info.idx_in_batch % 2 == 0)
+
+
+def _index(info):  # out of range of a 2-element table where the sample is odd
+    return np.array(0 if info.idx_in_batch % 2 == 0 else 9, dtype=np.int32)
+
+
+def _count(info):
+    return np.array(info.idx_in_batch, dtype=np.int32)
+
+
+def test_logical_operators_are_lazy_per_sample_booleans():
+    """[logical] With conditionals, ``a and b`` runs ``b`` only on the samples ``a`` leaves
+    open and gives one 0-d bool per sample; ``not`` takes a number; ``and`` refuses one
+    (conditionals.py computes the same values sample by sample)."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def logic():
+        even = fn.external_source(source=_even, batch=False)
+        index = fn.external_source(source=_index, batch=False)
+        count = fn.external_source(source=_count, batch=False)
+        table = types.Constant(np.array([True, False]), device="cpu")
+        return even and table[index], not count
+
+    @pipeline_def(enable_conditionals=True, batch_size=4, num_threads=1, device_id=None)
+    def numbers():
+        even = fn.external_source(source=_even, batch=False)
+        count = fn.external_source(source=_count, batch=False)
+        return even and count
+
+    pipe = logic()
+    pipe.build()
+    both, negated = pipe.run()
+    assert [np.asarray(t).tolist() for t in both] == [True, False, True, False]
+    assert [np.asarray(t).shape for t in both] == [()] * 4
+    assert [np.asarray(t).tolist() for t in negated] == [True, False, False, False]
+    assert both.dtype == types.BOOL and negated.dtype == types.BOOL
+    pipe = numbers()
+    pipe.build()
+    with pytest.raises(RuntimeError, match="of `bool` type"):
+        pipe.run()

@@ -188,9 +188,9 @@ def test_early_exit_is_refused_where_the_loader_cannot_resume(policy) -> None:
 
 STAYS = {
     "handed to a builtin": ("print(loader)", "in a way the tool cannot follow"),
-    "handed to a helper also called with something else": (
+    "handed to a helper that prints it": (
         "show(loader)\n    show(None)",
-        "show() takes the iterator and is called in several places, with other values too",
+        "`print(x)` in `show()` uses `x` in a way the tool cannot follow",
     ),
     "size from a name the loader lacks": (None, "reads `samples`, which the loader cannot have"),
 }
@@ -211,3 +211,24 @@ def test_shapes_that_stay_get_a_todo(shape: str) -> None:
         )
     result = migrate_source(old)
     assert why in result.code or any(why in d.message for d in result.diagnostics), result.code
+
+
+@pytest.mark.dali
+def test_reset_in_a_helper_that_also_gets_other_values_stays(numbers) -> None:
+    """A helper that loops over whatever it gets and resets it, called with the iterator and
+    with something else: its reset() stays, and the loader has a reset() that does nothing
+    (deleting it would break the other caller)."""
+    old = _program(4, 1, 0, False, False, "FILL", None, False, None, False)
+    helper = (
+        "\n\ndef drain(it):\n    for _ in it:\n        pass\n    it.reset()\n"
+        "\n\nclass Batches(list):\n    def reset(self):\n        pass\n"
+    )
+    old = old.replace(
+        "    return out\n", "    drain(loader)\n    drain(Batches())\n    return out\n"
+    )
+    old += helper  # after run(): the len() before run()'s first loop stays the first use
+    new = migrate_source(old).code
+    assert "TODO" not in new and "class NumbersLoader" in new, new
+    assert "    it.reset()\n" in new and "    def reset(self):\n" in new, new
+    root = numbers(10)
+    assert _run(new, root) == _run(old, root)

@@ -56,9 +56,7 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 
 #: targets the emitter does not reach yet: case -> why; strict xfails, so a fix shows up (the
 #: target itself is still run against old.py by test_target_computes_the_same)
-NOT_REACHED = {
-    "pt_external_source": "external_source(cycle='raise') is refused (external_source plug-in)",
-}
+NOT_REACHED: dict[str, str] = {}
 
 
 def _read(case: str, name: str) -> str:

@@ -190,15 +190,15 @@ def test_flagged_forms_keep_their_meaning():
 
         def graph(x):
             images = fn.cast(x, dtype=types.UINT8)
-            a = fn.python_function(images, function=sum, batch_processing=True)
+            a = fn.python_function(images, function=sum, batch_processing=True, device="gpu")
             b = images * types.Constant(0.1, dtype=types.FLOAT64)
-            c = fn.shapes(images, device="gpu")
+            c = fn.shapes(images, dtype=types.FLOAT16)
             return a, b, c
         """
     )
     code = migrate_source(src).code
-    assert "fn.python_function(images, function=sum, batch_processing=True)" in code
+    assert 'fn.python_function(images, function=sum, batch_processing=True, device="gpu")' in code
     assert "types.Constant(0.1, dtype=types.FLOAT64)" in code
-    assert 'fn.shapes(images, device="gpu")' in code
+    assert "fn.shapes(images, dtype=types.FLOAT16)" in code
     assert code.count("TODO(dali-migrate): DM10") == 3
-    assert "ndd.as_batch(sum([np.asarray(t) for t in images.tensors]))" in code
+    assert "sum([cupy.from_dlpack(t) for t in images.tensors])" in code

@@ -23,18 +23,19 @@ from dali_migrate.fixes import TODO_PREFIX, parses
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-#: a data `and` outside an `if` test, written over two lines: the pipeline is refused with a
-#: reason that quotes it
+#: a data `and` in a loop, written over two lines: the pipeline is refused with a reason that
+#: quotes it
 AND_OVER_TWO_LINES = """\
 from nvidia.dali import pipeline_def, fn
 
 @pipeline_def(batch_size=2, num_threads=1, device_id=0, enable_conditionals=True)
-def p():
+def p(rounds=2):
     a = fn.random.coin_flip()
     b = fn.random.coin_flip()
-    c = (a
-         and b)
-    return c
+    for _ in range(rounds):
+        a = (a
+             and b)
+    return a
 
 pipe = p()
 pipe.build()

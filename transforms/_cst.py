@@ -123,6 +123,11 @@ def use_text(ctx: FileContext, node: cst.CSTNode) -> str:
 # -- names -------------------------------------------------------------------------------------------
 
 
+def source_of(node: cst.CSTNode) -> str:
+    """The code of ``node`` alone, as libcst renders it."""
+    return cst.Module([]).code_for_node(node)
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every plain name in ``node`` (reads, writes, attribute and keyword names alike)."""
     return {n.value for n in walk(node) if isinstance(n, cst.Name)}

@@ -22,7 +22,9 @@ class LocalEnv:
 
     ``batch_size`` and ``rng`` are the expressions random operators get (None: unknown here);
     ``nodes`` are the local names known to hold a single DALI data node (a Batch after migration),
-    computed on first use when given as a callable.
+    computed on first use when given as a callable; ``computed``: original expressions (by id)
+    whose values code before the statement computed, and the expression that holds each (it
+    replaces them whole when lowered).
     """
 
     def __init__(
@@ -30,10 +32,16 @@ class LocalEnv:
         batch_size: cst.BaseExpression | None = None,
         rng: cst.BaseExpression | None = None,
         nodes: set[str] | Callable[[], set[str]] | None = None,
+        computed: dict[int, cst.BaseExpression] | None = None,
     ) -> None:
         self.batch_size = batch_size
         self.rng = rng
         self._nodes = nodes if nodes is not None else set()
+        self.computed = computed if computed is not None else {}
+
+    def with_computed(self, computed: dict[int, cst.BaseExpression]) -> LocalEnv:
+        """This environment where the expressions ``computed`` names are computed already."""
+        return LocalEnv(self.batch_size, self.rng, self._nodes, {**self.computed, **computed})
 
     @property
     def nodes(self) -> set[str]:
@@ -154,6 +162,8 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
         return produces_node(ctx, expr.left, nodes) or produces_node(ctx, expr.right, nodes)
     if isinstance(expr, cst.UnaryOperation):
         return produces_node(ctx, expr.expression, nodes)
+    if isinstance(expr, cst.BooleanOperation):  # enable_conditionals: one boolean per sample
+        return produces_node(ctx, expr.left, nodes) or produces_node(ctx, expr.right, nodes)
     if isinstance(expr, cst.Comparison):
         return produces_node(ctx, expr.left, nodes) or any(
             produces_node(ctx, c.comparator, nodes) for c in expr.comparisons
@@ -221,12 +231,16 @@ class _Lowering(cst.CSTTransformer):
         self.fired: set[str] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if id(node) in self.env.computed:
+            return False
         # a rule that replaces a node whole (``replaces``) leaves nothing inside it to rewrite
         return not any(
             (replaces := getattr(rule, "replaces", None)) and replaces(node) for rule in self.rules
         )
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        if id(original) in self.env.computed:
+            return self.env.computed[id(original)]
         for rule in self.rules:
             if isinstance(original, rule.node_types):
                 out = rule.rewrite(self.ctx, original, updated, self.env)

@@ -277,6 +277,7 @@ class PipelineClass(Rule):
         )
         plan = PipelinePlan(
             rule_id=self.id,
+            passes=loader is not None,
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),

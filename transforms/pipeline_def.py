@@ -109,12 +109,8 @@ from ._backend.handles import (
     wrap_body,
 )
 from ._backend.instances import find_instances, own_uses
-from ._backend.iterators import (
-    abandon_iterators,
-    data_iterator_decorator,
-    data_iterator_instances,
-    iterator_reasons,
-)
+from ._backend.iterator_checks import abandon_iterators, iterator_reasons
+from ._backend.iterators import data_iterator_decorator, data_iterator_instances
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
@@ -126,6 +122,7 @@ from ._backend.recognise import (
     returned_values,
 )
 from ._backend.sites import (
+    SharedStatements,
     creation_todos,
     generator_advice,
     pipeline_def_instance_edits,
@@ -194,6 +191,7 @@ class PipelineDef(Rule):
             units.append(unit)
         runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
         threads_set: set[int] = set()
+        shared = SharedStatements()  # pipes = [a(), b()]: one rewrite of the statement for both
         may_capture = _may_capture(ctx)
         taken = False  # DALI 2.4 lets one capture loop be active at a time: the first made gets it
         for unit in sorted(units, key=lambda u: _first_made(ctx, u)):
@@ -201,13 +199,15 @@ class PipelineDef(Rule):
             unit.capture_elsewhere = alone and taken
             try:
                 unit.edits, unit.included = self._rewrite(
-                    state, unit, alone and not taken, runs, threads_set
+                    state, unit, alone and not taken, runs, threads_set, shared
                 )
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
                 units.remove(unit)
                 unit.captured = False
             taken = taken or unit.captured
+        for unit in units:
+            unit.edits = shared.joined(unit.edits)
         _drop_unshared(state, self.id, units)
         for group in _groups(units):
             self._propose(state, group)
@@ -315,6 +315,7 @@ class PipelineDef(Rule):
         capture: bool,
         runs: tuple[cst.Call, ...],
         threads_set: set[int],
+        shared: SharedStatements,
     ) -> tuple[list[Edit], list[str]]:
         """The function and its followed use sites; ``capture``: its loop runs in capture mode
         (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
@@ -324,7 +325,7 @@ class PipelineDef(Rule):
         needs = needs_of(instances)
         loader = loader_instance(instances)  # iterated: a loader class
         sig = self._signature(ctx, unit, needs, loader)
-        plan = self._plan(state, unit, capture, sig, needs)
+        plan = self._plan(state, unit, capture, sig, needs, loader)
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
         existing = param_names(fn)
@@ -351,7 +352,9 @@ class PipelineDef(Rule):
         edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
         edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
-        edits += self._site_edits(ctx, unit, cls if loader else None, kept, runs, threads_set)
+        edits += self._site_edits(
+            ctx, unit, cls if loader else None, kept, runs, threads_set, shared
+        )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
         check_disjoint(ctx, edits)
@@ -395,13 +398,21 @@ class PipelineDef(Rule):
         return _Signature(kwonly, star, batch_name, seed_name, device)
 
     def _plan(
-        self, state: FileState, unit: _Unit, capture: bool, sig: _Signature, needs: Needs
+        self,
+        state: FileState,
+        unit: _Unit,
+        capture: bool,
+        sig: _Signature,
+        needs: Needs,
+        loader: Instance | None,
     ) -> PipelinePlan:
-        """What the generator of ``unit`` is to be, for the emitter."""
+        """What the generator of ``unit`` is to be, for the emitter (``loader``: the instance a
+        loader class replaces, if any)."""
         ctx, fn, dec_kwargs, instances = state.ctx, unit.fn, unit.dec_kwargs, unit.instances
         branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
         return PipelinePlan(
             rule_id=self.id,
+            passes=loader is not None,
             batch_size=cst.Name(sig.batch_name),
             seed=cst.Name(sig.seed_name) if sig.seed_name else None,
             single_use=capture,
@@ -432,6 +443,7 @@ class PipelineDef(Rule):
         kept: set[str],
         runs: tuple[cst.Call, ...],
         threads_set: set[int],
+        shared: SharedStatements,
     ) -> list[Edit]:
         """The edits of each use site: of a plain generator, or of the loader class
         ``loader_cls`` where the pipeline was iterated by a framework iterator."""
@@ -454,6 +466,7 @@ class PipelineDef(Rule):
                 notes,
                 peers=peers,
                 threads_set=threads_set,
+                shared=shared,
             )
         return edits
 

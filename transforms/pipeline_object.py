@@ -158,6 +158,7 @@ class PipelineObject(Rule):
         branches = has_data_branches(ctx, block.body, collect_nodes(ctx, block))
         plan = PipelinePlan(
             rule_id=self.id,
+            passes=loader is not None,
             batch_size=batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             single_use=not followups and inst.copies == 1 and pipeline_count(ctx) == 1,

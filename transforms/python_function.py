@@ -5,26 +5,37 @@ Before::
     inverted = fn.python_function(images, function=invert)
     summed = fn.python_function(images, masks, function=lambda a, m: a * m)
     hi, lo = fn.python_function(images, function=split, num_outputs=2)
+    scaled = fn.python_function(images, function=scale_batch, batch_processing=True)
+    fn.python_function(images, labels, function=log_batch, batch_processing=True, num_outputs=0)
 
-After (``images`` and ``masks`` hold batches)::
+After (``images``, ``masks`` and ``labels`` hold batches)::
 
     inverted = ndd.as_batch([invert(np.asarray(t)) for t in images.tensors])
     summed = ndd.as_batch([a * m for a, m in zip(map(np.asarray, images.tensors), map(np.asarray, masks.tensors))])
     hi, lo = [ndd.as_batch(list(o)) for o in zip(*[split(np.asarray(t)) for t in images.tensors])]
+    scaled = ndd.as_batch(scale_batch([np.asarray(t) for t in images.tensors]))
+    log_batch([np.asarray(t) for t in images.tensors], [np.asarray(t) for t in labels.tensors])
 
 Dynamic mode has no ``python_function``: the function is called on each sample as a numpy
 array, in sample order, exactly as pipeline mode did (``batch_processing=False``, the default),
-and its results become a batch. ``output_layouts="HWC"`` (one output) becomes ``layout=``.
+and its results become a batch. With ``batch_processing=True`` pipeline mode called it once per
+batch with one list of (writable, contiguous) numpy arrays per input, in sample order, and took
+back a list of arrays per output (a tuple of such lists for several outputs; a single array is an
+error there); ``num_outputs=0`` ran it for its side effects and gave ``[]``: it becomes a statement
+(where its result is not used). ``output_layouts="HWC"`` (one output) becomes ``layout=``.
 Checked against DALI 2.4 on CPU: values, dtypes, shapes and layouts are equal.
 
 Left as they are, with a TODO that says what to write instead:
-``batch_processing=True`` (the function gets lists of arrays), ``device="gpu"`` (cupy arrays),
-``num_outputs=0`` or not a literal, layouts of several outputs, inputs the tool cannot prove
-are data nodes (function parameters, expressions: assign them to a variable first), a
-``function=`` that is not a name or a lambda, and every ``fn.dl_tensor_python_function``.
+``device="gpu"`` (cupy arrays on DALI's stream: the tool checks no GPU code), ``num_outputs=0``
+per sample or with its result used, ``num_outputs`` not a literal, layouts of several outputs,
+inputs the tool cannot prove are data nodes (function parameters, expressions: assign them to a
+variable first), a ``function=`` that is not a name or a lambda, and every
+``fn.dl_tensor_python_function``.
 
-One difference stays: pipeline mode copied a non-contiguous result (``a.T``); ``ndd.as_batch``
-refuses it with "Strided data not supported" (wrap it in ``np.ascontiguousarray``).
+Two differences stay: pipeline mode copied a non-contiguous result (``a.T``); ``ndd.as_batch``
+refuses it with "Strided data not supported" (wrap it in ``np.ascontiguousarray``). And pipeline
+mode ran the function ahead of ``pipe.run()``, by its prefetch queue (one batch by default): a
+function with side effects now runs once per batch taken, when it is taken.
 
 Safety: safe.
 """
@@ -66,119 +77,128 @@ class PythonFunction(LocalRule[cst.Call]):
         kw = kwargs_of(updated)
         inputs = [a.value for a in positional(updated)]
         func = kw["function"].value if "function" in kw else None
+        values: dict = {}  # the literal arguments, as far as they were read
         try:
-            num_outputs, layout = _checked(ctx, updated, env, kw, inputs, func)
+            num_outputs, layout, batch = _checked(ctx, original, updated, env, func, values)
         except _Unsupported as why:
-            sketch = why.hint or _sketch(ctx, inputs, func)
+            batch = values.get("batch_processing", False) is not False
+            outputs = values.get("num_outputs", 1)
+            sketch = why.hint or _sketch(ctx, inputs, func, batch, outputs)
             return ctx.todo(
                 self.id, original, f"{path}: {why.reason}; write it as plain Python: {sketch}"
             )
         assert func is not None
-        per_sample, taken = _per_sample(ctx, inputs, func)
         layout_node = kw["output_layouts"].value if "output_layouts" in kw else None
         if isinstance(layout_node, cst.List):
             layout_node = layout_node.elements[0].value
         layout_arg = ""
         if layout is not None and layout_node is not None:  # (a layout: output_layouts= given)
             layout_arg = f", layout={_code(layout_node)}"
-        if num_outputs == 1:
-            new = f"{ctx.ndd}.as_batch({per_sample}{layout_arg})"
-        else:
-            o = fresh_name("o", taken, "out")
-            new = f"[{ctx.ndd}.as_batch(list({o})) for {o} in zip(*{per_sample})]"
+        make = _batch_call if batch else _per_sample
+        new = make(ctx, inputs, func, num_outputs, layout_arg)
         expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
     def message(self, ctx, original, new):
+        if isinstance(new, cst.Call) and not _code(new.func).endswith("as_batch"):
+            return (
+                f"{ctx.text(original.func)}(...) -> the function called on the batch's samples "
+                "(once per batch taken: pipeline mode ran it ahead, by its prefetch queue)"
+            )
         return f"{ctx.text(original.func)}(...) -> plain Python over the samples, then {ctx.ndd}.as_batch"
 
 
-class _Unsupported(Exception):
-    """A call the rule leaves as it is: why, and what to write instead (None: the sketch of
-    a per-sample call)."""
-
-    def __init__(self, reason: str, hint: str | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.hint = reason, hint
+#: arguments whose literal value decides the rewrite
+_LITERAL_ARGS = ("num_outputs", "batch_processing", "device", "output_layouts")
 
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+class _Unsupported(Exception):
+    """A call the rule leaves as it is: why, and what to write instead (None: the sketch of
+    the call, per sample or per batch)."""
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.hint = reason, hint
+
+
 def _checked(
     ctx: FileContext,
+    original: cst.Call,
     updated: cst.Call,
     env: LocalEnv,
-    kw: dict[str, cst.Arg],
-    inputs: list[cst.BaseExpression],
     func: cst.BaseExpression | None,
-) -> tuple[int, object]:
-    """The number of outputs and the layout of a call the rule can rewrite; raises
-    ``_Unsupported`` for the others."""
-    code = _code
+    values: dict,
+) -> tuple[int, object, bool]:
+    """The number of outputs, the layout and ``batch_processing`` of a call the rule can
+    rewrite; raises ``_Unsupported`` for the others. ``values`` gets the literal arguments as
+    they are read."""
+    kw = kwargs_of(updated)
+    inputs = [a.value for a in positional(updated)]
     if has_star(updated) or func is None:
         raise _Unsupported("*args, **kwargs or no function=")
     if not inputs:
         raise _Unsupported("no inputs")
-    unknown = (
-        set(kw)
-        - {"function", "num_outputs", "batch_processing", "device", "output_layouts"}
-        - _IGNORED
-    )
+    unknown = set(kw) - {"function", *_LITERAL_ARGS} - _IGNORED
     if unknown:
         raise _Unsupported(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
-    values = {}
-    for name in ("num_outputs", "batch_processing", "device", "output_layouts"):
+    for name in _LITERAL_ARGS:
         if name in kw:
             try:
                 values[name] = literal(kw[name].value)
             except (ValueError, SyntaxError):
                 raise _Unsupported(f"{name}= is not a literal") from None
     num_outputs = values.get("num_outputs", 1)
-    if values.get("batch_processing", False) is not False:
-        raise _Unsupported(
-            "batch_processing=True calls the function once per batch with lists of arrays",
-            _sketch(ctx, inputs, func, batch=True),
-        )
+    batch = values.get("batch_processing", False)
+    if batch not in (True, False):
+        raise _Unsupported("batch_processing= is neither True nor False")
     if values.get("device", "cpu") != "cpu":
         raise _Unsupported(
-            "device='gpu' hands the function cupy arrays",
-            "call it on the GPU samples yourself, then ndd.as_batch(...)",
+            "device='gpu' hands the function cupy arrays on DALI's stream",
+            _gpu_sketch(ctx, inputs, func, batch, num_outputs),
         )
-    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 1:
+    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 0:
+        raise _Unsupported("num_outputs= is not a number of outputs")
+    if num_outputs == 0 and not batch:
         raise _Unsupported(
             "num_outputs=0 runs the function for its side effects only",
-            f"for t in {code(inputs[0])}.tensors: f(np.asarray(t))" if len(inputs) == 1 else None,
+            f"for t in {_code(inputs[0])}.tensors: f(np.asarray(t))" if len(inputs) == 1 else None,
         )
+    if num_outputs == 0 and not isinstance(ctx.parents.get(original), cst.Expr):
+        raise _Unsupported("the result of num_outputs=0 (an empty list) is used")
     layout = values.get("output_layouts")
     if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
         layout = layout[0]
     if layout is not None and (num_outputs != 1 or not isinstance(layout, str)):
-        raise _Unsupported("output_layouts for several outputs", None)
+        raise _Unsupported(
+            "output_layouts for several outputs",
+            f"{ctx.ndd}.as_batch(..., layout=...) of each output, with its layout",
+        )
     for inp in inputs:
         if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
             raise _Unsupported(
-                f"the tool cannot tell that {code(inp)} is a data node (a batch after migration)"
+                f"the tool cannot tell that {_code(inp)} is a data node (a batch after migration)"
             )
     if mentions_dali(ctx, func) or not _simple_function(func):
         raise _Unsupported("function= is neither a name nor a lambda (assign it to a name first)")
-    return num_outputs, layout
+    return num_outputs, layout, bool(batch)
 
 
 def _per_sample(
-    ctx: FileContext, inputs: list[cst.BaseExpression], func: cst.BaseExpression
-) -> tuple[str, set[str]]:
-    """The list of the function's results, sample by sample (``[f(np.asarray(t)) for t in
-    images.tensors]``), and the names it takes."""
-    code = _code
+    ctx: FileContext, inputs: list, func: cst.BaseExpression, num_outputs: int, layout_arg: str
+) -> str:
+    """The function called on each sample (as numpy arrays, in sample order), its results made
+    into batches."""
     np_ = ctx.np
-    sources = [f"{code(i)}.tensors" for i in inputs]
-    taken = names_in(func) | {code(i) for i in inputs} | {np_, ctx.ndd}
+    sources = [f"{_code(i)}.tensors" for i in inputs]
+    taken = names_in(func) | {_code(i) for i in inputs} | {np_, ctx.ndd}
     lam = func if isinstance(func, cst.Lambda) and _plain_params(func, len(inputs)) else None
     if lam is not None:
         params = [p.name.value for p in lam.params.params]
-        body = code(lam.body)
+        body = _code(lam.body)
         if isinstance(lam.body, (cst.Lambda, cst.IfExp)):
             body = f"({body})"
         arrays = [f"map({np_}.asarray, {s})" for s in sources]
@@ -187,10 +207,7 @@ def _per_sample(
         else:
             per_sample = f"[{body} for {', '.join(params)} in zip({', '.join(arrays)})]"
     else:
-        if isinstance(func, cst.Lambda):
-            fexpr = f"({code(func)})"
-        else:
-            fexpr = code(func)
+        fexpr = f"({_code(func)})" if isinstance(func, cst.Lambda) else _code(func)
         if len(inputs) == 1:
             t = fresh_name("t", taken, "sample")
             per_sample = f"[{fexpr}({np_}.asarray({t})) for {t} in {sources[0]}]"
@@ -204,7 +221,49 @@ def _per_sample(
                 f"[{fexpr}({', '.join(f'{np_}.asarray({v})' for v in vs)}) "
                 f"for {', '.join(vs)} in zip({', '.join(sources)})]"
             )
-    return per_sample, taken
+    if num_outputs == 1:
+        return f"{ctx.ndd}.as_batch({per_sample}{layout_arg})"
+    o = fresh_name("o", taken, "out")
+    return f"[{ctx.ndd}.as_batch(list({o})) for {o} in zip(*{per_sample})]"
+
+
+def _batch_call(
+    ctx: FileContext, inputs: list, func: cst.BaseExpression, num_outputs: int, layout_arg: str
+) -> str:
+    """The function called once on the batch: one list of numpy arrays per input (what
+    ``batch_processing=True`` gave it); it returned a list of arrays per output (a tuple of them
+    for several outputs), each made into a batch."""
+    np_ = ctx.np
+    taken = names_in(func) | {_code(i) for i in inputs} | {np_, ctx.ndd}
+    t = fresh_name("t", taken, "sample")
+    lists = ", ".join(f"[{np_}.asarray({t}) for {t} in {_code(i)}.tensors]" for i in inputs)
+    fexpr = f"({_code(func)})" if isinstance(func, cst.Lambda) else _code(func)
+    call = f"{fexpr}({lists})"
+    if num_outputs == 0:
+        return call
+    if num_outputs == 1:
+        return f"{ctx.ndd}.as_batch({call}{layout_arg})"
+    o = fresh_name("o", taken, "out")
+    return f"[{ctx.ndd}.as_batch({o}) for {o} in {call}]"
+
+
+def _gpu_sketch(
+    ctx: FileContext, inputs: list, func: cst.BaseExpression | None, batch: bool, outputs: object
+) -> str:
+    """What to write for a function that ran on GPU samples (cupy arrays)."""
+    f = _code(func) if isinstance(func, (cst.Name, cst.Attribute)) else "f"
+    ins = [_code(i) for i in inputs] or ["x"]
+    if batch:
+        call = f"{f}({', '.join(f'[cupy.from_dlpack(t) for t in {i}.tensors]' for i in ins)})"
+    elif len(ins) == 1:
+        call = f"[{f}(cupy.from_dlpack(t)) for t in {ins[0]}.tensors]"
+    else:
+        vs = "abcdefgh"[: len(ins)]
+        arrays = ", ".join(f"cupy.from_dlpack({v})" for v in vs)
+        sources = ", ".join(f"{i}.tensors" for i in ins)
+        call = f"[{f}({arrays}) for {', '.join(vs)} in zip({sources})]"
+    then = "" if outputs == 0 else f", then {ctx.ndd}.as_batch(...) of what it returns"
+    return f"{call} on the GPU samples{then} (the tool checks no GPU code)"
 
 
 def _simple_function(func: cst.BaseExpression) -> bool:
@@ -245,13 +304,16 @@ def _plain_params(lam: cst.Lambda, n: int) -> bool:
     return not bad
 
 
-def _sketch(ctx: FileContext, inputs, func, batch: bool = False) -> str:
-    code = lambda n: cst.Module(body=[]).code_for_node(n)  # noqa: E731
-    f = code(func) if isinstance(func, (cst.Name, cst.Attribute)) else "f"
+def _sketch(ctx: FileContext, inputs, func, batch: bool = False, outputs: object = 1) -> str:
+    f = _code(func) if isinstance(func, (cst.Name, cst.Attribute)) else "f"
     np_ = ctx.np
-    ins = [code(i) for i in inputs] or ["x"]
+    ins = [_code(i) for i in inputs] or ["x"]
     if batch:
         args = ", ".join(f"[{np_}.asarray(t) for t in {i}.tensors]" for i in ins)
+        if outputs == 0:
+            return f"{f}({args}) as a statement (pipeline mode gave [] for its result)"
+        if isinstance(outputs, int) and outputs > 1:
+            return f"[{ctx.ndd}.as_batch(o) for o in {f}({args})]"
         return f"{ctx.ndd}.as_batch({f}({args}))"
     if len(ins) == 1:
         return f"{ctx.ndd}.as_batch([{f}({np_}.asarray(t)) for t in {ins[0]}.tensors])"

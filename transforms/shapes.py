@@ -18,9 +18,14 @@ sample, int64 unless ``dtype=`` said otherwise; the dtype is spelled out because
 make the shape of a scalar sample ``()`` float64. Checked against DALI 2.4 on CPU for the
 default and for INT32, INT64, UINT32, UINT64, FLOAT and FLOAT64, including scalar samples.
 
-Left as they are, with a TODO: ``device="gpu"``, a ``dtype=`` that is not a literal DALI type
-(or one not checked), and inputs the tool cannot prove are data nodes (function parameters,
-expressions: assign them to a variable first).
+``device="gpu"`` (or an expression) places the batch there: ``ndd.as_batch([...],
+device="gpu")``. The operator read only the metadata of its input, of either device, and put its
+output on its own device (``GetInputDevice`` of its schema keeps the input's device), and a Batch
+has its ``shape`` on either device.
+
+Left as they are, with a TODO: a ``dtype=`` that is not a literal DALI type (or one not
+checked), and inputs the tool cannot prove are data nodes (function parameters, expressions:
+assign them to a variable first).
 
 Safety: safe.
 """
@@ -71,17 +76,18 @@ class Shapes(LocalRule[cst.Call]):
             return ctx.todo(
                 self.id, original, f"{what}: unexpected arguments; {_hint(ctx, code(node))}"
             )
+        device_arg = ""
         if "device" in kw:
             try:
                 device = literal(kw["device"].value)
             except (ValueError, SyntaxError):
-                device = None
-            if device != "cpu":
+                device = None  # an expression: "cpu" or "gpu" (no mixed backend)
+            if device not in ("cpu", "gpu", None):
                 return ctx.todo(
-                    self.id,
-                    original,
-                    f"{what} with device= other than 'cpu': {_hint(ctx, code(node))}, then .gpu()",
+                    self.id, original, f"{what} with device={device!r}: {_hint(ctx, code(node))}"
                 )
+            if device != "cpu":  # the shapes of data of either device, placed on that one
+                device_arg = f", device={code(kw['device'].value)}"
         dtype_arg = kw.get("dtype")
         np_dtype = "int64"
         if dtype_arg is not None:
@@ -103,7 +109,8 @@ class Shapes(LocalRule[cst.Call]):
                 f"{_hint(ctx, code(node), np_dtype)}",
             )
         s = fresh_name("s", names_in(node) | {ctx.np, ctx.ndd}, "shape")
-        new = f"{ctx.ndd}.as_batch([{ctx.np}.array({s}, dtype={ctx.np}.{np_dtype}) for {s} in {node.value}.shape])"
+        shapes = f"[{ctx.np}.array({s}, dtype={ctx.np}.{np_dtype}) for {s} in {node.value}.shape]"
+        new = f"{ctx.ndd}.as_batch({shapes}{device_arg})"
         expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 

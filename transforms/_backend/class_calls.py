@@ -14,6 +14,8 @@ from dali_migrate.catalog import OpInfo
 from dali_migrate.context import OPS_PREFIX, FileContext
 
 from .._cst import walk
+from .class_helpers import undefined_root
+from .op_arguments import merge_arguments
 
 #: attributes of a Pipeline -> the constructor argument they hold
 _PIPELINE_ATTRS = {
@@ -48,6 +50,7 @@ class OpCalls:
     helpers: dict[str, cst.FunctionDef]
     made_by: dict[str, cst.BaseExpression]
     kwargs: dict[str, cst.Arg]
+    data: set[str]  # names that hold data nodes in the graph's code
 
     def _ops_class(self, func: cst.BaseExpression, quiet: bool = False) -> OpInfo | None:
         q = self.ctx.qualname(func)
@@ -58,16 +61,25 @@ class OpCalls:
             return op
         return None
 
-    def not_an_operator(self, name: str) -> str | None:
-        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (None
-        when an unknown ops.* class already says so)."""
+    def not_an_operator(self, name: str) -> list[str]:
+        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (nothing
+        when an unknown ops.* class already says so), and what to do."""
         func = self.made_by.get(name)
         q = self.ctx.qualname(func) if func is not None else None
         if q is not None and q.startswith(OPS_PREFIX):
-            return None
+            return []
         code = cst.Module([]).code_for_node(func) if func is not None else ""
         what = f"self.{name} = {code}(...)" if func is not None else f"self.{name}"
-        return f"{what} is called in the graph but is not an operator object the tool knows"
+        missing = undefined_root(self.ctx, func) if func is not None else None
+        if missing is not None:
+            return [  # one reason for all the objects made with it
+                f"nothing in this file defines `{missing}`, which objects called in the graph are "
+                f"made with (building the pipeline raised NameError): import it (`from "
+                f"nvidia.dali import {missing}` if it is DALI's) and migrate again"
+            ]
+        return [f"{what} is called in the graph but is not an operator object the tool knows"] + [
+            _MAKE_OPERATORS
+        ]
 
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
@@ -84,20 +96,23 @@ class OpCalls:
         """``fn.<op>(<inputs>, <the object's arguments>, <the call's arguments>)``."""
         if any(a.keyword is None and a.star != "**" for a in ctor.args):
             self.reasons.append(f"positional arguments to the {op.fn_path} operator object")
-        call_kw = {a.keyword.value for a in call.args if a.keyword is not None}
         # **options pass on as they are
         ctor_kw = [a for a in ctor.args if a.keyword is not None or a.star == "**"]
-        clash = call_kw & {a.keyword.value for a in ctor_kw if a.keyword is not None}
+        inputs = [a for a in call.args if a.keyword is None]
+        ctor_kw, rest, clash = merge_arguments(
+            ctor_kw, [a for a in call.args if a.keyword], self.data
+        )
         if clash:
             self.reasons.append(
-                f"{', '.join(sorted(clash))} given both when creating and when calling an operator"
+                f"{', '.join(clash)} given both when creating and when calling an operator, and "
+                "the call's value is an expression: assign it to a variable first"
             )
         func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
-        inputs = [a for a in call.args if a.keyword is None]
-        rest = [a for a in call.args if a.keyword is not None]
         if not _has_comment(ctor):
+            # one line: the line breaks before the closing parentheses go with the commas
             args = [
-                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in inputs + ctor_kw + rest
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_NO_SPACE)
+                for a in inputs + ctor_kw + rest
             ]
             return cst.Call(func=func, args=_commas(args))
         # comments between the object's arguments stay there: its layout is kept
@@ -135,9 +150,8 @@ class _Rewriter(cst.CSTTransformer):
                 return m._conditional_call(
                     [Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
                 )  # type: ignore[arg-type]
-            why = m.not_an_operator(name) if name in m.attrs and name not in m.helpers else None
-            if why is not None:
-                m.reasons += [why, _MAKE_OPERATORS]
+            if name in m.attrs and name not in m.helpers:
+                m.reasons += m.not_an_operator(name)
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)
             if op is not None:
@@ -187,6 +201,9 @@ def is_self_attr(node: cst.CSTNode) -> bool:
         and isinstance(node.value, cst.Name)
         and node.value.value == "self"
     )
+
+
+_NO_SPACE = cst.SimpleWhitespace("")
 
 
 def _commas(args: list[cst.Arg]) -> list[cst.Arg]:

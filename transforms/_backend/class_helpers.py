@@ -26,9 +26,12 @@ are not used anywhere else in the merged function.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
+
+from dali_migrate.context import FileContext
 
 from .._cst import block_statements, children, free_names, is_docstring, walk
 from .class_init import bound_names
@@ -236,3 +239,20 @@ class _Substitute(cst.CSTTransformer):
         return (
             value if atom else value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         )
+
+
+def undefined_root(ctx: FileContext, expr: cst.BaseExpression) -> str | None:
+    """The name ``expr`` (``ops.FileReader``) starts from when nothing in the file binds it (no
+    import, assignment, definition or star import, not a builtin), else None."""
+    root = expr
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name) or root.value in ctx.skipped_names:
+        return None
+    scope = ctx.scopes.get(root)
+    if scope is None or scope[root.value] or _STAR_IMPORT.search(ctx.source):
+        return None
+    return root.value
+
+
+_STAR_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\s+\*", re.MULTILINE)

@@ -53,7 +53,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import free_names, walk
 from .arguments import PIPELINE_ARGS
-from .iterators import abandon_iterators, iterator_reasons, size_parameters
+from .iterator_checks import abandon_iterators, iterator_reasons, size_parameters
 from .model import FollowUp, Graph, Instance
 
 #: pipeline arguments the loader keeps (the others configure the pipeline object only)

@@ -22,14 +22,16 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.catalog import OpInfo
-from dali_migrate.context import FileContext
+from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext
 
-from .._cst import block_statements, is_docstring, walk
+from .._cst import block_statements, free_names, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
 from .class_calls import IfPath, OpCalls, Variant, is_self_attr
 from .class_helpers import factory_ctor, helper_call, inline
 from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
+from .op_arguments import data_names
+from .op_flags import flag_statement, value_reads
 
 #: methods a Pipeline subclass defines that the merged function has no place for
 NOT_MERGED: dict[str, str] = {}
@@ -58,6 +60,8 @@ class Merger(OpCalls):
         self.found_super = False
         # the comments of ``self.<name> = ops.X(...)``: they go above the first call of it
         self.notes: dict[str, list[cst.EmptyLine]] = {}
+        self.data: set[str] = set()  # names that hold data nodes in the graph's code
+        self.flags: set[str] = set()  # attributes set to an operator object or a plain value
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -72,10 +76,25 @@ class Merger(OpCalls):
             self.reasons.append("define_graph takes parameters besides self")
         self.local_names = bound_names(init) | bound_names(graph_fn) | plain_names(init.params)
         self._collect(init, ())
+        self._rebound_after_ops(_block(init), set())
         self.helpers = self._called_helpers(graph_fn, init)
         for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
+        self.data = data_names([graph_fn, *self.helpers.values()], self._makes_node)
+        mixed = {name for name in self.ops if name in self.attrs}
+        reads = value_reads([init, graph_fn, *self.helpers.values()], mixed)
+        self.flags = set(reads)
+        for name in sorted(n for n, tested in reads.items() if not tested):
+            self.reasons.append(
+                f"self.{name} holds an operator object or another value and is read as a value "
+                "(only tests such as `is None` carry over)"
+            )
+        for name in sorted(self.flags & self.local_names):
+            self.reasons.append(
+                f"self.{name} holds an operator object or another value, and a local variable "
+                "has its name"
+            )
         prefix = self._init_block(_body(init), top=True)
         # comment lines that end __init__: above the graph's code, which follows it
         self.notes.setdefault("", []).extend(_footer_comments(init))
@@ -190,6 +209,32 @@ class Merger(OpCalls):
                 if isinstance(value, cst.Call):
                     self.made_by.setdefault(target, value.func)
 
+    def _rebound_after_ops(self, stmts: list[cst.BaseStatement], read: set[str]) -> set[str]:
+        """The operator objects' arguments are evaluated where the object is called in the
+        generator, after all of ``__init__``: a name ``__init__`` sets again after an object
+        read it would give the call the later value (silently)."""
+        for stmt in stmts:
+            if isinstance(stmt, cst.If):
+                read = self._rebound_after_ops(_block(stmt), read)
+                other = stmt.orelse
+                if isinstance(other, cst.If):  # elif
+                    read = self._rebound_after_ops([other], read)
+                elif other is not None:
+                    read = self._rebound_after_ops(_block(other), read)
+                continue
+            target, value = _self_assignment(stmt)
+            made = self._made_op(value, quiet=True) if target is not None else None
+            rebound = _local_targets(stmt) & read
+            if rebound and made is None:
+                self.reasons.append(
+                    f"`{sorted(rebound)[0]}` is set again in __init__ after an operator object "
+                    "reads it (the object would see the later value): give the second value "
+                    "another name"
+                )
+            if made is not None:
+                read = read | set().union(*(free_names(a.value) for a in made[1].args))
+        return read
+
     def _made_op(
         self, value: cst.BaseExpression | None, quiet: bool = False
     ) -> tuple[OpInfo, cst.Call] | None:
@@ -285,6 +330,9 @@ class Merger(OpCalls):
             return None
         target, value = _self_assignment(stmt)
         if target is not None and target in self.ops and not self._plain(stmt):
+            if target in self.flags:  # tested: True says that the object was made
+                made = cst.Module([]).code_for_node(value.func)  # type: ignore[union-attr]
+                return flag_statement(stmt, target, made)  # type: ignore[arg-type]
             self.notes.setdefault(target, []).extend(_comment_lines(stmt))
             return cst.RemovalSentinel.REMOVE
         if target is not None and isinstance(value, cst.Name) and value.value == target:
@@ -409,6 +457,13 @@ class Merger(OpCalls):
         tree = self._branches(stmt, small, call, variants, depth)
         return [tree] if tree is not None else None
 
+    def _makes_node(self, call: cst.Call) -> bool:
+        """``call`` gives data nodes: it calls an operator object or a DALI operator."""
+        if is_self_attr(call.func):
+            return call.func.attr.value in self.ops  # type: ignore[attr-defined]
+        q = self.ctx.qualname(call.func)
+        return bool(q and q.startswith((FN_PREFIX, MATH_PREFIX)))
+
 
 def _reads(op: OpInfo) -> bool:
     return op.is_reader or op.fn_path == EXTERNAL_SOURCE
@@ -435,6 +490,22 @@ def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSu
 def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
     body = block_statements(fn.body)
     return body[1:] if body and is_docstring(body[0]) else body
+
+
+def _local_targets(stmt: cst.CSTNode) -> set[str]:
+    """Local names a statement binds (``size = ...``, ``a, b = ...``; not ``self.size``)."""
+    out: set[str] = set()
+    for n in walk(stmt):
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+            targets = (
+                n.target.elements if isinstance(n.target, (cst.Tuple, cst.List)) else [n.target]
+            )
+            out |= {
+                t.value
+                for t in (e.value if isinstance(e, cst.BaseElement) else e for e in targets)
+                if isinstance(t, cst.Name)
+            }
+    return out
 
 
 def _block(node: cst.FunctionDef | cst.If | cst.Else) -> list[cst.BaseStatement]:

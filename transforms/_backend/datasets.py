@@ -41,16 +41,12 @@ copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
-
-if TYPE_CHECKING:  # iterators imports this module
-    from .iterators import IteratorUse
 
 DATASET = "nvidia.dali.plugin.tf.DALIDataset"
 #: DALIDataset's positional parameters after ``pipeline``

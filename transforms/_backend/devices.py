@@ -18,7 +18,9 @@ After::
 Where data lives is followed statement by statement: an operator called with ``device="gpu"``,
 ``.gpu()``, and any operator or expression with a GPU input are on the GPU; ``.cpu()`` is on the
 CPU. Named arguments of operators stay as they are: GPU operators take CPU argument inputs in
-both modes.
+both modes. An operator called with ``device=<an expression>`` (and what is computed from it) is
+on a device known only when the code runs: it is not moved (``device=preprocessing_device`` next
+to data moved to the GPU under ``if preprocessing_device == "gpu":`` is on the same device).
 """
 
 from __future__ import annotations
@@ -36,15 +38,18 @@ def move_cpu_operands(
     """``stmts`` (lowered, in order) with CPU data operands of GPU arithmetic moved to the GPU,
     and whether any was. ``nodes`` are the names that hold data (Batches)."""
     gpu: set[str] = set()
+    unknown: set[str] = set()  # data on the device of a device= expression
     nodes = set(nodes)
     out = []
     for stmt in stmts:
-        new = stmt.visit(_Mover(gpu, nodes))
+        new = stmt.visit(_Mover(gpu, nodes, unknown))
         for node in walk(new):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
                     for name in _names(t.target):
                         (gpu.add if _on_gpu(node.value, gpu) else gpu.discard)(name)
+                        found = _device_unknown(node.value, unknown)
+                        (unknown.add if found else unknown.discard)(name)
                         if _is_data(node.value, nodes) or name in gpu:
                             nodes.add(name)
             elif isinstance(node, cst.For):
@@ -55,10 +60,11 @@ def move_cpu_operands(
 
 
 class _Mover(cst.CSTTransformer):
-    def __init__(self, gpu: set[str], nodes: set[str]) -> None:
+    def __init__(self, gpu: set[str], nodes: set[str], unknown: set[str]) -> None:
         super().__init__()
         self.gpu = gpu
         self.nodes = nodes
+        self.unknown = unknown
 
     def leave_BinaryOperation(self, original, updated):
         left, right = updated.left, updated.right
@@ -80,7 +86,27 @@ class _Mover(cst.CSTTransformer):
         return updated.with_changes(left=left, comparisons=comparisons)
 
     def _cpu_data(self, expr: cst.BaseExpression) -> bool:
-        return _is_data(expr, self.nodes) and not _on_gpu(expr, self.gpu)
+        return (
+            _is_data(expr, self.nodes)
+            and not _on_gpu(expr, self.gpu)
+            and not _device_unknown(expr, self.unknown)
+        )
+
+
+def _device_unknown(expr: cst.BaseExpression, unknown: set[str]) -> bool:
+    """``expr`` is computed by an operator whose ``device=`` is an expression (or from one)."""
+    if isinstance(expr, cst.Name):
+        return expr.value in unknown
+    if isinstance(expr, cst.Call):
+        for a in expr.args:
+            if a.keyword is not None and a.keyword.value == "device":
+                return not isinstance(a.value, cst.SimpleString)
+        return any(a.keyword is None and _device_unknown(a.value, unknown) for a in expr.args)
+    if isinstance(expr, cst.BinaryOperation):
+        return _device_unknown(expr.left, unknown) or _device_unknown(expr.right, unknown)
+    if isinstance(expr, cst.UnaryOperation):
+        return _device_unknown(expr.expression, unknown)
+    return False
 
 
 def _on_gpu(expr: cst.BaseExpression, gpu: set[str]) -> bool:

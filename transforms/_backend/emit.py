@@ -16,7 +16,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
 from .._cst import comment_line, fresh_name, kwarg, statement, walk
 from .._local import LocalEnv, LocalRule, lower
-from .conditionals import lower_branches
+from .conditionals import lower_branches, lower_logic
 from .current import CurrentReadsRule
 from .docstrings import generator_doc
 from .emit_inputs import InputPhases, first_name
@@ -57,7 +57,7 @@ def emit_generator_body(
         kind = "fed" if e.fed else "sourced" if ends else "endless"
         doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
     body: list[cst.BaseStatement] = [doc]
-    body += e.lowered_setup + hoisted
+    body += e.lowered_setup + e.lowered_once + hoisted
     if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):
         body.append(e.rng_stmt())
     if e.iteration is not None:
@@ -97,6 +97,7 @@ class _Emitter(InputPhases, LoopPhase):
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
         self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
         self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
+        self.lowered_once = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.once]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
             out += self._carry(s, self._statement(s, env, rules))
@@ -190,7 +191,19 @@ class _Emitter(InputPhases, LoopPhase):
     def _statement_rest(
         self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
     ) -> list[cst.BaseStatement]:
-        """A statement of the graph code that makes no external source itself."""
+        """A statement of the graph code that makes no external source itself, after the values
+        of its `and`/`or`/`not` on data (enable_conditionals), computed per sample."""
+        logic = lower_logic(self.ctx, s, env, lambda n, e: self._lower(n, e, rules), self.taken)
+        return (
+            logic.before
+            if logic.whole
+            else logic.before + self._statement_itself(s, logic.env, rules)
+        )
+
+    def _statement_itself(
+        self, s: cst.BaseStatement, env: LocalEnv, rules: list[LocalRule]
+    ) -> list[cst.BaseStatement]:
+        """What ``_statement_rest`` writes for the statement itself."""
         ctx, graph = self.ctx, self.graph
         if self.is_reader_stmt(s):
             if self.single:

@@ -15,7 +15,9 @@ from dali_migrate.fixes import Diagnostic
 from .._cst import assigned_names, fresh_name, names_in
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .current import Current, CurrentReadsRule, self_assignments
+from .external_source import RAISE_REASON
 from .model import Graph, PipelinePlan, Refused
+from .run_once import run_once
 
 
 class EmitState:
@@ -68,12 +70,20 @@ class EmitState:
             s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
         ]
         self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
+        self.once = run_once(
+            self.loop_body,
+            lambda s: _runs_dali(ctx, s, self.nodes, skip=self.current),
+            self.is_input_stmt,
+        )
+        self.loop_body = [s for s in self.loop_body if not any(s is o for o in self.once)]
         self.lowered_defs: list[cst.BaseStatement] = []
         self.per_batch_names = set().union(
             *(assigned_names(s) for s in self.loop_body if not self.is_reader_stmt(s))
         )
         #: sources fed by pipe.feed_input(): the generator becomes a function of their data
         self.fed = [u for u in graph.sources if u.kind == "fed"]
+        if any(u.raises for u in graph.sources) and not plan.passes:
+            raise Refused(RAISE_REASON)
         if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
             raise Refused(
                 "an external source fed by pipe.feed_input() next to a reader or another external "
@@ -130,6 +140,12 @@ class EmitState:
         new, _ = lower(self.ctx, node, LocalEnv(), [rule])
         return new
 
+    def is_input_stmt(self, stmt: cst.CSTNode) -> bool:
+        """``stmt`` makes a reader or an external source."""
+        return self.is_reader_stmt(stmt) or any(
+            u.top is stmt or u.stmt is stmt for u in self.graph.sources
+        )
+
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
         return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
@@ -171,6 +187,18 @@ def _runs_dali(
         ):
             return True
         q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
-        if q and q.startswith("nvidia.dali"):
+        if q and q.startswith("nvidia.dali") and not _plain_value(q):
             return True
     return False
+
+
+#: DALI modules whose members are plain Python values in both modes (no graph node)
+_PLAIN_MODULES = ("nvidia.dali.types", "nvidia.dali.tfrecord")
+
+
+def _plain_value(qualname: str) -> bool:
+    """``qualname`` names a value that builds no graph node: a type, an enum member, a TFRecord
+    feature (``types.FLOAT``, ``tfrec.FixedLenFeature(...)``), not ``types.Constant``."""
+    if qualname in ("nvidia.dali.types.Constant", "nvidia.dali.types.ScalarConstant"):
+        return False
+    return any(qualname == m or qualname.startswith(m + ".") for m in _PLAIN_MODULES)

@@ -106,6 +106,10 @@ class SourceUse:
     #: it in its own thread (a TODO there says so)
     parallel: bool = False
 
+    #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
+    #: class, one pass per epoch, does that; a generator cannot)
+    raises: bool = False
+
     @property
     def top(self) -> cst.SimpleStatementLine:
         """The statement of the graph code that makes this source."""
@@ -146,7 +150,7 @@ def analyse_source(
     source = kw.get("source")
     if source is None:
         return _fed(ctx, call, target, stmt, kw, reasons)
-    parallel, cycle, per_sample = _options(ctx, kw, reasons)
+    parallel, cycle, raises, per_sample = _options(ctx, kw, reasons)
     num_outputs = None
     if "num_outputs" in kw:
         v = kw["num_outputs"].value
@@ -198,31 +202,27 @@ def analyse_source(
             kind = "sample0"
     args = [kw[k].with_changes(comma=cst.MaybeSentinel.DEFAULT) for k in kw if k in AS_BATCH]
     use = SourceUse(stmt, target, call, value, kind, num_outputs, args, stops, cycle, sample_info)
+    use.raises = raises
     use.parallel = parallel
     return use
 
 
 def _options(
     ctx: FileContext, kw: dict[str, cst.Arg], reasons: list[str]
-) -> tuple[bool, bool, bool]:
-    """``parallel=``, ``cycle=`` (True or "quiet") and ``batch=False`` (per sample) of an
-    external source; what it cannot carry over of them and of its other arguments goes to
-    ``reasons``."""
+) -> tuple[bool, bool, bool, bool]:
+    """``parallel=``, ``cycle=`` (True or "quiet": cycled; "raise": raises) and ``batch=False``
+    (per sample) of an external source; what it cannot carry over of them and of its other
+    arguments goes to ``reasons``."""
     # parallel=True: the same data (DALI asks for sources whose data depends on the sample or
     # batch index only), computed in worker processes; the generator computes it in its thread
     parallel = "parallel" in kw and not _is_false(kw["parallel"].value)
-    cycle = False
+    cycle = raises = False
     if "cycle" in kw and not _is_false(kw["cycle"].value):
         value = kw["cycle"].value
         if isinstance(value, cst.Name) and value.value == "True" or _string(value) == "quiet":
             cycle = True
         elif _string(value) == "raise":
-            reasons.append(
-                'external_source cycle="raise" ends each pass with StopIteration and starts the '
-                'next after '
-                "pipe.reset(), which a generator cannot do: loop over the source yourself, one "
-                "generator per pass"
-            )
+            raises = True
         else:
             reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
     per_sample = "batch" in kw and not (
@@ -233,7 +233,7 @@ def _options(
     unknown = set(kw) - IGNORED - AS_BATCH - {"source", "num_outputs", "parallel", "cycle", "batch"}
     if unknown:
         reasons.append(f"external_source {', '.join(sorted(unknown))}= is not migrated yet")
-    return parallel, cycle, per_sample
+    return parallel, cycle, raises, per_sample
 
 
 def _cycle_reasons(
@@ -524,9 +524,20 @@ def _yields(fn: cst.FunctionDef) -> bool:
     return False
 
 
+#: why a generator cannot take a ``cycle="raise"`` source (a loader class can)
+RAISE_REASON = (
+    'external_source cycle="raise" ends each pass with StopIteration and starts the next after '
+    "pipe.reset(), which a generator cannot do: loop over the source yourself, one generator per "
+    "pass"
+)
+
+
 def as_batch(ndd: str, value: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
     sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    all_args = [cst.Arg(value)] + args
+    # (the arguments come from the source's call: their line breaks stay there)
+    all_args = [cst.Arg(value)] + [
+        a.with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) for a in args
+    ]
     return cst.Call(
         attr_chain(f"{ndd}.as_batch"),
         [a.with_changes(comma=sep) for a in all_args[:-1]] + all_args[-1:],
@@ -541,9 +552,22 @@ def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpressi
     if use.kind.startswith("sample"):
         data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
     part = cst.Name("part")
+    # dtype=[...] / layout=[...] with num_outputs: one value per output (DALI pairs them up)
+    listed = [
+        a for a in use.as_batch_args if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword
+    ]
+    args = [
+        a.with_changes(value=cst.Name(a.keyword.value)) if a in listed else a  # type: ignore[union-attr]
+        for a in use.as_batch_args
+    ]
+    target: cst.BaseAssignTargetExpression = part
+    if listed:
+        names = [part, *(cst.Name(a.keyword.value) for a in listed)]  # type: ignore[union-attr]
+        target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
+        data = cst.Call(cst.Name("zip"), [cst.Arg(data), *(cst.Arg(a.value) for a in listed)])
     return cst.GeneratorExp(
-        as_batch(ndd, part, use.as_batch_args),
-        cst.CompFor(target=part, iter=data),
+        as_batch(ndd, part, args),
+        cst.CompFor(target=target, iter=data),
         lpar=[cst.LeftParen()],
         rpar=[cst.RightParen()],
     )

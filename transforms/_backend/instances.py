@@ -14,6 +14,7 @@ from .._cst import in_source_order, kwargs_of, param_names, within
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
 from .flow import Flow, in_loop
+from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
@@ -55,6 +56,7 @@ def follow_pipeline(
     inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     followups += found.followups
+    pending: list[tuple[cst.Call, str]] = []  # pipe.epoch_size(): the loader's, if one replaces it
     for use in found.uses:
         claimed = (
             n for u in inst.iterators for n in u.claimed
@@ -66,7 +68,9 @@ def follow_pipeline(
         label = _label(ctx, use, inst)
         if isinstance(attr, cst.Attribute) and attr.value is use:
             if isinstance(call, cst.Call) and call.func is attr:
-                if not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
+                if attr.attr.value in handles.META_METHODS:
+                    pending.append((call, label))
+                elif not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
                     hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
                     followups.append(
                         FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint)
@@ -87,6 +91,13 @@ def follow_pipeline(
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif why:
             followups.append(why)
+    for call, label in pending:
+        method = call.func.attr.value  # type: ignore[attr-defined]
+        if adopt_meta_call(ctx, inst, call):
+            continue
+        if not _method_use(ctx, inst, method, call, with_handles and inst.local):
+            hint = PIPELINE_METHOD_HINTS.get(method, "")
+            followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
 
 
 def _kept_in_attribute(ctx: FileContext, inst: Instance, use: cst.CSTNode) -> bool:

@@ -56,10 +56,7 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
 
 from __future__ import annotations
 
-import inspect
 import keyword
-import sys
-from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -76,25 +73,43 @@ from .._cst import (
     remove_args,
     walk,
 )
-from . import runtime
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .datasets import output_signature
 from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
-from .iterators import (
+from .iterator_checks import (
     SIZE_BUILTINS,
-    IteratorUse,
     epochs_kind,
     is_sharded,
     made_elsewhere,
     size_parameters,
 )
+from .iterator_use import IteratorUse
 from .layout import fit
+from .loader_parts import (
+    LoaderBody,
+    LoaderClass,
+    atom_of,
+    bound_in,
+    class_doc,
+    class_name,
+    import_edits,
+    imported_as,
+    init_params,
+    method_def,
+    module_alias,
+    renamed,
+    runtime_helpers,
+    stmt_of,
+    stmts_of,
+    yield_batch,
+)
 from .model import Graph, Instance, Refused
 from .sites import device_todo_line
-from .subclasses import body_names, folded_next
+from .source_loaders import source_loader_definition
 
+KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
 RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
 FILL_AHEAD = (
@@ -109,54 +124,10 @@ PARTIAL_ONE = "# PARTIAL: the last batch keeps only the samples left in the epoc
 DROP = "# DROP: the incomplete last batch is read, not given"
 
 
-@dataclass
-class _Body:
-    """The generator body ``emit_generator_body`` wrote, in parts."""
-
-    doc: cst.BaseStatement
-    setup: list[cst.BaseStatement]
-    defs: list[cst.BaseStatement]
-    comments: list[cst.EmptyLine]
-    target: cst.BaseAssignTargetExpression
-    epoch: cst.Call  # reader.next_epoch(...)
-    ops: list[cst.BaseStatement]
-    values: list[cst.BaseExpression]  # what the loop yields
-    reader: str
-
-
-@dataclass
-class _Class:
-    """What the class is being built from, and the names it has taken."""
-
-    ctx: FileContext
-    use: IteratorUse
-    kind: str
-    body: _Body
-    attrs: dict[str, str] = field(default_factory=dict)  # role -> attribute name
-    taken: set[str] = field(default_factory=set)  # attribute names
-    local: set[str] = field(
-        default_factory=set
-    )  # names of the pipeline function (for fresh locals)
-    shared: set[str] = field(default_factory=set)  # names __init__ binds that the batches read
-    sharded: bool = False  # the reader has num_shards= (other than 1)
-    padded: bool = False  # pad_last_batch=True
-    moving: bool = False  # sharded, and the shard moves on each epoch (no stick_to_shard=True)
-    meta: bool = False  # __init__ reads the reader's metadata
-    imports: set[str] = field(default_factory=set)  # modules the class uses: "math"
-    helpers: list[str] = field(default_factory=list)  # runtime definitions it needs
-    #: the ``with`` block the class replaces: it sees the names of the block's scope
-    block: cst.With | None = None
-
-    def attr(self, role: str) -> str:
-        if role not in self.attrs:
-            self.attrs[role] = fresh_name(role, self.taken)
-        return f"self.{self.attrs[role]}"
-
-
 # -- the body the emitter wrote --------------------------------------------------------------------
 
 
-def _parts(body: list[cst.BaseStatement]) -> _Body:
+def _parts(body: list[cst.BaseStatement]) -> LoaderBody:
     loop = body[-1]
     inner = loop.body.body if isinstance(loop, cst.While) else ()
     epoch_for = inner[0] if len(inner) == 1 else None
@@ -178,7 +149,7 @@ def _parts(body: list[cst.BaseStatement]) -> _Body:
     defs = [s for s in prologue if isinstance(s, cst.FunctionDef)]
     setup = [s for s in prologue if not isinstance(s, cst.FunctionDef)]
     comments = [ln for ln in loop.leading_lines if ln.comment is not None]
-    return _Body(
+    return LoaderBody(
         body[0],
         setup,
         defs,
@@ -212,14 +183,20 @@ def loader_definition(
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
+    if not graph.readers:  # external sources: one pass of them per epoch
+        return source_loader_definition(ctx, fn, graph, body, params, inst, at, name)
     reader_args = {
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }
-    c = _Class(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c = LoaderClass(ctx, use, epochs_kind(reader_args, use), _parts(body))
+    c.meta = bool(use.meta_calls)  # pipe.epoch_size() reads the loader's reader
+    use.reader_attr = c.body.reader
+    named = reader_args.get("name")
+    use.meta_reader = _code(named) if named is not None else None
     c.block = at if isinstance(at, cst.With) else None
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
-    params = _init_params(fn, params)
+    params = init_params(fn, params)
     param_names = [p.name.value for p in [*params.params, *params.kwonly_params]][1:]
     if "self" in param_names:
         raise Refused("the pipeline function has a parameter named self")
@@ -234,10 +211,12 @@ def loader_definition(
         tail = [*tail, *_size_lines(c, inst, fn, tail)]
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
-        methods.append(_method("__len__", [f"return {length}"]))
-    methods += [_rename(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
+        methods.append(method_def("__len__", [f"return {length}"]))
+    if use.kept_resets:
+        methods.append(method_def("reset", [KEPT_RESET, "pass"]))
+    methods += [renamed(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
     name = class_name(ctx, name or fn.name.value)
-    doc = c.body.doc if graph.docstring is not None else _doc(use, c.kind)
+    doc = c.body.doc if graph.docstring is not None else class_doc(use, c.kind)
     blank = [cst.EmptyLine(indent=False)]
     cls = cst.ClassDef(
         name=cst.Name(name),
@@ -248,7 +227,7 @@ def loader_definition(
     cls = fit(cls, ctx.module.default_indent, len(ctx.indents(at or fn)))
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
-    return _helpers(ctx, c) + [cls], _import_edits(ctx, c), name
+    return runtime_helpers(ctx, c) + [cls], import_edits(ctx, c), name
 
 
 def loader_instance(instances: list[Instance]) -> Instance | None:
@@ -264,95 +243,10 @@ def _is_true(v: cst.BaseExpression | None) -> bool:
     return isinstance(v, cst.Name) and v.value == "True"
 
 
-def class_name(ctx: FileContext, fn_name: str) -> str:
-    """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``,
-    ``create_dali_pipeline`` -> ``DaliLoader``."""
-    base = fn_name
-    for prefix in ("create_", "make_", "build_", "get_"):
-        if base.lower().startswith(prefix):
-            base = base[len(prefix) :]
-            break
-    for suffix in ("_pipeline", "_pipe", "_iterator", "_loader", "pipeline", "pipe"):
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
-            break
-    camel = "".join(part[:1].upper() + part[1:] for part in base.split("_") if part)
-    name = camel if camel.endswith("Loader") else camel + "Loader"
-    taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)} | set(ctx.skipped_names)
-    if name in taken:
-        name = "Dali" + name
-    if name in taken:
-        raise Refused(
-            f"the module already uses the name {name}, the loader class this migration writes"
-        )
-    return name
-
-
-def _doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:
-    what = "without end" if kind == "endless" else "one epoch per pass"
-    return _stmt(f'"""Batches as {use.name} gave them, {what}."""')
-
-
-def _init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
-    """``(self, <the pipeline's parameters>, batch_size=<default>)``: batch_size (and seed)
-    become plain parameters unless a parameter before them has a default they lack."""
-    self_param = cst.Param(cst.Name("self"))
-    original = fn.params
-    plain = not original.kwonly_params and isinstance(original.star_arg, cst.MaybeSentinel)
-    added = list(params.kwonly_params)
-    defaults = any(p.default is not None for p in params.params)
-    if plain and (not defaults or all(p.default is not None for p in added)):
-        return params.with_changes(
-            params=[self_param, *params.params, *added],
-            kwonly_params=[],
-            star_arg=cst.MaybeSentinel.DEFAULT,
-        )
-    return params.with_changes(params=[self_param, *params.params])
-
-
-def _method(
-    name: str, lines: list[str], body: list[cst.BaseStatement] | None = None
-) -> cst.FunctionDef:
-    text = f"def {name}(self):\n" + "".join(f"    {ln}\n" for ln in lines)
-    fn = cst.parse_statement(text)
-    assert isinstance(fn, cst.FunctionDef)
-    return fn if body is None else fn.with_changes(body=fn.body.with_changes(body=body))
-
-
-def _stmt(text: str) -> cst.BaseStatement:
-    return cst.parse_statement(text + "\n")
-
-
-def _stmts(text: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(text + "\n").body)
-
-
 # -- which names the methods share through self ----------------------------------------------------
 
 
-def _bound(stmts: list[cst.CSTNode]) -> set[str]:
-    """Every name the statements bind: assignments, loop and comprehension targets, parameters,
-    imports, definitions, ``with ... as`` and ``except ... as``."""
-    out: set[str] = set()
-    for s in stmts:
-        out |= assigned_names(s)
-        for n in walk(s):
-            if isinstance(n, (cst.Param, cst.FunctionDef, cst.ClassDef)):
-                out.add(n.name.value)
-            elif isinstance(n, (cst.CompFor, cst.NamedExpr)):
-                out |= names_in(n.target)
-            elif isinstance(n, (cst.AsName,)):
-                out |= names_in(n.name)
-            elif isinstance(n, cst.ImportAlias):
-                out.add(
-                    n.asname.name.value
-                    if n.asname
-                    else cst.Module([]).code_for_node(n.name).split(".")[0]
-                )
-    return out
-
-
-def _self_names(c: _Class, params: list[str]) -> set[str]:
+def _self_names(c: LoaderClass, params: list[str]) -> set[str]:
     """Names ``__init__`` binds (parameters, setup code, the reader) that the per-batch code
     reads: they become attributes."""
     b = c.body
@@ -360,41 +254,12 @@ def _self_names(c: _Class, params: list[str]) -> set[str]:
     reads: set[str] = set()
     for node in per_batch:
         reads |= free_names(node)
-    init_bound = set(params) | _bound(b.setup)
+    init_bound = set(params) | bound_in(b.setup)
     shared = init_bound & (reads | {b.reader, "batch_size"})
-    clash = shared & _bound([*b.ops, *b.defs, b.target])
+    clash = shared & bound_in([*b.ops, *b.defs, b.target])
     if clash:
         raise Refused(f"`{sorted(clash)[0]}` is set both before the epoch loop and in it")
     return shared
-
-
-class _ToSelf(cst.CSTTransformer):
-    """``name`` -> ``self.name`` for the names given (not attribute or keyword names)."""
-
-    def __init__(self, names: set[str]) -> None:
-        super().__init__()
-        self.names, self.skip = names, 0
-
-    def visit_Attribute_attr(self, node: cst.Attribute) -> None:
-        self.skip += 1
-
-    def leave_Attribute_attr(self, node: cst.Attribute) -> None:
-        self.skip -= 1
-
-    def visit_Arg_keyword(self, node: cst.Arg) -> None:
-        self.skip += 1
-
-    def leave_Arg_keyword(self, node: cst.Arg) -> None:
-        self.skip -= 1
-
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-        if self.skip or updated.value not in self.names:
-            return updated
-        return cst.Attribute(cst.Name("self"), cst.Name(updated.value))
-
-
-def _rename(node: cst.CSTNode, names: set[str]) -> cst.CSTNode:
-    return node.visit(_ToSelf(names)) if names else node
 
 
 # -- splicing the per-batch code into the templates ------------------------------------------------
@@ -463,7 +328,7 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
+def _epoch_parts(c: LoaderClass) -> tuple[str, list[str]]:
     """The ``reader.next_epoch(...)`` call and the comment lines above its loop. A loop with no
     operator does not ask for capture mode (DALI would warn and run it eagerly)."""
     b = c.body
@@ -483,7 +348,7 @@ def _epoch_parts(c: _Class) -> tuple[str, list[str]]:
     )
 
 
-def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.FunctionDef]:
+def _iter_methods(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> list[cst.FunctionDef]:
     """``__iter__`` for the configuration, and ``_batches`` (the endless stream) where the
     epochs do not line up with the reader's."""
     b = c.body
@@ -493,7 +358,7 @@ def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.Fu
     stream = kind not in ("plain", "partial", "drop")
     if stream:
         outs = _output_names(c)
-        raw = _stmt(f"yield {', '.join(o.value for o in outs)}")
+        raw = stmt_of(f"yield {', '.join(o.value for o in outs)}")
         raw = raw.with_changes(body=[cst.Expr(cst.Yield(_tuple(b.values)))])
         batches = _template(
             "def _batches(self):\n"
@@ -512,13 +377,13 @@ def _iter_methods(c: _Class, inst: Instance, fn: cst.FunctionDef) -> list[cst.Fu
         take = f"{', '.join(o.value for o in outs)} = next({c.attr('batches')})"
         lines, trim = _stream_iter(c, take)
         it = _template(
-            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": _yield(c, outs, trim)}
+            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": yield_batch(c, outs, trim)}
         )
         return [it, batches]
     lines, trim = _epoch_iter(c, epoch, comments, target)
     it = _template(
         "def __iter__(self):\n" + _indent(lines),
-        {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": _yield(c, b.values, trim)},
+        {"__DEFS__": b.defs, "__OPS__": b.ops, "__YIELD__": yield_batch(c, b.values, trim)},
     )
     return [it]
 
@@ -529,7 +394,7 @@ def _tuple(values: list[cst.BaseExpression]) -> cst.BaseExpression:
     return cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
 
 
-def _output_names(c: _Class) -> list[cst.Name]:
+def _output_names(c: LoaderClass) -> list[cst.Name]:
     """Names for the outputs ``_batches()`` yields, from what the pipeline returned (only
     ``__iter__`` holds them: they need not differ from the pipeline's own names)."""
     taken = set(c.shared) | {"self"}
@@ -557,7 +422,7 @@ def _name_of(value: cst.BaseExpression) -> str | None:
 
 
 def _epoch_iter(
-    c: _Class, epoch: str, comments: list[str], target: str
+    c: LoaderClass, epoch: str, comments: list[str], target: str
 ) -> tuple[list[str], str | None]:
     """``__iter__`` over one ``next_epoch()``: FILL over a padded reader, PARTIAL over one shard
     or a padded one, DROP over one shard."""
@@ -586,7 +451,7 @@ def _epoch_iter(
     return ["__DEFS__", *_partial_start(c, left), *loop], left
 
 
-def _partial_start(c: _Class, left: str) -> list[str]:
+def _partial_start(c: LoaderClass, left: str) -> list[str]:
     """The samples the last batch of this epoch may keep: this epoch's shard."""
     samples = c.attr("samples")
     if not c.moving or c.use.reader_name is None:  # one shard, one that sticks, or size=
@@ -600,7 +465,7 @@ def _partial_start(c: _Class, left: str) -> list[str]:
     ]
 
 
-def _stream_iter(c: _Class, take: str) -> tuple[list[str], str | None]:
+def _stream_iter(c: LoaderClass, take: str) -> tuple[list[str], str | None]:
     """``__iter__`` over the stream: as many batches as DALI's iterator took this epoch."""
     kind = c.kind
     if kind == "endless":
@@ -649,7 +514,7 @@ def _stream_iter(c: _Class, take: str) -> tuple[list[str], str | None]:
     ], left
 
 
-def _ahead_iter(c: _Class, take: str) -> list[str]:
+def _ahead_iter(c: LoaderClass, take: str) -> list[str]:
     """FILL without padding over one shard (or ``size=``): an epoch ends with the batch that
     reaches its last sample; what that batch read past it counts into the next epoch."""
     read, end, samples = c.attr("read"), c.attr("end"), c.attr("samples")
@@ -678,189 +543,10 @@ def _ahead_iter(c: _Class, take: str) -> list[str]:
     ]
 
 
-# -- what each batch is, per framework -----------------------------------------------------------
-
-
-def _yield(
-    c: _Class, values: list[cst.BaseExpression], trim: str | None
-) -> list[cst.BaseStatement]:
-    """``yield [{"data": images.torch(), ...}]`` (PyTorch, Paddle: one dict per pipeline in a
-    list) or ``yield {"images": jax.dlpack.from_dlpack(ndd.as_tensor(images)), ...}`` (JAX), each
-    output cut to ``[:trim]`` for PARTIAL."""
-    use = c.use
-    if len(values) != len(use.output_map):
-        raise Refused(
-            f"{use.name}'s output_map names {len(use.output_map)} outputs, the pipeline has "
-            f"{len(values)}"
-        )
-    elements = []
-    for k, (key, value) in enumerate(zip(use.output_map, values)):
-        converted = _converted(c, value, k in use.sparse_lists)
-        if trim is not None:
-            converted = cst.Subscript(
-                converted, [cst.SubscriptElement(cst.Slice(None, cst.Name(trim)))]
-            )
-        elements.append(cst.DictElement(cst.SimpleString(_quoted(key)), converted))
-    batch: cst.BaseExpression = cst.Dict(elements)
-    if use.framework != "jax":
-        batch = cst.List([cst.Element(batch)])
-    if use.subclass is not None:  # its __next__ converts the batch: that code yields
-        bound, reads = body_names(use.subclass)
-        clash = (bound | reads) & (c.local | c.shared)
-        if clash:
-            raise Refused(
-                f"{use.name}.__next__ uses `{sorted(clash)[0]}`, a name of the pipeline's code too"
-            )
-        return folded_next(use.subclass, batch, use.output_map)
-    return [cst.SimpleStatementLine([cst.Expr(cst.Yield(batch))])]
-
-
-def _quoted(key: str) -> str:
-    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _converted(c: _Class, value: cst.BaseExpression, sparse: bool) -> cst.BaseExpression:
-    ndd = c.ctx.ndd
-    if c.use.framework == "torch":
-        if sparse:  # DALIRaggedIterator's SPARSE_LIST_TAG: one tensor per sample
-            sample = cst.Name(fresh_name("sample", c.local))
-            return cst.ListComp(
-                cst.Call(cst.Attribute(sample, cst.Name("torch"))),
-                cst.CompFor(target=sample, iter=cst.Attribute(_atom(value), cst.Name("tensors"))),
-            )
-        return cst.Call(cst.Attribute(_atom(value), cst.Name("torch")))
-    dense = cst.Call(cst.Attribute(cst.Name(ndd), cst.Name("as_tensor")), [cst.Arg(value)])
-    if c.use.framework == "jax":
-        module = _module(c, "jax", "jax.dlpack")
-        func = cst.Attribute(
-            cst.Attribute(cst.Name(module), cst.Name("dlpack")), cst.Name("from_dlpack")
-        )
-    else:
-        func = cst.Attribute(cst.Name(_module(c, "paddle", "paddle")), cst.Name("from_dlpack"))
-    return cst.Call(func, [cst.Arg(dense)])
-
-
-def _atom(value: cst.BaseExpression) -> cst.BaseExpression:
-    """``value`` as the object of an attribute (in parentheses where it needs them)."""
-    if isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or value.lpar:
-        return value
-    return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
-def _module(c: _Class, name: str, statement: str) -> str:
-    """The name the module ``name`` is imported as here; imported (``import <statement>``) by
-    the fix when it is not."""
-    alias = _imported_as(c.ctx, name)
-    if alias is not None:
-        return alias
-    if name in _module_names(c.ctx):
-        raise Refused(f"the module uses the name {name} for something else than the {name} module")
-    c.imports.add(statement)
-    return name
-
-
-def _imported_as(ctx: FileContext, module: str) -> str | None:
-    for stmt in ctx.module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    dotted = _code(alias.name)
-                    if dotted == module and alias.asname is not None:
-                        return alias.asname.name.value  # type: ignore[union-attr]
-                    if alias.asname is None and dotted.split(".")[0] == module:
-                        return module
-    return None
-
-
-def _module_names(ctx: FileContext) -> set[str]:
-    """The names the module uses or binds (not the dotted paths of its imports)."""
-    names = set(ctx.skipped_names)
-    for stmt in ctx.module.body:
-        if isinstance(stmt, cst.SimpleStatementLine) and all(
-            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-        ):
-            names |= _bound([stmt])
-        else:
-            names |= {n.value for n in walk(stmt) if isinstance(n, cst.Name)}
-    return names
-
-
-def _import_edits(ctx: FileContext, c: _Class) -> list[Edit]:
-    """``import <module>`` for what the class uses and the module does not import, where isort
-    would put it among the module's imports (the standard library first)."""
-    imports = [
-        s
-        for s in ctx.module.body
-        if isinstance(s, cst.SimpleStatementLine)
-        and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
-        and _first_module(s) != "__future__"
-    ]
-    edits = []
-    for module in sorted(c.imports):
-        if module == "math" and _imported_as(ctx, "math") == "math":
-            continue
-        if module == "math" and "math" in _module_names(ctx):
-            raise Refused("the module uses the name math for something else than the math module")
-        if not imports:
-            raise Refused(f"the loader needs `import {module}` and the module has no import block")
-        edits.append(_import_edit(ctx, imports, module))
-    return edits
-
-
-def _first_module(stmt: cst.SimpleStatementLine) -> str:
-    small = stmt.body[0]
-    if isinstance(small, cst.ImportFrom):
-        return _code(small.module) if small.module is not None else ""
-    return _code(small.names[0].name)  # type: ignore[union-attr]
-
-
-def _import_key(module: str) -> tuple[int, str]:
-    return (0 if module.split(".")[0] in sys.stdlib_module_names else 1, module)
-
-
-def _import_edit(ctx: FileContext, imports: list[cst.SimpleStatementLine], module: str) -> Edit:
-    nl = ctx.module.default_newline
-    key = _import_key(module)
-    after = next((i for i, s in enumerate(imports) if _import_key(_first_module(s)) > key), None)
-    if after is None:
-        end = ctx.stmt_span(imports[-1])[1]
-        return Edit(end, end, f"import {module}{nl}")
-    before = imports[after - 1] if after else None
-    if key[0] == 0 and _import_key(_first_module(imports[after]))[0] == 1:
-        if before is not None:  # the last of the standard library's imports
-            end = ctx.stmt_span(before)[1]
-            return Edit(end, end, f"import {module}{nl}")
-        start = ctx.lines.offset(ctx.positions[imports[after]].start.line, 0)
-        return Edit(start, start, f"import {module}{nl}{nl}")
-    start = ctx.lines.offset(ctx.positions[imports[after]].start.line, 0)
-    return Edit(start, start, f"import {module}{nl}")
-
-
-def _helpers(ctx: FileContext, c: _Class) -> list[cst.BaseStatement]:
-    """The runtime definitions the class needs, each once per module."""
-    done = getattr(ctx, "_dali_loader_helpers", None)
-    if done is None:
-        done = ctx._dali_loader_helpers = set()  # type: ignore[attr-defined]
-    out = []
-    for name in c.helpers:
-        if name in done:
-            continue
-        if name in _module_names(ctx):
-            raise Refused(
-                f"the module already uses the name {name}, a helper this migration writes"
-            )
-        done.add(name)
-        node = cst.parse_module(inspect.getsource(getattr(runtime, name))).body[0]
-        out.append(node.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2))
-    return out
-
-
 # -- __init__ --------------------------------------------------------------------------------------
 
 
-def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str], str | None]:
+def _init_tail(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str], str | None]:
     """What ``__init__`` adds after the reader for the configuration: the sizes read from the
     reader's metadata, the stream, the counters; and what ``__len__`` returns."""
     kind, use, reader = c.kind, c.use, c.body.reader
@@ -914,7 +600,7 @@ def _init_tail(c: _Class, inst: Instance, fn: cst.FunctionDef) -> tuple[list[str
     return _counted_tail(c, inst, fn, size)
 
 
-def _size_lines(c: _Class, inst: Instance, fn: cst.FunctionDef, tail: list[str]) -> list[str]:
+def _size_lines(c: LoaderClass, inst: Instance, fn: cst.FunctionDef, tail: list[str]) -> list[str]:
     """``self._size``, which the code reads from the iterator: the samples of an epoch as
     DALI's iterator counts them (``size=``; else from the reader's shards and the policy)."""
     why = "# _size: the samples of an epoch, as DALI's iterator counted them"
@@ -937,7 +623,7 @@ def _size_lines(c: _Class, inst: Instance, fn: cst.FunctionDef, tail: list[str])
 
 
 def _counted_tail(
-    c: _Class, inst: Instance, fn: cst.FunctionDef, size: str
+    c: LoaderClass, inst: Instance, fn: cst.FunctionDef, size: str
 ) -> tuple[list[str], str | None]:
     """FILL without padding over one shard, ``size=`` and an iterator that never ends."""
     kind = c.kind
@@ -965,7 +651,7 @@ def _counted_tail(
     return _with_stream(c, lines), c.attr("length")
 
 
-def _shard_lines(c: _Class, meta: str, size: str) -> list[str]:
+def _shard_lines(c: LoaderClass, meta: str, size: str) -> list[str]:
     """PARTIAL: the samples of the reader's shard (one shard, or one that sticks), or what the
     moving shard needs."""
     samples = c.attr("samples")
@@ -985,7 +671,7 @@ def _shard_lines(c: _Class, meta: str, size: str) -> list[str]:
     ]
 
 
-def _with_stream(c: _Class, lines: list[str]) -> list[str]:
+def _with_stream(c: LoaderClass, lines: list[str]) -> list[str]:
     c.meta = c.meta or any("get_metadata()" in ln for ln in lines)
     if c.kind in ("plain", "partial", "drop"):
         return lines
@@ -994,7 +680,7 @@ def _with_stream(c: _Class, lines: list[str]) -> list[str]:
     return [*lines, f"{c.attr('batches')} = self._batches()"]
 
 
-def _outer_name(c: _Class, name: str) -> bool:
+def _outer_name(c: LoaderClass, name: str) -> bool:
     """``name`` is one the class, defined where the ``with`` block was, reads from the block's
     scope as the iterator did (made in that scope; ``__init__``'s own names shadow nothing)."""
     block, ctx = c.block, c.ctx
@@ -1006,12 +692,12 @@ def _outer_name(c: _Class, name: str) -> bool:
     return scope is not None and ctx.scopes.get(c.use.call) is scope and name in scope
 
 
-def _ceil(c: _Class, ratio: str) -> str:
+def _ceil(c: LoaderClass, ratio: str) -> str:
     c.imports.add("math")
     return f"math.ceil({ratio})"
 
 
-def _size_text(c: _Class, inst: Instance, fn: cst.FunctionDef) -> str:
+def _size_text(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> str:
     """The iterator's ``size=`` as ``__init__`` computes it: ``pipe.epoch_size("R")`` is the
     reader's padded epoch size, and a name the caller also gave to the pipeline is the parameter
     it gave it to (``size=pipe.epoch_size("Reader") // world_size`` with ``num_shards=world_size``
@@ -1083,7 +769,7 @@ def _with_max_batch_size(
 
 
 def _init(
-    c: _Class, params: cst.Parameters, param_names: list[str], tail: list[str]
+    c: LoaderClass, params: cst.Parameters, param_names: list[str], tail: list[str]
 ) -> cst.FunctionDef:
     """``__init__``: the parameters the batches need kept on self, the setup code and the
     reader (built once), then ``tail``."""
@@ -1097,11 +783,11 @@ def _init(
     setup = list(c.body.setup)
     if c.meta:
         setup = [_with_max_batch_size(s, c.body.reader) for s in setup]
-    shared_setup = c.shared & _bound(c.body.setup)
-    body = [*_stmts("\n".join(lines))] if lines else []
-    body += [_rename(s, shared_setup) for s in setup]
-    body += [_rename(s, shared_setup) for s in (_stmts("\n".join(tail)) if tail else [])]
-    fn = _method("__init__", ["pass"], body)
+    shared_setup = c.shared & bound_in(c.body.setup)
+    body = [*stmts_of("\n".join(lines))] if lines else []
+    body += [renamed(s, shared_setup) for s in setup]
+    body += [renamed(s, shared_setup) for s in (stmts_of("\n".join(tail)) if tail else [])]
+    fn = method_def("__init__", ["pass"], body)
     return fn.with_changes(params=params)
 
 
@@ -1131,7 +817,8 @@ def loader_site_edits(
     )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
     kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
-    edits = [] if together or kept else [_creation_edit(ctx, inst, pre)]
+    meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
+    edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = args
     if keep is None:
@@ -1180,6 +867,21 @@ def loader_site_edits(
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:
+    """``pipe.epoch_size("Reader")`` -> ``loader.reader.get_metadata()["epoch_size_padded"]``
+    (``reader_meta``: the whole dictionary; without a name: ``{name: value}``, as the
+    pipeline gave)."""
+    assert use.holder is not None and use.reader_attr is not None
+    text = f"{ctx.text(use.holder)}.{use.reader_attr}.get_metadata()"
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    if method == "epoch_size":
+        text += '["epoch_size_padded"]'
+    if not call.args:
+        reader = use.meta_reader
+        text = f"{{{reader}: {text}}}"
+    return ctx.expr_edit(call, cst.parse_expression(text))
 
 
 def _kept_edits(
@@ -1347,7 +1049,7 @@ def dataset_definition(
     arrays = [
         cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
     ]
-    arrays = [a.visit(_Replace("__V__", _atom(_off_gpu(v)))) for a, v in zip(arrays, values)]
+    arrays = [a.visit(_Replace("__V__", atom_of(_off_gpu(v)))) for a, v in zip(arrays, values)]
     out = (
         arrays[0]
         if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
@@ -1370,7 +1072,7 @@ def dataset_definition(
     doc = body[0]
     if graph.docstring is None:
         names = ", ".join(output_names(ctx, graph.outputs))
-        doc = _stmt(
+        doc = stmt_of(
             f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran them."""'
         )
     new_fn = fn.with_changes(
@@ -1381,9 +1083,9 @@ def dataset_definition(
             leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
         )
     new_fn = fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn)))
-    c = _Class(ctx, use, "tf", None)  # type: ignore[arg-type]
-    _module(c, "tensorflow", "tensorflow")
-    return [new_fn], _import_edits(ctx, c), fn.name.value
+    c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
+    module_alias(c, "tensorflow", "tensorflow")
+    return [new_fn], import_edits(ctx, c), fn.name.value
 
 
 class _Replace(cst.CSTTransformer):
@@ -1400,7 +1102,7 @@ def _dataset_edit(
 ) -> Edit:
     """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
     output_signature=...)``."""
-    tf = _imported_as(ctx, "tensorflow") or "tensorflow"
+    tf = imported_as(ctx, "tensorflow") or "tensorflow"
     gen = cst.Lambda(cst.Parameters(), call)
     func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
     dataset = cst.Call(

@@ -172,6 +172,8 @@ class PipelinePlan:
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
     device: cst.BaseExpression | None = None
     device_applied: bool = False
+    #: a loader class runs the generator's code once per epoch (a source may end each pass)
+    passes: bool = False
     #: what each attribute of ``Pipeline.current()`` the graph code reads is in the generator
     #: (``batch_size`` -> the batch size parameter); a read not given here is refused
     current: dict[str, cst.BaseExpression] = field(default_factory=dict)

@@ -193,7 +193,7 @@ class _Tracker:
                 ctx.todo(
                     "DM200",
                     expr,
-                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): "
+                    f"`{ctx.text(expr)}` is an ndd Batch now (it was a TensorList): "
                     f"TensorList.{attr} has no "
                     "Batch counterpart the tool knows; rewrite it with the Batch API by hand",
                 )
@@ -204,8 +204,8 @@ class _Tracker:
                 ctx.todo(
                     "DM200",
                     expr,
-                    f"{ctx.text(expr)} is an ndd Batch now (it was a TensorList): check that "
-                    f"{callee} uses the Batch API",
+                    f"`{ctx.text(expr)}` is an ndd Batch now (it was a TensorList): check that "
+                    f"`{callee}` uses the Batch API",
                 )
             )
 

@@ -30,13 +30,15 @@ def pipeline_def_instance_edits(
     comments: list[cst.EmptyLine] | tuple[()] = (),
     peers: tuple[cst.Call, ...] = (),
     threads_set: set[int] | None = None,
+    shared: SharedStatements | None = None,
 ) -> list[Edit]:
     """``pipe = f(..., num_threads=4)`` of a ``@pipeline_def`` function: pipeline arguments
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
     before it (the call's, else the decorator's), then the build and run sites. When the function
     now returns handles before the batches (``inst.handle_names``), the call site unpacks them.
     ``threads_set``: the scopes where this fix already writes ``set_num_threads`` (the thread
-    pool is one for the whole program: the first pipeline made in a scope sets it)."""
+    pool is one for the whole program: the first pipeline made in a scope sets it);
+    ``shared``: where the rewrites of statements that make several pipelines are built up."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None and threads_set is not None:
         key = id(ctx.scopes.get(inst.stmt))
@@ -52,28 +54,85 @@ def pipeline_def_instance_edits(
         for a in keep
     ]
     new_call = inst.call.with_changes(args=keep)
+    joint = _Joint(inst.stmt) if shared is None else shared.part(ctx, inst)
     if inst.handle_names and inst.assign is not None:
         names = [*inst.handle_names.values(), inst.name]
         target = cst.Tuple([cst.Element(cst.Name(n)) for n in names], lpar=[], rpar=[])
         assign = inst.assign.with_changes(
             targets=[inst.assign.targets[0].with_changes(target=target)], value=new_call
         )
-        new_stmt = inst.stmt.with_changes(body=[assign])
-    else:
-        new_stmt = inst.stmt.deep_replace(inst.call, new_call)
-    stmts: list[cst.BaseStatement] = []
-    todo_lines = list(comments) + inst.todo_lines
+        joint.whole = inst.stmt.with_changes(body=[assign])
+    else:  # the calls of other pipelines made in this statement stay as their fixes made them
+        joint.calls[id(inst.call)] = new_call
+    joint.lines += list(comments) + inst.todo_lines
     if inst.device_todo:
-        todo_lines.append(device_todo_line(ctx, inst, rule_id, notes))
-    if threads is not None:
-        stmts.append(
-            set_threads_stmt(ctx, threads).with_changes(leading_lines=inst.stmt.leading_lines)
-        )
-        new_stmt = new_stmt.with_changes(leading_lines=todo_lines)
-    else:
-        new_stmt = new_stmt.with_changes(leading_lines=list(inst.stmt.leading_lines) + todo_lines)
-    stmts.append(new_stmt)
-    return [ctx.stmt_edit(inst.stmt, stmts)] + run_site_edits(ctx, inst, notes, peers=peers)
+        joint.lines.append(device_todo_line(ctx, inst, rule_id, notes))
+    if threads is not None and joint.threads is None:
+        joint.threads = set_threads_stmt(ctx, threads)
+    joint.edit = ctx.stmt_edit(inst.stmt, joint.statements())
+    return [joint.edit] + run_site_edits(ctx, inst, notes, peers=peers)
+
+
+@dataclasses.dataclass
+class _Joint:
+    """The rewrite of a statement that makes pipelines, built up by each pipeline made in it:
+    the new calls (by the original call's id), or the ``whole`` new statement; the TODO lines
+    and ``ndd.set_num_threads`` above it."""
+
+    stmt: cst.BaseStatement
+    calls: dict[int, cst.Call] = dataclasses.field(default_factory=dict)
+    whole: cst.BaseStatement | None = None
+    lines: list[cst.EmptyLine] = dataclasses.field(default_factory=list)
+    threads: cst.BaseStatement | None = None
+    edit: Edit | None = None
+    makers: set[str] = dataclasses.field(default_factory=set)
+
+    def statements(self) -> list[cst.BaseStatement]:
+        """``ndd.set_num_threads`` (with the comments above the statement), the TODO lines,
+        the statement."""
+        new = self.whole or self.stmt.visit(_NewCalls(self.calls))
+        assert isinstance(new, cst.BaseStatement)
+        if self.threads is None:
+            return [new.with_changes(leading_lines=[*self.stmt.leading_lines, *self.lines])]
+        return [
+            self.threads.with_changes(leading_lines=self.stmt.leading_lines),
+            new.with_changes(leading_lines=self.lines),
+        ]
+
+
+class _NewCalls(cst.CSTTransformer):
+    def __init__(self, calls: dict[int, cst.Call]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        return self.calls.get(id(original), updated)
+
+
+class SharedStatements:
+    """The statements that make several pipelines of a module (``pipes = [a(), b()]``): the
+    fix of each would rewrite the whole statement for its own call, so the rewrite is built up
+    across them, and :meth:`joined` gives each fix the whole one (the same edit: the pipelines
+    are migrated by one fix)."""
+
+    def __init__(self) -> None:
+        self._parts: dict[int, _Joint] = {}
+
+    def part(self, ctx: FileContext, inst: Instance) -> _Joint:
+        """Where ``inst`` adds its part to the rewrite of its statement (a statement of its own
+        for a second object of the same pipeline there: the fix sees the two rewrites collide
+        and keeps the pipeline's TODO)."""
+        maker = ctx.text(inst.call.func)
+        joint = self._parts.setdefault(id(inst.stmt), _Joint(inst.stmt))
+        if maker in joint.makers:
+            return _Joint(inst.stmt)
+        joint.makers.add(maker)
+        return joint
+
+    def joined(self, edits: list[Edit]) -> list[Edit]:
+        """``edits`` with each rewrite of such a statement replaced by the whole rewrite."""
+        final = {(j.edit.start, j.edit.end): j.edit for j in self._parts.values() if j.edit}
+        return [final.get((e.start, e.end), e) for e in edits]
 
 
 def device_todo_line(

@@ -1,0 +1,517 @@
+"""Following a framework iterator through the code that uses it: names, ``self`` attributes,
+returns to the callers of a factory, Lightning hooks, functions and classes of the module it is
+passed to, down to the loops, ``len()``, ``reset()`` and ``next()`` that consume it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from .._cst import in_source_order, scope_label, use_text, walk
+from .iterator_use import IteratorUse
+from .wrappers import binding_of
+
+DATALOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")
+
+
+class Follower:
+    """Every use of the iterator object: through names, ``self`` attributes, returns to the
+    callers of a factory and Lightning hooks, to the loops, ``len()``, ``reset()`` and ``next()``
+    that consume it. Anything else is a reason."""
+
+    def __init__(self, ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+        self.ctx, self.use, self.reasons = ctx, use, reasons
+        #: functions, classes and methods the iterator is passed to (``_Callee``), by name
+        self.callees: dict[str, _Callee] = {}
+        #: the callees being followed now (a reset found there belongs to each of them)
+        self.within: list[str] = []
+        #: id of each reset statement -> the callees it was found in
+        self.reset_callees: dict[int, tuple[str, ...]] = {}
+
+    def finish(self) -> None:
+        """A reset in code that also gets other values (a function or class called elsewhere
+        with something else) stays: the loader gets a ``reset()`` that does nothing. The others
+        are deleted (each pass over the loader is an epoch)."""
+        shared = {k for k, c in self.callees.items() if c.references != len(c.calls)}
+        kept = [r for r in self.use.resets if shared & set(self.reset_callees.get(id(r), ()))]
+        self.use.resets = [r for r in self.use.resets if not any(r is k for k in kept)]
+        self.use.kept_resets = kept
+
+    def value(self, expr: cst.CSTNode, depth: int) -> None:
+        """``expr`` evaluates to the iterator."""
+        ctx = self.ctx
+        parent = ctx.parents.get(expr)
+        if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+            self._bound(parent.targets[0].target, depth)
+        elif isinstance(parent, cst.Return):
+            self._returned(parent, depth)
+        else:
+            self._terminal(expr, depth)
+
+    def _bound(self, target: cst.BaseAssignTargetExpression, depth: int) -> None:
+        ctx = self.ctx
+        if isinstance(target, cst.Name):
+            scope = ctx.scopes.get(target)
+            bindings = list(scope.assignments[target.value]) if scope is not None else []
+            if len(bindings) != 1:
+                self.reasons.append(f"`{target.value}` is assigned more than once")
+                return
+            self._holder(target)
+            for ref in in_source_order(ctx, bindings[0].references):
+                if ctx.scopes.get(ref.node) is not scope:
+                    self.reasons.append(
+                        f"`{target.value}` is used in another scope, {scope_label(ctx, ref.node)}"
+                    )
+                else:
+                    self._terminal(ref.node, depth)
+        elif _self_attr(ctx, target) is not None:
+            self._holder(target)
+            for read in self._attribute_reads(target):
+                self._terminal(read, depth)
+        else:
+            self.reasons.append(f"the iterator is stored in `{ctx.text(target)}`")
+
+    def _holder(self, target: cst.BaseExpression) -> None:
+        self.use.holder = target if self.use.holder is None else self.use.holder
+
+    def _attribute_reads(self, target: cst.Attribute) -> list[cst.Attribute]:
+        """``self.x`` read in the methods of the class that sets it; ``.x`` anywhere else, or set
+        anywhere else, is a reason."""
+        ctx, attr = self.ctx, target.attr.value
+        cls = enclosing(ctx, target, cst.ClassDef)
+        reads = []
+        for node in ctx.nodes_of(cst.Attribute):
+            if node.attr.value != attr or node is target or _in_import(ctx, node):
+                continue
+            stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
+            if (
+                not stored
+                and _self_attr(ctx, node) is not None
+                and enclosing(ctx, node, cst.ClassDef) is cls
+            ):
+                reads.append(node)
+            else:
+                self.reasons.append(
+                    f"`{ctx.text(node)}` {scope_label(ctx, node)} may be the iterator too"
+                )
+        return reads
+
+    def _returned(self, ret: cst.Return, depth: int, index: int | None = None) -> None:
+        """``return it`` (``index`` None) or ``return it, n`` (``index`` 0): followed to the
+        callers (``loader, steps = make(...)``)."""
+        ctx = self.ctx
+        fn = enclosing(ctx, ret, cst.FunctionDef)
+        owner = ctx.parents.get(fn) if fn is not None else None
+        if isinstance(owner, cst.IndentedBlock):
+            owner = ctx.parents.get(owner)
+        if index is None and (
+            fn is not None and isinstance(owner, cst.ClassDef) and fn.name.value in DATALOADER_HOOKS
+        ):
+            self.use.hooked = True  # the Trainer iterates it once per epoch
+            return
+        if fn is not None and isinstance(owner, cst.ClassDef) and depth < 3:
+            refs = self._method_calls(fn)
+        elif fn is None or not isinstance(owner, cst.Module) or depth >= 3:
+            refs = None
+        else:
+            scope = ctx.scopes.get(fn)
+            refs = (
+                [r.node for a in scope.assignments[fn.name.value] for r in a.references]
+                if scope
+                else []
+            )
+        if refs is None:
+            self.reasons.append(
+                f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
+            )
+            return
+        if not refs:
+            self.reasons.append(
+                f"{fn.name.value}() returns the iterator, and is not called in this module"
+            )
+        calls = [r for r in refs if isinstance(ctx.parents.get(r), cst.Call)]
+        self.use.copies *= max(len(calls), 1)  # each call makes an iterator
+        for ref in refs:
+            call = ctx.parents.get(ref)
+            if isinstance(call, cst.Call) and call.func is ref:
+                if loops_around(ctx, call):
+                    self.use.copies *= 2
+                self._called(call, depth + 1, index)
+            else:
+                self.reasons.append(
+                    f"`{fn.name.value}` (which returns the iterator) is used other than by "
+                    f"calling it, {scope_label(ctx, ref)}"
+                )
+
+    def _called(self, call: cst.Call, depth: int, index: int | None) -> None:
+        """A call of a function that returns the iterator (at ``index`` of a tuple)."""
+        if index is None:
+            self.value(call, depth)
+            return
+        parent = self.ctx.parents.get(call)
+        target = (
+            parent.targets[0].target
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1
+            else None
+        )
+        count = len(_tuple_of(self.ctx, call) or ())
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+        if len(elements) != count or any(isinstance(e, cst.StarredElement) for e in elements):
+            self.reasons.append(
+                f"the tuple {scope_label(self.ctx, call)} that holds the iterator is not "
+                "unpacked into names"
+            )
+            return
+        self._bound(elements[index].value, depth)  # type: ignore[arg-type]
+
+    def _method_calls(self, fn: cst.FunctionDef) -> list[cst.CSTNode] | None:
+        """The ``<obj>.<method>`` references in the module when ``fn`` is the one function of
+        that name in it (a method called on anything else would not be seen); else None."""
+        ctx, name = self.ctx, fn.name.value
+        if sum(f.name.value == name for f in ctx.nodes_of(cst.FunctionDef)) != 1:
+            return None
+        return [a for a in ctx.nodes_of(cst.Attribute) if a.attr.value == name]
+
+    def _terminal(self, node: cst.CSTNode, depth: int) -> None:
+        """A read of the iterator: a loop over it, len(), reset(), next(), or returned on."""
+        ctx, use = self.ctx, self.use
+        parent = ctx.parents.get(node)
+        loop = _loop_of(ctx, node)
+        if loop is not None:
+            use.loops.append(loop)
+        elif isinstance(parent, cst.Return) and parent.value is node:
+            self._returned(parent, depth)
+        elif _returned_element(ctx, node) is not None:
+            ret, index = _returned_element(ctx, node)  # type: ignore[misc]
+            self._returned(ret, depth, index)
+        elif _builtin_arg(ctx, node, "len"):
+            use.lens.append((node, ""))
+        elif _builtin_arg(ctx, node, "next"):
+            use.pulls.append(ctx.parents.get(parent))
+        elif _reset_stmt(ctx, node) is not None:
+            use.resets.append(_reset_stmt(ctx, node))
+            self.reset_callees[id(use.resets[-1])] = tuple(self.within)
+        elif (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value == "_size"
+            and not isinstance(ctx.parents.get(parent), (cst.AssignTarget, cst.AugAssign))
+        ):
+            use.size_reads.append(parent)
+        elif not self._passed(node, depth):
+            self.reasons.append(
+                f"`{use_text(ctx, node)}` {scope_label(ctx, node)} uses `{ctx.text(node)}` in a "
+                "way the tool cannot follow (only loops over it, len(), next() and reset())"
+            )
+
+    def _passed(self, node: cst.CSTNode, depth: int) -> bool:
+        """``train(model, loader)``, ``Wrapper(loader)``, ``self.show(loader)``: a function, a
+        class (its ``__init__``) or a method of this module; the parameter that takes the
+        iterator is followed."""
+        ctx = self.ctx
+        arg = ctx.parents.get(node)
+        call = ctx.parents.get(arg)
+        if not (isinstance(arg, cst.Arg) and not arg.star and isinstance(call, cst.Call)):
+            return False
+        found = _callee(ctx, call) if depth < 3 else None
+        if found is None:
+            return False
+        key, fn, skip, references = found
+        followed = key in self.callees
+        self.callees.setdefault(key, _Callee(references)).calls.add(id(call))
+        if followed:
+            return True  # its parameter's uses are recorded already
+        param = _parameter(fn, call, arg, skip)
+        scope = ctx.scopes.get(fn.body) if param is not None else None
+        bindings = list(scope.assignments[param.name.value]) if scope is not None else []
+        if param is None or len(bindings) != 1 or bindings[0].node is not param:
+            self.reasons.append(
+                f"the parameter of {fn.name.value}() that takes the iterator is rebound"
+            )
+            return True
+        self.within.append(key)
+        for ref in in_source_order(ctx, bindings[0].references):
+            self.value(ref.node, depth + 1)
+        self.within.pop()
+        return True
+
+
+@dataclass
+class _Callee:
+    """Code the iterator is passed to: how often the module names it, and the calls of it that
+    pass the iterator (fewer: it also gets other values)."""
+
+    references: int
+    calls: set[int] = field(default_factory=set)
+
+
+def _callee(ctx: FileContext, call: cst.Call) -> tuple[str, cst.FunctionDef, int, int] | None:
+    """What ``call`` runs, when it is code of this module: (a key, the function, the parameters
+    before the arguments, how many times the module names it). ``f(...)`` of a module-level
+    function, ``C(...)`` of a module-level class (its ``__init__``), ``C.m(...)`` and
+    ``self.m(...)`` of the one function named ``m`` in a class of the module."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        binding = binding_of(ctx, func)
+        node = getattr(binding, "node", None)  # builtins have no node
+        if binding is None or not isinstance(ctx.parents.get(node), cst.Module):
+            return None
+        if isinstance(node, cst.ClassDef):
+            init = next(
+                (
+                    s
+                    for s in node.body.body
+                    if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+                ),
+                None,
+            )
+            return None if init is None else (node.name.value, init, 1, len(binding.references))
+        if isinstance(node, cst.FunctionDef):
+            return node.name.value, node, 0, len(binding.references)
+        return None
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    name = func.attr.value
+    fns = [f for f in ctx.nodes_of(cst.FunctionDef) if f.name.value == name]
+    cls = enclosing(ctx, fns[0], cst.ClassDef) if len(fns) == 1 else None
+    if cls is None or ctx.parents.get(ctx.parents.get(fns[0])) is not cls:
+        return None
+    decorators = {getattr(d.decorator, "value", None) for d in fns[0].decorators}
+    if func.value.value == cls.name.value:
+        skip = 1 if "classmethod" in decorators else 0
+    elif _self_attr(ctx, func) is not None and enclosing(ctx, func, cst.ClassDef) is cls:
+        skip = 0 if "staticmethod" in decorators else 1
+    else:
+        return None
+    references = sum(a.attr.value == name for a in ctx.nodes_of(cst.Attribute))
+    return f"{cls.name.value}.{name}", fns[0], skip, references
+
+
+def _parameter(
+    fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg, skip: int = 0
+) -> cst.Param | None:
+    """The plain parameter of ``fn`` that ``arg`` of ``call`` binds (the first ``skip``
+    parameters bound otherwise: ``self``)."""
+    params = list(fn.params.params)[skip:]
+    if arg.keyword is not None:
+        return next((p for p in params if p.name.value == arg.keyword.value), None)
+    index = [a for a in call.args if a.keyword is None].index(arg)
+    return params[index] if index < len(params) else None
+
+
+def _self_attr(ctx: FileContext, node: cst.CSTNode) -> str | None:
+    """``self.x`` in a method whose first parameter is ``self``: ``x``."""
+    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
+        return None
+    fn = enclosing(ctx, node, cst.FunctionDef)
+    while fn is not None and not isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
+        fn = enclosing(ctx, fn, cst.FunctionDef)
+    if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
+        return None
+    return node.attr.value
+
+
+def adopt_meta_call(ctx: FileContext, inst: Any, call: cst.Call) -> bool:
+    """``pipe.epoch_size(...)`` / ``pipe.reader_meta(...)`` after the one framework iterator over
+    ``pipe`` is made, in the function that made it and keeps it in a name or a ``self``
+    attribute: the loader that replaces the iterator has the reader (its metadata) then."""
+    if len(inst.iterators) != 1:
+        return False
+    use = inst.iterators[0]
+    holder = use.holder
+    if not (isinstance(holder, cst.Name) or _self_attr(ctx, holder) is not None):
+        return False
+    made = ctx.enclosing_statement(use.call)
+    fn = enclosing(ctx, made, cst.FunctionDef)
+    if enclosing(ctx, call, cst.FunctionDef) is not fn or ctx.line_of(call) <= ctx.line_of(made):
+        return False
+    use.meta_calls.append(call)
+    return True
+
+
+def _returned_element(ctx: FileContext, expr: cst.CSTNode) -> tuple[cst.Return, int] | None:
+    """``return it, steps``: the return and the index of ``expr`` in its tuple."""
+    element = ctx.parents.get(expr)
+    tup = ctx.parents.get(element)
+    ret = ctx.parents.get(tup)
+    if not (
+        isinstance(element, cst.Element)
+        and isinstance(tup, cst.Tuple)
+        and isinstance(ret, cst.Return)
+        and not any(isinstance(e, cst.StarredElement) for e in tup.elements)
+    ):
+        return None
+    return ret, [e is element for e in tup.elements].index(True)
+
+
+def _tuple_of(ctx: FileContext, call: cst.Call) -> list[cst.BaseElement] | None:
+    """The elements of the tuple the function ``call`` calls returns (all its returns give
+    tuples of one length: the first one's)."""
+    func = call.func
+    binding = binding_of(ctx, func) if isinstance(func, cst.Name) else None
+    fn = getattr(binding, "node", None)
+    if not isinstance(fn, cst.FunctionDef):
+        return None
+    returns = [n for n in walk(fn.body) if isinstance(n, cst.Return)]
+    tuples = [r.value for r in returns if isinstance(r.value, cst.Tuple)]
+    if len(tuples) != len(returns) or len({len(t.elements) for t in tuples}) != 1:
+        return None
+    return list(tuples[0].elements)
+
+
+def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is part of a module name in an import statement."""
+    while isinstance(node, (cst.Attribute, cst.Name)):
+        node = ctx.parents.get(node)
+    return isinstance(node, (cst.ImportFrom, cst.ImportAlias))
+
+
+def enclosing(ctx: FileContext, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, kind):
+        cur = ctx.parents.get(cur)
+    return cur
+
+
+def _builtin_arg(ctx: FileContext, node: cst.CSTNode, name: str) -> bool:
+    arg = ctx.parents.get(node)
+    call = ctx.parents.get(arg)
+    return (
+        isinstance(arg, cst.Arg)
+        and arg.keyword is None
+        and not arg.star
+        and isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value == name
+        and len(call.args) == 1
+    )
+
+
+def _reset_stmt(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """``<node>.reset()`` as a statement of its own."""
+    attr = ctx.parents.get(node)
+    call = ctx.parents.get(attr)
+    expr = ctx.parents.get(call)
+    stmt = ctx.parents.get(expr)
+    if (
+        isinstance(attr, cst.Attribute)
+        and attr.attr.value == "reset"
+        and isinstance(call, cst.Call)
+        and not call.args
+        and call.func is attr
+        and isinstance(expr, cst.Expr)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+    ):
+        return stmt
+    return None
+
+
+def _loop_of(ctx: FileContext, node: cst.CSTNode) -> cst.For | None:
+    """``for x in <node>`` / ``for i, x in enumerate(<node>)``: the loop."""
+    parent = ctx.parents.get(node)
+    if isinstance(parent, cst.For) and parent.iter is node:
+        return parent
+    if _builtin_arg(ctx, node, "enumerate"):
+        call = ctx.parents.get(parent)
+        loop = ctx.parents.get(call)
+        if isinstance(loop, cst.For) and loop.iter is call:
+            return loop
+    return None
+
+
+def check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+    """What the loops, len(), reset() and next() found say about the loader: early exits,
+    where each len() is, resets inside loops, code that pulls."""
+    for loop in use.loops:
+        if loop.orelse is not None:
+            header = f"for {ctx.text(loop.target)} in {ctx.text(loop.iter)}"
+            reasons.append(f"the loop `{header}` {scope_label(ctx, loop)} has an else clause")
+        # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over)
+        if any(isinstance(n, (cst.Break, cst.Return, cst.Raise)) for n in _walk_loop(loop.body)):
+            use.early_exit = True
+    for r in use.resets:
+        if any(a is lp for a in loops_around(ctx, r) for lp in use.loops):
+            # after the last batch DALI's reset() starts the next epoch inside the same loop
+            reasons.append(
+                f"{use.name}.reset() {scope_label(ctx, r)} is inside a loop over the iterator"
+            )
+    if use.pulls:
+        _check_pulls(ctx, use, reasons)
+    if use.lens and not use.sized:
+        reasons.append(
+            f"len({ctx.text(use.lens[0][0])}) {scope_label(ctx, use.lens[0][0])} of an iterator "
+            "without reader_name or "
+            "size (DALI's len() gives 0 there; the loader has no epochs to count)"
+        )
+    first = min(use.loops, key=ctx.line_of, default=None)
+    placed = []
+    for node, _ in use.lens:
+        ancestors = loops_around(ctx, node)
+        where = "other"
+        same = first is None or enclosing(ctx, node, cst.FunctionDef) is enclosing(
+            ctx, first, cst.FunctionDef
+        )
+        if any(a is lp for a in ancestors for lp in use.loops):
+            where = "loop"
+        elif not ancestors and same and (first is None or ctx.line_of(node) < ctx.line_of(first)):
+            where = "first"
+        placed.append((node, where))
+    use.lens = placed
+
+
+def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
+    """Code that takes batches with ``next(it)`` and starts the next epoch with ``it.reset()``
+    on StopIteration: ``it`` becomes ``iter(loader)``, again at each reset."""
+    if use.loops or use.hooked:
+        reasons.append("the iterator is both looped over and taken from with next()")
+    if use.holder is None:
+        reasons.append("next() on an iterator that is not kept in a name or a self attribute")
+    if use.kept_resets:
+        reasons.append(
+            "next() on an iterator passed to code that also gets other values and resets them"
+        )
+    if use.auto_reset:
+        reasons.append(
+            "next() on an iterator with auto_reset (the loader needs the reset() to start an epoch)"
+        )
+    for r in use.resets:
+        handler = enclosing(ctx, r, cst.ExceptHandler)
+        if handler is None or not (
+            isinstance(handler.type, cst.Name) and handler.type.value == "StopIteration"
+        ):
+            reasons.append(
+                f"{use.name}.reset() {scope_label(ctx, r)} is not in an `except StopIteration:`"
+            )
+
+
+def loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The for/while loops around ``node`` in its function (or module)."""
+    out = []
+    node = ctx.parents.get(node)
+    while node is not None and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+        if isinstance(node, (cst.For, cst.While)):
+            out.append(node)
+        node = ctx.parents.get(node)
+    return out
+
+
+def _walk_loop(node: cst.CSTNode):
+    """Like walk, but not into nested loops (their break is theirs) or functions."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        if isinstance(n, (cst.For, cst.While)) and n is not node:
+            # a return inside a nested loop still leaves the epoch
+            stack.extend(
+                x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise))
+            )
+            continue
+        stack.extend(reversed(n.children))

@@ -1,0 +1,88 @@
+"""What a framework iterator over a pipeline is: its configuration and everything the code
+does with it (the record the follower fills and the loader is written from)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+#: reader_name= given as a variable: the name of the pipeline's one reader
+ANY_READER = "<the pipeline's reader>"
+
+
+@dataclass
+class IteratorUse:
+    """``DALIGenericIterator([pipe], ...)``: its configuration and everything done with it."""
+
+    call: cst.Call
+    framework: str  # "torch", "paddle" or "jax"
+    output_map: list[str]
+    reader_name: str | None
+    policy: str  # "FILL", "PARTIAL" or "DROP"
+    #: size= without reader_name: the expression, or the reader name of ``pipe.epoch_size("name")``
+    size: cst.BaseExpression | None = None
+    size_reader: str | None = None
+    last_batch_padded: bool = False
+    auto_reset: bool = False
+    sparse_lists: set[int] = field(
+        default_factory=set
+    )  # DALIRaggedIterator SPARSE_LIST_TAG outputs
+    claimed: list[cst.CSTNode] = field(
+        default_factory=list
+    )  # pipeline references the iterator owns
+    loops: list[cst.For] = field(default_factory=list)
+    early_exit: bool = False  # a loop over the iterator can leave an epoch before its end
+    lens: list[tuple[cst.CSTNode, str]] = field(
+        default_factory=list
+    )  # len(it): node, "loop"/"first"/"other"
+    resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: ``pipe.epoch_size()`` / ``reader_meta()`` after the iterator is made: the loader's reader
+    #: answers them (``reader_attr``: its attribute, set when the class is written)
+    meta_calls: list[cst.Call] = field(default_factory=list)
+    reader_attr: str | None = None
+    meta_reader: str | None = None  # the reader's name= (keys epoch_size() without a name)
+    #: resets in code that also gets other values (they stay; the loader's reset() does nothing)
+    kept_resets: list[cst.SimpleStatementLine] = field(default_factory=list)
+    #: how many iterators the code that makes this one makes (a factory called twice: 2); each
+    #: becomes a loader, and only one of them may run a capture loop
+    copies: int = 1
+    #: ``it._size`` reads (the samples of an epoch, as DALI's iterator counts them)
+    size_reads: list[cst.Attribute] = field(default_factory=list)
+    #: ``next(it)`` calls (code that pulls batches), and the name or ``self.x`` holding the iterator
+    pulls: list[cst.Call] = field(default_factory=list)
+    holder: cst.BaseExpression | None = None
+    #: returned by a Lightning ``*_dataloader()`` hook: iterated once per epoch, sized with len()
+    hooked: bool = False
+    #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
+    subclass: cst.ClassDef | None = None
+    #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
+    signature: tuple | None = None
+    #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
+    #: the ``__init__`` parameter that takes it
+    wrapper: tuple | None = None
+    #: the pipeline is kept in ``self.<attr>`` and the iterator made over it in another method:
+    #: the reference (``self.pipe``) the iterator reads; the loader is made where the pipeline
+    #: was, and the iterator's call becomes that reference
+    kept_in: cst.Attribute | None = None
+
+    @property
+    def site(self) -> cst.Call:
+        """The call that makes the iterator where the pipeline is (the wrapper's, if any)."""
+        return self.wrapper[0] if self.wrapper is not None else self.call
+
+    @property
+    def name(self) -> str:
+        if self.subclass is not None:
+            return self.subclass.name.value
+        func = self.call.func
+        return (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else getattr(func, "value", "the iterator")
+        )
+
+    @property
+    def sized(self) -> bool:
+        """The iterator has epochs (reader_name= or size=)."""
+        return self.reader_name is not None or self.size is not None or self.size_reader is not None
