@@ -308,6 +308,7 @@ def block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
     if isinstance(block, cst.SimpleStatementSuite):
         semicolon = cst.MaybeSentinel.DEFAULT
         return [cst.SimpleStatementLine([s.with_changes(semicolon=semicolon)]) for s in block.body]
+    assert isinstance(block, cst.IndentedBlock)  # the other kind of suite
     return list(block.body)
 
 

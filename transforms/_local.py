@@ -8,7 +8,7 @@ pipeline a structural rule migrated, each local rule proposes small fixes (:clas
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar, cast
 
 import libcst as cst
 
@@ -50,23 +50,28 @@ class LocalEnv:
         return self._nodes
 
 
-class LocalRule(Rule):
+#: the kind of node a local rule rewrites (``LocalRule[cst.Call]``), one of its ``node_types``
+NodeT = TypeVar("NodeT", bound=cst.CSTNode)
+
+
+class LocalRule(Rule, Generic[NodeT]):
     """A rule that rewrites single nodes of the types in ``node_types``.
 
     Subclasses implement :meth:`rewrite`, returning the new node, a Diagnostic, or None (no
     change). :meth:`edit` narrows the text edit a standalone fix makes (so fixes of different
-    local rules on the same call never overlap).
+    local rules on the same call never overlap); its ``new`` is what :meth:`rewrite` returned,
+    a node of the same kind for the rules that narrow it.
     """
 
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]]
     composable = True
 
     def rewrite(
-        self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
+        self, ctx: FileContext, original: NodeT, updated: NodeT, env: LocalEnv
     ) -> cst.CSTNode | Diagnostic | None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def edit(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> Edit:
+    def edit(self, ctx: FileContext, original: NodeT, new: NodeT) -> Edit:
         return ctx.expr_edit(original, new)
 
     def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
@@ -86,13 +91,14 @@ class LocalRule(Rule):
 
     def _propose(self, state: FileState, node: cst.CSTNode, env: LocalEnv) -> None:
         ctx = state.ctx
-        result = self.rewrite(ctx, node, node, env)
+        # the walk hands each rule the nodes of its node_types only
+        result = self.rewrite(ctx, cast(NodeT, node), cast(NodeT, node), env)
         if result is None:
             return
         if isinstance(result, Diagnostic):
             state.diagnostics.append(result)
             return
-        edit = self.edit(ctx, node, result)
+        edit = self.edit(ctx, cast(NodeT, node), cast(NodeT, result))
         state.fixes.append(
             ctx.make_fix(self.id, node, [edit], self.message(ctx, node, result), safety=self.safety)
         )
@@ -133,7 +139,7 @@ def run_local_rules(state: FileState, rules: list[LocalRule]) -> None:
             return super().on_visit(node)
 
     ctx.module.visit(Walker())
-    for rule in state.lowering:
+    for rule in cast("list[LocalRule]", state.lowering):  # (the registry's local rules)
         rule.after_walk(state, nodes_of)
 
 
@@ -191,7 +197,7 @@ def _bind(
 
 def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = None) -> set[str]:
     """Names assigned DALI data nodes anywhere in ``body`` (flow-insensitive, in source order)."""
-    nodes = set() if nodes is None else nodes
+    found: set[str] = set() if nodes is None else nodes
 
     class Collector(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -202,14 +208,14 @@ def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = 
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for t in node.targets:
-                _bind(t.target, node.value, ctx, nodes)
+                _bind(t.target, node.value, ctx, found)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            if isinstance(node.target, cst.Name) and produces_node(ctx, node.value, nodes):
-                nodes.add(node.target.value)
+            if isinstance(node.target, cst.Name) and produces_node(ctx, node.value, found):
+                found.add(node.target.value)
 
     body.visit(Collector())
-    return nodes
+    return found
 
 
 # -- composing every local rule over generated code -----------------------------------------
@@ -229,10 +235,10 @@ class _Lowering(cst.CSTTransformer):
             return False
         # a rule that replaces a node whole (``replaces``) leaves nothing inside it to rewrite
         return not any(
-            getattr(rule, "replaces", None) and rule.replaces(node) for rule in self.rules
+            (replaces := getattr(rule, "replaces", None)) and replaces(node) for rule in self.rules
         )
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         if id(original) in self.env.computed:
             return self.env.computed[id(original)]
         for rule in self.rules:
@@ -259,6 +265,7 @@ def lower(
     rules that changed something are added to ``fired``."""
     t = _Lowering(ctx, env, rules)
     new = node.visit(t)
+    assert isinstance(new, cst.CSTNode)  # (the rules replace nodes, never remove them)
     if fired is not None:
         fired |= t.fired
     return new, t.diagnostics

@@ -58,7 +58,7 @@ class _Unsupported(Exception):
     pass
 
 
-class Constants(LocalRule):
+class Constants(LocalRule[cst.Call]):
     id = "DM107"
     name = "constants"
     summary = (

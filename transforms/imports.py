@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -69,11 +70,73 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
     of the statements analysed (``ctx.analysed_source`` with the chosen edits, ``taken``).
     Where DALI is an optional dependency, ndd is imported the same way
     (:mod:`._optional_imports`)."""
+    need = _needed(ctx, new_code, taken)
+    if need is None:
+        return []
+    edits: list[Edit] = []
+    anchor: cst.SimpleStatementLine | None = None  # where new imports go
+    replaced_anchor = False
+    last_import: cst.SimpleStatementLine | None = None
+    for stmt in ctx.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine) or not all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            if last_import is not None or not _is_prologue(stmt):
+                if last_import is not None:
+                    break
+            continue
+        last_import = stmt
+        new_smalls, touched, dali_stmt = _kept_aliases(stmt, need)
+        if dali_stmt:
+            anchor = stmt
+        if not touched:
+            continue
+        indents = ctx.indents(stmt)
+        if new_smalls:
+            last = len(new_smalls) - 1
+            new_smalls = [
+                s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s
+                for i, s in enumerate(new_smalls)
+            ]
+            text = ctx.render(stmt.with_changes(body=new_smalls), indents)
+        else:
+            text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
+            if anchor is stmt and not replaced_anchor and need.adding:
+                text += _new_imports(ctx, need.ndd, need.np, need.stdlib)
+                replaced_anchor = True
+        edits.append(Edit(*ctx.stmt_span(stmt), text))
+
+    if need.adding and not replaced_anchor:
+        _add_new_imports(ctx, edits, anchor or last_import, need)
+    return edits + (need.optional or [])
+
+
+@dataclass
+class _Needed:
+    """What the migrated code needs of the imports: the names read before and after, and the
+    imports to add (ndd, numpy, standard modules, DALI modules) or made as DALI's own
+    optional import is (``optional``)."""
+
+    before: Counter
+    after: Counter
+    ndd: bool
+    np: bool
+    stdlib: list[str]
+    dali_modules: list[str]
+    optional: list[Edit] | None
+
+    @property
+    def adding(self) -> bool:
+        return self.ndd or self.np or bool(self.stdlib)
+
+
+def _needed(ctx: FileContext, new_code: str, taken: Sequence[Edit]) -> _Needed | None:
+    """What ``new_code`` needs of the imports (None: one of the texts does not parse)."""
     try:
         before = _used_names(ctx.analysed_source)
         after = _used_names(new_code)
     except (SyntaxError, ValueError):
-        return []
+        return None
     # the statements left out of the analysis are the same before and after
     dali_names = {
         _bound_name(a)
@@ -104,84 +167,67 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
     if not _from_dali(ctx.module):
         stdlib += [f"from nvidia.dali import {m}" for m in dali_modules]
         dali_modules = []
-    adding = need_ndd or need_np or bool(stdlib)
+    return _Needed(before, after, need_ndd, need_np, stdlib, dali_modules, optional)
 
-    edits: list[Edit] = []
-    anchor: cst.SimpleStatementLine | None = None  # where new imports go
-    replaced_anchor = False
-    last_import: cst.SimpleStatementLine | None = None
-    for stmt in ctx.module.body:
-        if not isinstance(stmt, cst.SimpleStatementLine) or not all(
-            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-        ):
-            if last_import is not None or not _is_prologue(stmt):
-                if last_import is not None:
-                    break
+
+def _kept_aliases(
+    stmt: cst.SimpleStatementLine, need: _Needed
+) -> tuple[list[cst.BaseSmallStatement], bool, bool]:
+    """The import statements of ``stmt`` without the DALI names the migration left unused
+    (a ``from nvidia.dali import`` gains the DALI modules to add, once); whether any changed,
+    and whether ``stmt`` imports from DALI."""
+    before, after = need.before, need.after
+    new_smalls = []
+    touched = False
+    dali_stmt = False
+    for small in stmt.body:
+        aliases, module_name = _aliases(small)
+        if module_name is None or not _is_dali(module_name) or aliases is None:
+            new_smalls.append(small)
             continue
-        last_import = stmt
-        new_smalls = []
-        touched = False
-        dali_stmt = False
-        for small in stmt.body:
-            aliases, module_name = _aliases(small)
-            if module_name is None or not _is_dali(module_name) or aliases is None:
-                new_smalls.append(small)
-                continue
-            dali_stmt = True
+        dali_stmt = True
+        assert isinstance(small, (cst.Import, cst.ImportFrom))  # (it has aliases)
+        keep = [
+            a for a in aliases if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)
+        ]
+        if len(keep) != len(aliases):
+            touched = True
+        if need.dali_modules and _is_from_dali(small):
+            keep += [cst.ImportAlias(cst.Name(m)) for m in need.dali_modules]
+            need.dali_modules, touched = [], True
+        if keep:
             keep = [
-                a
-                for a in aliases
-                if not (before[_bound_name(a)] > 0 and after[_bound_name(a)] == 0)
+                a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a
+                for i, a in enumerate(keep)
             ]
-            if len(keep) != len(aliases):
-                touched = True
-            if dali_modules and _is_from_dali(small):
-                keep += [cst.ImportAlias(cst.Name(m)) for m in dali_modules]
-                dali_modules, touched = [], True
-            if keep:
-                keep = [
-                    a.with_changes(comma=cst.MaybeSentinel.DEFAULT) if i == len(keep) - 1 else a
-                    for i, a in enumerate(keep)
-                ]
-                new_smalls.append(
-                    small.with_changes(names=keep)
-                    if isinstance(small, cst.Import)
-                    else _from_with(small, keep)
-                )
-        if dali_stmt:
-            anchor = stmt
-        if not touched:
-            continue
-        indents = ctx.indents(stmt)
-        if new_smalls:
-            last = len(new_smalls) - 1
-            new_smalls = [
-                s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s
-                for i, s in enumerate(new_smalls)
-            ]
-            text = ctx.render(stmt.with_changes(body=new_smalls), indents)
-        else:
-            text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
-            if anchor is stmt and not replaced_anchor and adding:
-                text += _new_imports(ctx, need_ndd, need_np, stdlib)
-                replaced_anchor = True
-        edits.append(Edit(*ctx.stmt_span(stmt), text))
+            new_smalls.append(
+                small.with_changes(names=keep)
+                if isinstance(small, cst.Import)
+                else _from_with(small, keep)
+            )
+    return new_smalls, touched, dali_stmt
 
-    if adding and not replaced_anchor:
-        where = anchor or last_import
-        if where is not None:
-            off = ctx.stmt_span(where)[1]
-        else:
-            off = _prologue_end(ctx)
-        text = _new_imports(ctx, need_ndd, need_np, stdlib)
-        # an edit already replacing the anchor statement absorbs the insertion after it
-        for i, e in enumerate(edits):
-            if e.end == off:
-                edits[i] = Edit(e.start, e.end, e.text + text)
-                break
-        else:
-            edits.append(Edit(off, off, text))
-    return edits + (optional or [])
+
+def _add_new_imports(
+    ctx: FileContext,
+    edits: list[Edit],
+    where: cst.SimpleStatementLine | None,
+    need: _Needed,
+) -> None:
+    """The new import lines after ``where`` (the last DALI import, else the last import, else
+    the module's docstring and ``__future__`` imports), added to ``edits``."""
+    if where is not None:
+        off = ctx.stmt_span(where)[1]
+    else:
+        off = _prologue_end(ctx)
+    text = _new_imports(ctx, need.ndd, need.np, need.stdlib)
+    # an edit already replacing the anchor statement absorbs the insertion after it
+    for i, e in enumerate(edits):
+        if e.end == off:
+            edits[i] = Edit(e.start, e.end, e.text + text)
+            break
+    else:
+        edits.append(Edit(off, off, text))
 
 
 #: standard modules the generated code may use, imported where it does
@@ -239,7 +285,8 @@ def _from_dali(module: cst.Module) -> bool:
                 return False
             continue
         started = True
-        if any(_is_from_dali(s) for s in stmt.body):  # type: ignore[attr-defined]
+        assert isinstance(stmt, cst.SimpleStatementLine)  # (imports)
+        if any(_is_from_dali(s) for s in stmt.body):
             return True
     return False
 

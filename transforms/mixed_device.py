@@ -321,7 +321,7 @@ def _assigned_in(branch: cst.CSTNode, value: cst.BaseExpression) -> bool:
     a ``for``, ``with`` or walrus target, ``global``/``nonlocal``)."""
     prefixes = [value]
     while isinstance(prefixes[-1], cst.Attribute):
-        prefixes.append(prefixes[-1].value)  # type: ignore[attr-defined]
+        prefixes.append(prefixes[-1].value)
     for node in walk(branch):
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             return True
@@ -330,7 +330,7 @@ def _assigned_in(branch: cst.CSTNode, value: cst.BaseExpression) -> bool:
         elif isinstance(node, cst.NamedExpr):
             target = node.target
         elif isinstance(node, cst.AsName):
-            target = node.name  # type: ignore[assignment]
+            target = node.name
         else:
             continue
         if any(t.deep_equals(p) for t in _stored(target) for p in prefixes):

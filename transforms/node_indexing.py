@@ -30,7 +30,7 @@ from dali_migrate.fixes import Edit
 from ._local import LocalEnv, LocalRule, produces_node
 
 
-class NodeIndexing(LocalRule):
+class NodeIndexing(LocalRule[cst.Subscript]):
     id = "DM103"
     name = "node-indexing"
     summary = "node[i] becomes node.slice[i]"

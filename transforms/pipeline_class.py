@@ -72,7 +72,6 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.dali_api import PIPELINE_CLASSES
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
@@ -84,6 +83,17 @@ from ._backend.arguments import (
     is_unset,
     set_threads_stmt,
 )
+from ._backend.class_family import (
+    base_names,
+    class_methods,
+    dead_factories,
+    defines_graph,
+    pipeline_chain,
+    references_outside,
+    removed_def,
+    used_outside,
+)
+from ._backend.class_graph import graph_function
 from ._backend.class_init import flat_init
 from ._backend.class_loaders import (
     batch_size_reason,
@@ -94,18 +104,13 @@ from ._backend.class_loaders import (
     without_params,
 )
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
-from ._backend.conditionals import branch_reasons, has_data_branches
+from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.instances import find_instances, own_uses
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
-from ._backend.recognise import (
-    analyse_graph,
-    find_instances,
-    output_values,
-    own_uses,
-    pipeline_count,
-)
+from ._backend.recognise import pipeline_count
 from ._backend.sites import (
     creation_todos,
     device_todo_line,
@@ -116,16 +121,9 @@ from ._backend.sites import (
 from ._cst import (
     comment_line,
     free_names,
-    in_source_order,
-    is_docstring,
     names_in,
-    truthy,
-    walk,
-    within,
 )
 from ._local import collect_nodes
-
-_GRAPH_FN = "__dali_migrate_graph__"
 
 
 class PipelineClass(Rule):
@@ -137,8 +135,8 @@ class PipelineClass(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         classes = {c.name.value: c for c in ctx.nodes_of(cst.ClassDef)}
-        chains = {name: _pipeline_chain(ctx, c, classes) for name, c in classes.items()}
-        bases = {name for c in classes.values() for name in _base_names(c)}
+        chains = {name: pipeline_chain(ctx, c, classes) for name, c in classes.items()}
+        bases = {name for c in classes.values() for name in base_names(c)}
         # classes that others derive from migrate together with them, as one fix per family
         families: dict[str, list[tuple[cst.ClassDef, list[cst.ClassDef]]]] = {}
         for name, cls in classes.items():
@@ -152,10 +150,10 @@ class PipelineClass(Rule):
             used = [
                 (c, chains[c.name.value])
                 for c in members
-                if id(c) not in leaf_ids and _used_outside(ctx, c, members)
+                if id(c) not in leaf_ids and used_outside(ctx, c, members)
             ]
-            leaves += [(c, chain) for c, chain in used if chain and _defines_graph(chain)]
-            abstract = [c for c, chain in used if not _defines_graph(chain or [])]
+            leaves += [(c, chain) for c, chain in used if chain and defines_graph(chain)]
+            abstract = [c for c, chain in used if not defines_graph(chain or [])]
             state.claimed += members
             self._family(state, leaves, members, abstract)
 
@@ -200,14 +198,16 @@ class PipelineClass(Rule):
             leaf_ids = {id(c) for c, _ in leaves}
             gone = [c for c in members if id(c) not in leaf_ids and c not in abstract]
             edits += [removed_stmt(ctx, c) for c in gone]
-            edits += [_removed_def(ctx, f) for f in _dead_factories(ctx, self.factories, members)]
+            edits += [removed_def(ctx, f) for f in dead_factories(ctx, self.factories, members)]
             for base in abstract:  # kept: still named elsewhere, but no longer their base
                 name = base.name.value
                 what = f"`{name}` is no longer a base class of {names}"
                 kept = FollowUp(base, f"{what}; it stays for its uses", "delete it once they are")
                 followups.append(kept)
                 advice = f"{names}(...) make generators now: rewrite this use"
-                followups += [FollowUp(n, what, advice) for n in _references(ctx, base, members)]
+                followups += [
+                    FollowUp(n, what, advice) for n in references_outside(ctx, base, members)
+                ]
         try:
             check_disjoint(ctx, edits)
         except Refused as why:
@@ -243,40 +243,8 @@ class PipelineClass(Rule):
     ) -> tuple[list[Edit], list[str], list[Instance]]:
         ctx = state.ctx
         reasons: list[str] = []
-        methods = _methods(chain)
-        init, graph_fn = methods.get("__init__"), methods.get("define_graph")
-        blocked = sorted(set(methods) & set(NOT_MERGED))
-        reasons += [NOT_MERGED[m] for m in blocked]
-        if init is None or graph_fn is None:
-            reasons.append("it lacks __init__ or define_graph")
-            raise Refused("; ".join(reasons))
-        # the __init__s of the bases in this file inlined where they are called
-        flat = flat_init(chain, reasons)
-        if flat is None and len(chain) > 1 and reasons:
-            raise Refused("; ".join(reasons))  # the rest would only follow from it
-        init = flat or init
-        if cls.decorators:
-            reasons.append("it has decorators")
-        star = init.params.star_arg
-        if init.params.posonly_params or isinstance(star, cst.Param) or init.params.star_kwarg:
-            reasons.append("__init__ takes *args, **kwargs or positional-only parameters")
-
-        merged = Merger(ctx, reasons, methods)
-        body_stmts = merged.merge(init, graph_fn)
-        self.factories |= merged.factories
+        init, merged, body_stmts = self._merge(ctx, cls, chain, reasons, notes)
         kwargs = merged.kwargs
-        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *blocked}
-        merged_methods |= {*merged.helpers, *merged.inlined}
-        dropped = sorted(set(methods) - merged_methods)
-        if dropped:
-            notes.append(
-                ctx.info(
-                    self.id,
-                    cls,
-                    f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
-                    "their callers get a TODO",
-                )
-            )
         instances = find_instances(ctx, cls, followups, pipeline_args=False)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
@@ -289,34 +257,9 @@ class PipelineClass(Rule):
         if reasons:
             raise Refused("; ".join(dict.fromkeys(reasons)))
         assert batch_size is not None
-
-        # the merged graph function, parsed in a small module with the file's imports, so the
-        # operators resolve as in the original file
-        params = init.params.with_changes(params=init.params.params[1:])
-        doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
-        fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
-        imports = _module_imports(ctx) + [
-            cst.parse_statement("import nvidia.dali.fn"),
-            cst.parse_statement(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
-        ]
-        mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
-        mini_fn = mini.module.body[-1]
-        last = mini_fn.body.body[-1]
-        ret = (
-            last.body[0]
-            if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1
-            else None
+        mini, mini_fn, params, graph, conditionals = graph_function(
+            ctx, cls, init, body_stmts, kwargs, reasons
         )
-        outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-        reasons += _list_outputs(mini_fn, outputs)
-        conditionals = truthy(kwargs.get("enable_conditionals"))
-        if conditionals:
-            reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
-        graph = analyse_graph(
-            mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons
-        )
-        if graph is None or reasons:
-            raise Refused("; ".join(dict.fromkeys(reasons)))
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)
@@ -338,11 +281,7 @@ class PipelineClass(Rule):
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
             seed=None if seed is None or is_unset(seed.value) else seed.value,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
-            single_use=not followups
-            and sum(i.copies for i in instances) == 1
-            and len(chain) == 1
-            and len(self.members) == 1
-            and pipeline_count(ctx) == 1,
+            single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,
             device=device.value
             if todo
@@ -363,26 +302,77 @@ class PipelineClass(Rule):
             notes.append(Diagnostic(self.id, todo, ctx.first_line(cls), 0, "todo"))
         if loader is not None:
             body = with_batch_size(body, batch_stmt)
-            edits = self._loader_edits(
+            loader_edits = self._loader_edits(
                 ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
             )
-            return edits, fired, instances
-        self_comma = init.params.params[0].comma
-        new_fn = cst.FunctionDef(
-            name=cls.name,
-            params=params,
-            body=cst.IndentedBlock(body),
-            leading_lines=leading,
-            # `def f(self,\n  a, ...)`: the parameters keep their layout without self
-            whitespace_before_params=self_comma.whitespace_after
-            if isinstance(self_comma, cst.Comma)
-            and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
-            else init.whitespace_before_params,
-        )
+            return loader_edits, fired, instances
+        new_fn = _generator_def(cls, init, params, body, leading)
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
         return edits, fired, instances
+
+    def _merge(
+        self,
+        ctx: FileContext,
+        cls: cst.ClassDef,
+        chain: list[cst.ClassDef],
+        reasons: list[str],
+        notes: list[Diagnostic],
+    ) -> tuple[cst.FunctionDef, Merger, list[cst.BaseStatement]]:
+        """``__init__`` (the bases' inlined), the merger of the class's methods and the body it
+        made; Refused where the class has no graph to merge."""
+        methods = class_methods(chain)
+        init, graph_fn = methods.get("__init__"), methods.get("define_graph")
+        blocked = sorted(set(methods) & set(NOT_MERGED))
+        reasons += [NOT_MERGED[m] for m in blocked]
+        if init is None or graph_fn is None:
+            reasons.append("it lacks __init__ or define_graph")
+            raise Refused("; ".join(reasons))
+        # the __init__s of the bases in this file inlined where they are called
+        flat = flat_init(chain, reasons)
+        if flat is None and len(chain) > 1 and reasons:
+            raise Refused("; ".join(reasons))  # the rest would only follow from it
+        init = flat or init
+        if cls.decorators:
+            reasons.append("it has decorators")
+        star = init.params.star_arg
+        if init.params.posonly_params or isinstance(star, cst.Param) or init.params.star_kwarg:
+            reasons.append("__init__ takes *args, **kwargs or positional-only parameters")
+
+        merged = Merger(ctx, reasons, methods)
+        body_stmts = merged.merge(init, graph_fn)
+        self.factories |= merged.factories
+        merged_methods = {"__init__", "define_graph", *LOOP_METHODS, *blocked}
+        merged_methods |= {*merged.helpers, *merged.inlined}
+        dropped = sorted(set(methods) - merged_methods)
+        if dropped:
+            notes.append(
+                ctx.info(
+                    self.id,
+                    cls,
+                    f"methods {', '.join(dropped)} of {cls.name.value} are not carried over: "
+                    "their callers get a TODO",
+                )
+            )
+        return init, merged, body_stmts
+
+    def _single_use(
+        self,
+        ctx: FileContext,
+        chain: list[cst.ClassDef],
+        instances: list[Instance],
+        followups: list[FollowUp],
+    ) -> bool:
+        """The class is made once, every use of it is followed, and it is the one pipeline of
+        the module: its loop may run in capture mode."""
+        return (
+            not followups
+            and sum(i.copies for i in instances) == 1
+            and len(chain) == 1
+            and len(self.members) == 1
+            and pipeline_count(ctx) == 1
+        )
 
     def _instance_edits(
         self,
@@ -465,6 +455,28 @@ class PipelineClass(Rule):
         return edits
 
 
+def _generator_def(
+    cls: cst.ClassDef,
+    init: cst.FunctionDef,
+    params: cst.Parameters,
+    body: list[cst.BaseStatement],
+    leading: list[cst.EmptyLine],
+) -> cst.FunctionDef:
+    """The generator function that replaces the class, named as it was."""
+    self_comma = init.params.params[0].comma
+    return cst.FunctionDef(
+        name=cls.name,
+        params=params,
+        body=cst.IndentedBlock(body),
+        leading_lines=leading,
+        # `def f(self,\n  a, ...)`: the parameters keep their layout without self
+        whitespace_before_params=self_comma.whitespace_after
+        if isinstance(self_comma, cst.Comma)
+        and isinstance(self_comma.whitespace_after, cst.ParenthesizedWhitespace)
+        else init.whitespace_before_params,
+    )
+
+
 def _device_todo(
     ctx: FileContext, inst: Instance, params: cst.Parameters, device: cst.Arg | None, gpu: bool
 ) -> bool:
@@ -525,130 +537,3 @@ def _call_site_value(
             return a.value
     default = every[index].default
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
-
-
-def _pipeline_chain(
-    ctx: FileContext, cls: cst.ClassDef, classes: dict
-) -> list[cst.ClassDef] | None:
-    """``cls`` and its bases in this file up to the one deriving from ``Pipeline``, or None."""
-    chain = [cls]
-    seen = {cls.name.value}
-    while True:
-        cur = chain[-1]
-        if len(cur.bases) != 1:
-            if any(ctx.qualname(b.value) in PIPELINE_CLASSES for b in cur.bases):
-                return chain  # multiple inheritance: refused later with a reason
-            return None
-        base = cur.bases[0].value
-        if ctx.qualname(base) in PIPELINE_CLASSES:
-            return chain
-        if isinstance(base, cst.Name) and base.value in classes and base.value not in seen:
-            seen.add(base.value)
-            chain.append(classes[base.value])
-            continue
-        return None
-
-
-_SEQUENCES = ("list", "tuple")
-
-
-def _list_outputs(fn: cst.FunctionDef, outputs: list[cst.BaseExpression]) -> list[str]:
-    """Why the outputs cannot be carried over: one name that holds a list of nodes."""
-    built = outputs[0].value if len(outputs) == 1 and isinstance(outputs[0], cst.Name) else None
-    if built is None or not _built_list(fn, built):
-        return []
-    return [f"its outputs are a list built in define_graph (`{built}`): return them by name"]
-
-
-def _built_list(fn: cst.FunctionDef, name: str) -> bool:
-    """``name`` holds a list (or tuple) of nodes: assigned one, or appended to."""
-    seqs = (cst.List, cst.Tuple, cst.ListComp)
-    for node in walk(fn.body):
-        if isinstance(node, cst.Assign) and any(
-            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
-        ):
-            call = node.value
-            func = call.func if isinstance(call, cst.Call) else None
-            if isinstance(call, seqs) or (isinstance(func, cst.Name) and func.value in _SEQUENCES):
-                return True
-        if isinstance(node, cst.Attribute) and node.attr.value in ("append", "extend", "insert"):
-            if isinstance(node.value, cst.Name) and node.value.value == name:
-                return True
-    return False
-
-
-def _dead_factories(
-    ctx: FileContext, names: set[str], members: list[cst.ClassDef]
-) -> list[cst.FunctionDef]:
-    """The functions of the module that made operator objects for the classes only (they go
-    with them)."""
-    out = []
-    for fn in ctx.module.body:
-        if isinstance(fn, cst.FunctionDef) and fn.name.value in names:
-            refs = _references(ctx, fn, members)
-            if not refs and _referenced(ctx, fn):
-                out.append(fn)
-    return out
-
-
-def _removed_def(ctx: FileContext, fn: cst.FunctionDef) -> Edit:
-    """Delete a function of the module, keeping the comments above it (not the blank lines)."""
-    lines = ctx.leading_comments(fn).splitlines(keepends=True)
-    kept = "".join(line for line in lines if line.strip())
-    return Edit(*ctx.stmt_span(fn), kept)
-
-
-def _referenced(ctx: FileContext, node: cst.FunctionDef | cst.ClassDef) -> bool:
-    scope = ctx.scopes.get(node)
-    if scope is None:
-        return False
-    return any(a.references for a in scope.assignments[node.name.value] if a.node is node)
-
-
-def _defines_graph(chain: list[cst.ClassDef]) -> bool:
-    return "define_graph" in _methods(chain)
-
-
-def _references(
-    ctx: FileContext, cls: cst.ClassDef | cst.FunctionDef, members: list[cst.ClassDef]
-) -> list[cst.CSTNode]:
-    """The uses of the name of ``cls`` outside the classes of its family."""
-    scope = ctx.scopes.get(cls)
-    if scope is None:
-        return []
-    refs = [r for a in scope.assignments[cls.name.value] if a.node is cls for r in a.references]
-    nodes = [r.node for r in in_source_order(ctx, refs)]
-    return [n for n in nodes if not any(within(ctx, n, m) for m in members)]
-
-
-def _used_outside(ctx: FileContext, cls: cst.ClassDef, members: list[cst.ClassDef]) -> bool:
-    return bool(_references(ctx, cls, members))
-
-
-def _base_names(cls: cst.ClassDef) -> set[str]:
-    return {b.value.value for b in cls.bases if isinstance(b.value, cst.Name)}
-
-
-def _methods(chain: list[cst.ClassDef]) -> dict[str, cst.FunctionDef]:
-    """Methods by name, the most derived definition first (the others are shadowed)."""
-    out: dict[str, cst.FunctionDef] = {}
-    for c in chain:
-        for stmt in c.body.body:
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value not in out:
-                out[stmt.name.value] = stmt
-    return out
-
-
-def _module_imports(ctx: FileContext) -> list[cst.BaseStatement]:
-    """The module's imports, also those inside a top-level ``try``/``if`` (``try: import
-    nvidia.dali.fn as fn except ImportError: ...``), and the names it binds to DALI by a
-    wrapper call (``dali = try_import_dali()``), as plain statements."""
-    out: list[cst.BaseStatement] = []
-    wrappers = {id(w.statement) for w in ctx.wrappers.values() if w.followed}
-    for stmt in ctx.module.body:
-        for node in walk(stmt) if isinstance(stmt, (cst.Try, cst.If)) else [stmt]:
-            if isinstance(node, cst.SimpleStatementLine) and all(
-                isinstance(s, (cst.Import, cst.ImportFrom)) or id(s) in wrappers for s in node.body
-            ):
-                out.append(node.with_changes(leading_lines=[]))
-    return out

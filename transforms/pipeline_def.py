@@ -83,9 +83,16 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._backend.arguments import check_pipeline_args, device_todo, dropped_comments
-from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.current import self_assignments
+from ._backend.arguments import device_todo, dropped_comments
+from ._backend.conditionals import has_data_branches
+from ._backend.def_recognise import decorator_kwargs, definition_reasons, method_instances
+from ._backend.def_signature import (
+    UNSET_BATCH_NOTE,
+    current_device,
+    current_values,
+    device_param,
+    pipeline_params,
+)
 from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
@@ -93,6 +100,7 @@ from ._backend.feeds import match_feeds
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
+    Needs,
     abandon_handles,
     dropped_checkpointing,
     handle_reasons,
@@ -100,6 +108,7 @@ from ._backend.handles import (
     needs_of,
     wrap_body,
 )
+from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_checks import abandon_iterators, iterator_reasons
 from ._backend.iterators import data_iterator_decorator, data_iterator_instances
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
@@ -107,10 +116,7 @@ from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
     analyse_graph,
-    find_instances,
-    instances_of,
     output_values,
-    own_uses,
     pipeline_count,
     pipeline_decorator,
     returned_values,
@@ -123,16 +129,7 @@ from ._backend.sites import (
     propose_pipeline_fix,
     refuse_pipeline,
 )
-from ._cst import (
-    assigned_names,
-    free_names,
-    fresh_name,
-    names_in,
-    no_space_equal,
-    param_names,
-    truthy,
-    within,
-)
+from ._cst import no_space_equal, param_names, truthy
 from ._local import collect_nodes
 
 
@@ -153,6 +150,18 @@ class _Unit:
     included: list[str] = field(default_factory=list)
     capture_elsewhere: bool = False
     captured: bool = False
+
+
+@dataclass
+class _Signature:
+    """The generator's keyword-only parameters and its ``*``, and the names it gives the batch
+    size and the seed; ``device``: the default of its ``device_id`` parameter, if it has one."""
+
+    kwonly: list[cst.Param]
+    star: cst.Param | cst.ParamStar | cst.MaybeSentinel
+    batch_name: str
+    seed_name: str | None
+    device: cst.Arg | None
 
 
 class PipelineDef(Rule):
@@ -245,7 +254,7 @@ class PipelineDef(Rule):
         config = None  # JAX's @data_iterator(...) configures the iterator each call makes
         if dec is data_iterator_decorator(ctx, fn):
             config, dec_kwargs = dec_kwargs, {}
-        reasons += _definition_reasons(ctx, fn, dec, dec_kwargs)
+        reasons += definition_reasons(ctx, fn, dec, dec_kwargs)
         last = fn.body.body[-1] if fn.body.body else None
         ret = (
             last.body[0]
@@ -264,7 +273,7 @@ class PipelineDef(Rule):
         if config is not None:
             instances = data_iterator_instances(ctx, fn, config, followups)
         elif isinstance(owner, cst.ClassDef):
-            instances = _method_instances(ctx, owner, fn, followups)
+            instances = method_instances(ctx, owner, fn, followups)
         else:
             instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
         own = own_uses(ctx, fn, instances, followups)
@@ -312,27 +321,67 @@ class PipelineDef(Rule):
         (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
         of the module (outputs bound by several of them are followed from each)."""
         ctx = state.ctx
-        fn, graph, dec_kwargs, instances = unit.fn, unit.graph, unit.dec_kwargs, unit.instances
-        seed_source, notes = unit.seed_source, unit.notes
-        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
-        params = fn.params
-        kwonly = list(params.kwonly_params)
-        existing = param_names(fn)
+        fn, graph, instances, notes = unit.fn, unit.graph, unit.instances, unit.notes
         needs = needs_of(instances)
-        new_params, batch_name, seed_name = _pipeline_params(fn, dec_kwargs, seed_source)
+        loader = loader_instance(instances)  # iterated: a loader class
+        sig = self._signature(ctx, unit, needs, loader)
+        plan = self._plan(state, unit, capture, sig, needs, loader)
+        body, fired = emit_generator_body(ctx, graph, plan, notes)
+        unit.captured = plan.captured
+        existing = param_names(fn)
+        if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
+            existing = existing | {"device_id"}
+            for inst in instances:
+                inst.device_todo = None
+        elif "device_id" in graph.current.attrs:  # the graph code reads it
+            existing = existing | {"device_id"}
+        elif sig.device is not None:  # the loop's shape kept the TODO: no parameter for nothing
+            sig.kwonly = [p for p in sig.kwonly if p.name.value != "device_id"]
+            sig.star = fn.params.star_arg if not sig.kwonly else sig.star
+        params = fn.params.with_changes(kwonly_params=sig.kwonly, star_arg=sig.star)
+        if loader is not None:
+            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
+        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
+        name_handles(ctx, instances, needs)
+        new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=body))
+        if fn.decorators:
+            # comments above the decorator stay above the function
+            new_fn = new_fn.with_changes(
+                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+            )
+        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
+        edits += loader_edits if loader else []
+        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
+        edits += self._site_edits(
+            ctx, unit, cls if loader else None, kept, runs, threads_set, shared
+        )
+        # the outputs of two instances' runs in one scope are found from each of them
+        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        check_disjoint(ctx, edits)
+        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
+        return edits, fired
+
+    def _signature(
+        self, ctx: FileContext, unit: _Unit, needs: Needs, loader: Instance | None
+    ) -> _Signature:
+        """The keyword-only parameters the function gains (Refused where it has one of that
+        name already) and the names of its batch size and seed."""
+        fn, graph, dec_kwargs = unit.fn, unit.graph, unit.dec_kwargs
+        existing = param_names(fn)
+        new_params, batch_name, seed_name = pipeline_params(fn, dec_kwargs, unit.seed_source)
         if "batch_size" in existing and "batch_size" not in dec_kwargs:
-            notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
+            unit.notes.append(ctx.info(self.id, fn, UNSET_BATCH_NOTE))
         if needs.restore:
             # p(..., checkpoint=cpt) restores, as the pipeline's checkpoint= argument did
             new_params.append((RESTORE_PARAM, cst.Arg(cst.Name("None"))))
-        loader = loader_instance(instances)  # iterated: a loader class
         reads = "device_id" in graph.current.attrs  # Pipeline.current().device_id
-        read_default = _current_device(ctx, fn, graph, dec_kwargs) if reads else None
-        device = _device_param(fn, dec_kwargs, instances, loader, shadowed=not reads)
+        read_default = current_device(ctx, fn, graph, dec_kwargs) if reads else None
+        device = device_param(fn, dec_kwargs, unit.instances, loader, shadowed=not reads)
         if device is not None:
             new_params.append(("device_id", device))
         if device is None and read_default is not None:  # the call sites' device_id= then
             new_params.append(("device_id", read_default))
+        kwonly = list(fn.params.kwonly_params)
         for pname, default in new_params:
             if pname in existing:
                 raise Refused(f"the pipeline function already has a parameter named {pname}")
@@ -343,14 +392,29 @@ class PipelineDef(Rule):
                     equal=no_space_equal() if default is not None else cst.MaybeSentinel.DEFAULT,
                 )
             )
-        star = params.star_arg
+        star = fn.params.star_arg
         if star is cst.MaybeSentinel.DEFAULT and kwonly:
             star = cst.ParamStar()
-        plan = PipelinePlan(
+        return _Signature(kwonly, star, batch_name, seed_name, device)
+
+    def _plan(
+        self,
+        state: FileState,
+        unit: _Unit,
+        capture: bool,
+        sig: _Signature,
+        needs: Needs,
+        loader: Instance | None,
+    ) -> PipelinePlan:
+        """What the generator of ``unit`` is to be, for the emitter (``loader``: the instance a
+        loader class replaces, if any)."""
+        ctx, fn, dec_kwargs, instances = state.ctx, unit.fn, unit.dec_kwargs, unit.instances
+        branches = has_data_branches(ctx, fn.body, collect_nodes(ctx, fn))
+        return PipelinePlan(
             rule_id=self.id,
             passes=loader is not None,
-            batch_size=cst.Name(batch_name),
-            seed=cst.Name(seed_name) if seed_name else None,
+            batch_size=cst.Name(sig.batch_name),
+            seed=cst.Name(sig.seed_name) if sig.seed_name else None,
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(
@@ -365,43 +429,31 @@ class PipelineDef(Rule):
                 for f in ctx.nodes_of(cst.FunctionDef)
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
-            device=cst.Name("device_id") if device is not None else None,
-            current=_current_values(graph, dec_kwargs, instances, batch_name, seed_name),
+            device=cst.Name("device_id") if sig.device is not None else None,
+            current=current_values(
+                unit.graph, dec_kwargs, instances, sig.batch_name, sig.seed_name
+            ),
         )
-        body, fired = emit_generator_body(ctx, graph, plan, notes)
-        unit.captured = plan.captured
-        if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
-            existing = existing | {"device_id"}
-            for inst in instances:
-                inst.device_todo = None
-        elif "device_id" in graph.current.attrs:  # the graph code reads it
-            existing = existing | {"device_id"}
-        elif device is not None:  # the loop's shape kept the TODO: no parameter for nothing
-            kwonly = [p for p in kwonly if p.name.value != "device_id"]
-            star = params.star_arg if not kwonly else star
-        if loader is not None:
-            params = params.with_changes(kwonly_params=kwonly, star_arg=star)
-            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
-        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
-        name_handles(ctx, instances, needs)
-        new_fn = fn.with_changes(
-            decorators=[],
-            params=params.with_changes(kwonly_params=kwonly, star_arg=star),
-            body=fn.body.with_changes(body=body),
-        )
-        if fn.decorators:
-            # comments above the decorator stay above the function
-            new_fn = new_fn.with_changes(
-                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
-            )
-        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
-        edits += loader_edits if loader else []
-        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
-        for inst in instances:
-            if loader is not None and inst.iterators:
+
+    def _site_edits(
+        self,
+        ctx: FileContext,
+        unit: _Unit,
+        loader_cls: str | None,
+        kept: set[str],
+        runs: tuple[cst.Call, ...],
+        threads_set: set[int],
+        shared: SharedStatements,
+    ) -> list[Edit]:
+        """The edits of each use site: of a plain generator, or of the loader class
+        ``loader_cls`` where the pipeline was iterated by a framework iterator."""
+        dec_kwargs, notes = unit.dec_kwargs, unit.notes
+        edits: list[Edit] = []
+        for inst in unit.instances:
+            if loader_cls is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
-                    ctx, inst, cls, self.id, threads, kept, notes, threads_set
+                    ctx, inst, loader_cls, self.id, threads, kept, notes, threads_set
                 )
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
@@ -416,117 +468,7 @@ class PipelineDef(Rule):
                 threads_set=threads_set,
                 shared=shared,
             )
-        # the outputs of two instances' runs in one scope are found from each of them
-        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
-        check_disjoint(ctx, edits)
-        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
-        return edits, fired
-
-
-#: a parameter named batch_size without the decorator's batch_size: DALI never sized the batches
-UNSET_BATCH_NOTE = (
-    "the parameter batch_size took the batch_size= argument (a parameter of the function shadows "
-    "the Pipeline's), so DALI built this pipeline without a batch size and build() raised "
-    "ValueError; the generator takes batches of the parameter's value"
-)
-
-
-def _pipeline_params(
-    fn: cst.FunctionDef, dec_kwargs: dict[str, cst.Arg], seed_source: str | None
-) -> tuple[list[tuple[str, cst.Arg | None]], str, str | None]:
-    """The keyword-only parameters the generator gains (name, default: the decorator's value)
-    and the names of its batch size and seed. DALI gives a keyword argument that names a
-    parameter of the function to the function only: there the pipeline's value is the
-    decorator's, under another name (``pipeline_batch_size``); a ``batch_size`` parameter
-    without one is the batch size (DALI had none: see ``UNSET_BATCH_NOTE``)."""
-    existing = param_names(fn)
-    taken = existing | names_in(fn)
-    new: list[tuple[str, cst.Arg | None]] = []
-    bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
-    if "batch_size" not in existing:
-        batch = "batch_size"
-        new.append((batch, bs_arg))
-    elif bs_arg is not None:
-        batch = fresh_name("pipeline_batch_size", taken)
-        new.append((batch, bs_arg))
-    else:
-        batch = "batch_size"
-    seed = None
-    if seed_source:
-        seed = fresh_name("pipeline_seed", taken) if "seed" in existing else "seed"
-        new.append((seed, dec_kwargs.get("seed")))
-    return new, batch, seed
-
-
-def _device_param(
-    fn: cst.FunctionDef,
-    dec_kwargs: dict[str, cst.Arg],
-    instances: list[Instance],
-    loader: Instance | None,
-    *,
-    shadowed: bool = True,
-) -> cst.Arg | None:
-    """The default of the ``device_id`` parameter the generator takes when the pipeline runs on a
-    GPU some call names (not 0 or None: those need nothing): the decorator's value, else None (the
-    current device, as the pipeline's default). None where the function cannot take it: a name
-    ``device_id`` of its own (DALI gave the argument to the function, not the pipeline), or a
-    tf.data generator (run on TensorFlow's threads). ``shadowed=False``: the name device_id
-    in the body is the pipeline's (``device_id = Pipeline.current().device_id``), which the
-    parameter now is."""
-    if not any(inst.device_todo for inst in instances):
-        return None
-    if "device_id" in param_names(fn) | (free_names(fn.body) if shadowed else set()):
-        return None
-    if loader is not None and loader.iterators[0].framework == "tf":
-        return None
-    given = dec_kwargs.get("device_id")
-    return cst.Arg(given.value if given is not None else cst.Name("None"))
-
-
-def _current_device(
-    ctx: FileContext, fn: cst.FunctionDef, graph: Graph, dec_kwargs: dict[str, cst.Arg]
-) -> cst.Arg:
-    """The default of the ``device_id`` parameter that ``Pipeline.current().device_id`` reads:
-    the decorator's, else None (what the Pipeline holds when no device_id is given). Refused
-    where the function binds the name itself (DALI gives such an argument to the function),
-    other than by ``device_id = Pipeline.current().device_id``, which goes."""
-    drops = self_assignments(graph.current, {"device_id": cst.Name("device_id")}, ctx)
-    kept = [s for s in fn.body.body if not any(s is d for d in drops)]
-    if "device_id" in param_names(fn) | set().union(*(assigned_names(s) for s in kept)):
-        raise Refused(
-            "`Pipeline.current().device_id` is read where the function has a name device_id "
-            "of its own"
-        )
-    given = dec_kwargs.get("device_id")
-    return cst.Arg(given.value if given is not None else cst.Name("None"))
-
-
-def _current_values(
-    graph: Graph,
-    dec_kwargs: dict[str, cst.Arg],
-    instances: list[Instance],
-    batch_name: str,
-    seed_name: str | None,
-) -> dict[str, cst.BaseExpression]:
-    """What ``Pipeline.current().<attr>`` is in the generator: the batch size and seed
-    parameters (no seed given: None, as the Pipeline holds), the ``device_id`` parameter, and
-    the decorator's thread count where it is a number no call overrides."""
-    if not graph.current.reads:
-        return {}
-    values: dict[str, cst.BaseExpression] = {
-        "batch_size": cst.Name(batch_name),
-        "max_batch_size": cst.Name(batch_name),
-        "seed": cst.Name(seed_name or "None"),
-        "device_id": cst.Name("device_id"),
-    }
-    threads = dec_kwargs.get("num_threads")
-    if (
-        threads is not None
-        and isinstance(threads.value, cst.Integer)
-        and not any("num_threads" in i.kwargs for i in instances)
-    ):
-        values["num_threads"] = threads.value
-    return values
+        return edits
 
 
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
@@ -576,89 +518,6 @@ def _settle_forms(
             abandon_handles(inst, handles_why, followups)
         if inst.iterators and iterators_why:
             abandon_iterators(inst, iterators_why[0], followups)
-
-
-def decorator_kwargs(ctx: FileContext, call: cst.Call) -> dict[str, cst.Arg]:
-    """The keyword arguments of ``@pipeline_def(...)``, with ``**kwargs`` of a dict literal
-    (``kwargs = {"batch_size": bs, ...}`` in the same scope) spread out."""
-    out: dict[str, cst.Arg] = {}
-    for a in call.args:
-        spread = spread_dict(ctx, a.value) if a.star == "**" else None
-        if spread is not None:
-            out.update(spread)
-        elif a.keyword is not None:
-            out[a.keyword.value] = a
-    return out
-
-
-def spread_dict(ctx: FileContext, expr: cst.BaseExpression) -> dict[str, cst.Arg] | None:
-    """``name`` bound once, to a dict literal with string keys: its items as keyword arguments."""
-    if not isinstance(expr, cst.Name):
-        return None
-    scope = ctx.scopes.get(expr)
-    bindings = list(scope.assignments[expr.value]) if scope is not None else []
-    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
-    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-    value = assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
-    if not isinstance(value, cst.Dict):
-        return None
-    out: dict[str, cst.Arg] = {}
-    for el in value.elements:
-        if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)):
-            return None
-        key = el.key.evaluated_value
-        if not isinstance(key, str) or not key.isidentifier():
-            return None
-        out[key] = cst.Arg(value=el.value, keyword=cst.Name(key))
-    return out
-
-
-def _definition_reasons(
-    ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, dec_kwargs: dict[str, cst.Arg]
-) -> list[str]:
-    """Why the function itself cannot become a generator (empty: it can)."""
-    reasons: list[str] = []
-    if any(d is not dec for d in fn.decorators):
-        reasons.append("it has other decorators")
-    if fn.asynchronous is not None:
-        reasons.append("async pipeline function")
-    if isinstance(dec.decorator, cst.Call) and any(
-        a.keyword is None and not (a.star == "**" and spread_dict(ctx, a.value) is not None)
-        for a in dec.decorator.args
-    ):
-        reasons.append(
-            "positional arguments, or ** of something else than a dict literal, to @pipeline_def"
-        )
-    if fn.params.star_kwarg is not None:
-        reasons.append("the pipeline function takes **kwargs")
-    reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
-    if truthy(dec_kwargs.get("enable_conditionals")):
-        reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
-    return reasons
-
-
-def _method_instances(
-    ctx: FileContext, cls: cst.ClassDef, fn: cst.FunctionDef, followups: list[FollowUp]
-) -> list[Instance]:
-    """A ``@pipeline_def`` method is followed through ``self.<name>(...)`` in its class; an
-    attribute of that name used anywhere else may be another way in: a TODO there."""
-    name = fn.name.value
-    refs: list[cst.CSTNode] = []
-    for node in ctx.nodes_of(cst.Attribute):
-        if node.attr.value == name:
-            inside = _is_self(node.value) and within(ctx, node, cls)
-            if inside and isinstance(ctx.parents.get(node), cst.Call):
-                refs.append(node)
-            else:
-                followups.append(
-                    FollowUp(node, f"`.{name}` may be the pipeline method {name} here")
-                )
-    params = param_names(fn) - {"self"}
-    return instances_of(ctx, refs, f"self.{name}", params, followups, pipeline_args=True)
-
-
-def _is_self(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "self"
 
 
 def _may_capture(ctx: FileContext) -> bool:

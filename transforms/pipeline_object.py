@@ -62,16 +62,10 @@ from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
+from ._backend.instances import follow_pipeline, own_uses
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
-from ._backend.recognise import (
-    analyse_graph,
-    branch_outputs,
-    chosen_outputs,
-    follow_pipeline,
-    own_uses,
-    pipeline_count,
-)
+from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
@@ -135,33 +129,9 @@ class PipelineObject(Rule):
         followups: list[FollowUp],
     ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
         ctx = state.ctx
-        reasons: list[str] = []
         var = assign.targets[0].target.value
-        kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
+        graph, kwargs, batch_size = _block_graph(ctx, var, call, block)
         last = block.body.body[-1]
-        outputs_call = _set_outputs_call(last, var)
-        outputs = (
-            [a.value for a in outputs_call.args]
-            if outputs_call is not None
-            and all(a.keyword is None and not a.star for a in outputs_call.args)
-            else []
-        )
-        graph = analyse_graph(
-            ctx,
-            block,
-            last if outputs_call is not None else None,
-            outputs,
-            reasons,
-            lambda stmt: _set_outputs_values(stmt, var),
-        )
-        if truthy(kwargs.get("enable_conditionals")):
-            reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
-        batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
-        if batch_size is None or is_unset(batch_size.value):
-            reasons.append("Pipeline(...) has no batch_size")
-        if reasons:
-            raise Refused("; ".join(dict.fromkeys(reasons)))
-        assert graph is not None and batch_size is not None
         prefix = graph_prefix(ctx, block)
         if prefix:  # nodes made before the block are part of its graph: computed per batch
             moved = [s.with_changes(leading_lines=_comments(s)) for s in prefix]
@@ -198,9 +168,31 @@ class PipelineObject(Rule):
         if loader is not None:
             body, fired = emit_generator_body(ctx, graph, plan, notes)
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
-            edits += [removed_stmt(ctx, stmt) for stmt in prefix]
-            check_disjoint(ctx, edits)
-            return edits, fired, inst, [*graph.claimed, *prefix]
+        else:
+            edits, fired = self._generator_edits(
+                ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
+            )
+        edits += [removed_stmt(ctx, stmt) for stmt in prefix]
+        if loader is None:
+            edits += run_site_edits(ctx, inst, notes, moved=block)
+        check_disjoint(ctx, edits)
+        return edits, fired, inst, [*graph.claimed, *prefix]
+
+    def _generator_edits(
+        self,
+        ctx: FileContext,
+        ctor_stmt: cst.SimpleStatementLine,
+        block: cst.With,
+        inst: Instance,
+        kwargs: dict[str, cst.Arg],
+        graph: Graph,
+        plan: PipelinePlan,
+        notes: list[Diagnostic],
+    ) -> tuple[list[Edit], list[str]]:
+        """The ``with`` block becomes a generator function defined where it stood (named after
+        the variable, ``inst.label``), and the constructor ``ndd.set_num_threads``; the ids of
+        the local rules that fired."""
+        var = inst.label
         gen_name = fresh_name(
             f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names
         )
@@ -243,10 +235,41 @@ class PipelineObject(Rule):
             ctx.stmt_edit(block, [gen, instantiate]),
             *graph.extra_edits,
         ]
-        edits += [removed_stmt(ctx, stmt) for stmt in prefix]
-        edits += run_site_edits(ctx, inst, notes, moved=block)
-        check_disjoint(ctx, edits)
-        return edits, fired, inst, [*graph.claimed, *prefix]
+        return edits, fired
+
+
+def _block_graph(
+    ctx: FileContext, var: str, call: cst.Call, block: cst.With
+) -> tuple[Graph, dict[str, cst.Arg], cst.Arg]:
+    """The graph of the ``with pipe:`` block (Refused with every reason when it cannot migrate),
+    the arguments of ``Pipeline(...)`` and its batch size."""
+    reasons: list[str] = []
+    kwargs = pipeline_ctor_kwargs(call, reasons, "Pipeline(...)")
+    last = block.body.body[-1]
+    outputs_call = _set_outputs_call(last, var)
+    outputs = (
+        [a.value for a in outputs_call.args]
+        if outputs_call is not None
+        and all(a.keyword is None and not a.star for a in outputs_call.args)
+        else []
+    )
+    graph = analyse_graph(
+        ctx,
+        block,
+        last if outputs_call is not None else None,
+        outputs,
+        reasons,
+        lambda stmt: _set_outputs_values(stmt, var),
+    )
+    if truthy(kwargs.get("enable_conditionals")):
+        reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
+    batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
+    if batch_size is None or is_unset(batch_size.value):
+        reasons.append("Pipeline(...) has no batch_size")
+    if reasons:
+        raise Refused("; ".join(dict.fromkeys(reasons)))
+    assert graph is not None and batch_size is not None
+    return graph, kwargs, batch_size
 
 
 def graph_prefix(ctx: FileContext, block: cst.With) -> list[cst.SimpleStatementLine]:

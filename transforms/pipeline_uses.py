@@ -43,9 +43,10 @@ from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import dropped_comments
 from ._backend.handles import abandon_handles
+from ._backend.instances import instances_of
 from ._backend.iterator_checks import abandon_iterators
 from ._backend.model import FollowUp
-from ._backend.recognise import instances_of, pipeline_count
+from ._backend.recognise import pipeline_count
 from ._backend.sites import (
     creation_todos,
     follow_up_todos,

@@ -54,7 +54,7 @@ from ._local import LocalEnv, LocalRule
 _IGNORED = {"preserve", "bytes_per_sample_hint"}
 
 
-class PythonFunction(LocalRule):
+class PythonFunction(LocalRule[cst.Call]):
     id = "DM105"
     name = "python-function"
     summary = "fn.python_function becomes plain Python over the samples, then ndd.as_batch"
@@ -77,69 +77,23 @@ class PythonFunction(LocalRule):
         kw = kwargs_of(updated)
         inputs = [a.value for a in positional(updated)]
         func = kw["function"].value if "function" in kw else None
-        values: dict = {}
-
-        def todo(reason: str, hint: str | None = None):
+        values: dict = {}  # the literal arguments, as far as they were read
+        try:
+            num_outputs, layout, batch = _checked(ctx, original, updated, env, func, values)
+        except _Unsupported as why:
             batch = values.get("batch_processing", False) is not False
             outputs = values.get("num_outputs", 1)
-            sketch = hint or _sketch(ctx, inputs, func, batch, outputs)
+            sketch = why.hint or _sketch(ctx, inputs, func, batch, outputs)
             return ctx.todo(
-                self.id, original, f"{path}: {reason}; write it as plain Python: {sketch}"
+                self.id, original, f"{path}: {why.reason}; write it as plain Python: {sketch}"
             )
-
-        if has_star(updated) or func is None:
-            return todo("*args, **kwargs or no function=")
-        if not inputs:
-            return todo("no inputs")
-        unknown = set(kw) - {"function", *_LITERAL_ARGS} - _IGNORED
-        if unknown:
-            return todo(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
-        for name in _LITERAL_ARGS:
-            if name in kw:
-                try:
-                    values[name] = literal(kw[name].value)
-                except (ValueError, SyntaxError):
-                    return todo(f"{name}= is not a literal")
-        num_outputs = values.get("num_outputs", 1)
-        batch = values.get("batch_processing", False)
-        if batch not in (True, False):
-            return todo("batch_processing= is neither True nor False")
-        if values.get("device", "cpu") != "cpu":
-            return todo(
-                "device='gpu' hands the function cupy arrays on DALI's stream",
-                _gpu_sketch(ctx, inputs, func, batch, num_outputs),
-            )
-        if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 0:
-            return todo("num_outputs= is not a number of outputs")
-        if num_outputs == 0 and not batch:
-            return todo(
-                "num_outputs=0 runs the function for its side effects only",
-                f"for t in {_code(inputs[0])}.tensors: f(np.asarray(t))"
-                if len(inputs) == 1
-                else None,
-            )
-        if num_outputs == 0 and not isinstance(ctx.parents.get(original), cst.Expr):
-            return todo("the result of num_outputs=0 (an empty list) is used")
-        layout = values.get("output_layouts")
-        if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
-            layout = layout[0]
-        if layout is not None and (num_outputs != 1 or not isinstance(layout, str)):
-            return todo(
-                "output_layouts for several outputs",
-                f"{ctx.ndd}.as_batch(..., layout=...) of each output, with its layout",
-            )
-        for inp in inputs:
-            if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
-                return todo(
-                    f"the tool cannot tell that {_code(inp)} is a data node (a batch after "
-                    "migration)"
-                )
-        if mentions_dali(ctx, func) or not _simple_function(func):
-            return todo("function= is neither a name nor a lambda (assign it to a name first)")
+        assert func is not None
         layout_node = kw["output_layouts"].value if "output_layouts" in kw else None
         if isinstance(layout_node, cst.List):
             layout_node = layout_node.elements[0].value
-        layout_arg = f", layout={_code(layout_node)}" if layout is not None else ""
+        layout_arg = ""
+        if layout is not None and layout_node is not None:  # (a layout: output_layouts= given)
+            layout_arg = f", layout={_code(layout_node)}"
         make = _batch_call if batch else _per_sample
         new = make(ctx, inputs, func, num_outputs, layout_arg)
         expr = cst.parse_expression(new)
@@ -160,6 +114,77 @@ _LITERAL_ARGS = ("num_outputs", "batch_processing", "device", "output_layouts")
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
+
+
+class _Unsupported(Exception):
+    """A call the rule leaves as it is: why, and what to write instead (None: the sketch of
+    the call, per sample or per batch)."""
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.hint = reason, hint
+
+
+def _checked(
+    ctx: FileContext,
+    original: cst.Call,
+    updated: cst.Call,
+    env: LocalEnv,
+    func: cst.BaseExpression | None,
+    values: dict,
+) -> tuple[int, object, bool]:
+    """The number of outputs, the layout and ``batch_processing`` of a call the rule can
+    rewrite; raises ``_Unsupported`` for the others. ``values`` gets the literal arguments as
+    they are read."""
+    kw = kwargs_of(updated)
+    inputs = [a.value for a in positional(updated)]
+    if has_star(updated) or func is None:
+        raise _Unsupported("*args, **kwargs or no function=")
+    if not inputs:
+        raise _Unsupported("no inputs")
+    unknown = set(kw) - {"function", *_LITERAL_ARGS} - _IGNORED
+    if unknown:
+        raise _Unsupported(f"argument {', '.join(sorted(unknown))} has no dynamic-mode counterpart")
+    for name in _LITERAL_ARGS:
+        if name in kw:
+            try:
+                values[name] = literal(kw[name].value)
+            except (ValueError, SyntaxError):
+                raise _Unsupported(f"{name}= is not a literal") from None
+    num_outputs = values.get("num_outputs", 1)
+    batch = values.get("batch_processing", False)
+    if batch not in (True, False):
+        raise _Unsupported("batch_processing= is neither True nor False")
+    if values.get("device", "cpu") != "cpu":
+        raise _Unsupported(
+            "device='gpu' hands the function cupy arrays on DALI's stream",
+            _gpu_sketch(ctx, inputs, func, batch, num_outputs),
+        )
+    if not isinstance(num_outputs, int) or isinstance(num_outputs, bool) or num_outputs < 0:
+        raise _Unsupported("num_outputs= is not a number of outputs")
+    if num_outputs == 0 and not batch:
+        raise _Unsupported(
+            "num_outputs=0 runs the function for its side effects only",
+            f"for t in {_code(inputs[0])}.tensors: f(np.asarray(t))" if len(inputs) == 1 else None,
+        )
+    if num_outputs == 0 and not isinstance(ctx.parents.get(original), cst.Expr):
+        raise _Unsupported("the result of num_outputs=0 (an empty list) is used")
+    layout = values.get("output_layouts")
+    if isinstance(layout, list) and num_outputs == 1 and len(layout) == 1:
+        layout = layout[0]
+    if layout is not None and (num_outputs != 1 or not isinstance(layout, str)):
+        raise _Unsupported(
+            "output_layouts for several outputs",
+            f"{ctx.ndd}.as_batch(..., layout=...) of each output, with its layout",
+        )
+    for inp in inputs:
+        if not (isinstance(inp, cst.Name) and inp.value in env.nodes):
+            raise _Unsupported(
+                f"the tool cannot tell that {_code(inp)} is a data node (a batch after migration)"
+            )
+    if mentions_dali(ctx, func) or not _simple_function(func):
+        raise _Unsupported("function= is neither a name nor a lambda (assign it to a name first)")
+    return num_outputs, layout, bool(batch)
 
 
 def _per_sample(

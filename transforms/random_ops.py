@@ -36,7 +36,7 @@ from ._cst import append_arg, insert_arg, kwarg, remove_args
 from ._local import LocalEnv, LocalRule, collect_nodes, produces_node
 
 
-class RandomOps(LocalRule):
+class RandomOps(LocalRule[cst.Call]):
     id = "DM104"
     name = "random-ops"
     summary = "random operators get batch_size= and rng="

@@ -45,7 +45,7 @@ _CHECKED = {"INT32", "INT64", "UINT32", "UINT64", "FLOAT", "FLOAT64"}
 _IGNORED = {"preserve", "bytes_per_sample_hint"}
 
 
-class Shapes(LocalRule):
+class Shapes(LocalRule[cst.Call]):
     id = "DM106"
     name = "shapes"
     summary = "fn.shapes(x) and x.shape() become a batch built from x.shape"

@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -46,6 +46,9 @@ MATH_PREFIX = "nvidia.dali.math."
 #: which must give the same result (tests/test_dali_part.py compares the two)
 REDUCE_TO_DALI_PART = True
 _SUPPRESS = re.compile(r"#\s*dali-migrate:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
+
+#: a type of node (``nodes_of(cst.Call)`` gives a list of calls)
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 @dataclass
@@ -227,7 +230,11 @@ class FileContext:
         """Every node of the module in pre-order (the order of a walk over ``children``)."""
         return self._nodes
 
-    def nodes_of(self, *types: type) -> list[cst.CSTNode]:
+    @overload
+    def nodes_of(self, node_type: type[_Node], /) -> list[_Node]: ...
+    @overload
+    def nodes_of(self, *types: type) -> list[cst.CSTNode]: ...
+    def nodes_of(self, *types: type) -> list[Any]:
         """The nodes of the module of exactly these types (not subclasses), in pre-order."""
         if self._by_type is None:
             by_type: dict[type, list[cst.CSTNode]] = {}

@@ -89,7 +89,7 @@ def inline(
     for i, name in enumerate(names):  # `a = b; b = a`: a later value must not read an earlier name
         if any(name in free_names(bound[later]) for later in names[i + 1 :]):
             return None
-    bindings = [
+    bindings: list[cst.BaseStatement] = [
         cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(n))], v)])
         for n, v in bound.items()
         if not (isinstance(v, cst.Name) and v.value == n)

@@ -173,7 +173,7 @@ def _bind(
         rest = []
     if _clashes(init, base, values, rest, kwargs_name if forwarded else None, names, reasons):
         return None
-    assignments = [
+    assignments: list[cst.BaseStatement] = [
         cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)])
         for name, value in values.items()
         if not (isinstance(value, cst.Name) and value.value == name)

@@ -19,19 +19,18 @@ What cannot be merged is appended to ``reasons``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from dali_migrate.catalog import OpInfo
-from dali_migrate.context import FN_PREFIX, MATH_PREFIX, OPS_PREFIX, FileContext
+from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext
 
 from .._cst import block_statements, free_names, is_docstring, walk
 from .arguments import pipeline_ctor_kwargs
-from .class_helpers import factory_ctor, helper_call, inline, undefined_root
+from .class_calls import IfPath, OpCalls, Variant, is_self_attr
+from .class_helpers import factory_ctor, helper_call, inline
 from .class_init import bound_names, plain_names
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
-from .op_arguments import data_names, merge_arguments
+from .op_arguments import data_names
 from .op_flags import flag_statement, value_reads
 
 #: methods a Pipeline subclass defines that the merged function has no place for
@@ -39,28 +38,8 @@ NOT_MERGED: dict[str, str] = {}
 #: methods merged into the loop of the graph function
 LOOP_METHODS = ("iter_setup",)
 
-#: attributes of a Pipeline -> the constructor argument they hold
-_PIPELINE_ATTRS = {
-    "batch_size": "batch_size",
-    "max_batch_size": "batch_size",
-    "num_threads": "num_threads",
-    "device_id": "device_id",
-    "seed": "seed",
-}
 
-_Path = tuple[tuple[cst.If, bool], ...]  # the if statements around an assignment, True: in its body
-
-
-@dataclass
-class _Variant:
-    """``self.<name> = ops.X(...)`` under the conditions ``path``."""
-
-    path: _Path
-    op: OpInfo
-    ctor: cst.Call
-
-
-class Merger:
+class Merger(OpCalls):
     """Turns ``__init__`` + ``define_graph`` (+ helper methods) into one graph function body."""
 
     def __init__(
@@ -69,7 +48,7 @@ class Merger:
         self.ctx = ctx
         self.reasons = reasons
         self.methods = methods
-        self.ops: dict[str, list[_Variant]] = {}  # self.<name> = ops.X(...)
+        self.ops: dict[str, list[Variant]] = {}  # self.<name> = ops.X(...)
         self.attrs: set[str] = set()  # self.<name> = <plain value>
         self.helpers: dict[str, cst.FunctionDef] = {}
         self.inlined: set[str] = set()  # helpers whose code replaced their calls
@@ -166,7 +145,7 @@ class Merger:
         for node in walk(fn.body):
             if not isinstance(node, cst.Call):
                 continue
-            if _is_self_attr(node.func):
+            if is_self_attr(node.func):
                 name = node.func.attr.value  # type: ignore[attr-defined]
                 if any(_reads(v.op) for v in self.ops.get(name, [])):
                     return True
@@ -206,14 +185,14 @@ class Merger:
         target, value = _self_assignment(stmt)
         if (
             target not in fed
-            or not (isinstance(value, cst.Call) and _is_self_attr(value.func))
+            or not (isinstance(value, cst.Call) and is_self_attr(value.func))
             or value.args
         ):
             return False
         variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
         return bool(variants) and all(v.op.fn_path == EXTERNAL_SOURCE for v in variants)
 
-    def _collect(self, node: cst.FunctionDef | cst.If | cst.Else, path: _Path) -> None:
+    def _collect(self, node: cst.FunctionDef | cst.If | cst.Else, path: IfPath) -> None:
         """Operator objects and attributes ``__init__`` sets, with the ``if``s around them."""
         for stmt in _block(node):
             if isinstance(stmt, cst.If):
@@ -224,7 +203,7 @@ class Merger:
             target, value = _self_assignment(stmt)
             made = self._made_op(value) if target is not None else None
             if target is not None and made is not None:
-                self.ops.setdefault(target, []).append(_Variant(path, *made))
+                self.ops.setdefault(target, []).append(Variant(path, *made))
             elif target is not None:
                 self.attrs.add(target)
                 if isinstance(value, cst.Call):
@@ -274,7 +253,7 @@ class Merger:
         self.factories.add(value.func.value)  # type: ignore[attr-defined]
         return op, made[1]
 
-    def _collect_else(self, owner: cst.If, orelse: cst.If | cst.Else, path: _Path) -> None:
+    def _collect_else(self, owner: cst.If, orelse: cst.If | cst.Else, path: IfPath) -> None:
         inner = (*path, (owner, False))
         if isinstance(orelse, cst.If):  # elif
             self._collect(orelse, (*inner, (orelse, True)))
@@ -290,7 +269,7 @@ class Merger:
                 self.attrs |= {
                     t.attr.value
                     for t in walk(node.target)
-                    if _is_self_attr(t) and t.attr.value not in self.ops
+                    if is_self_attr(t) and t.attr.value not in self.ops
                 }
 
     def _called_helpers(self, *roots: cst.FunctionDef) -> dict[str, cst.FunctionDef]:
@@ -299,7 +278,7 @@ class Merger:
         todo = list(roots)
         while todo:
             for n in walk(todo.pop()):
-                if _is_self_attr(n) and n.attr.value in self.methods and n.attr.value not in found:
+                if is_self_attr(n) and n.attr.value in self.methods and n.attr.value not in found:
                     name = n.attr.value
                     if name in ("__init__", "define_graph", *LOOP_METHODS) or name in NOT_MERGED:
                         continue
@@ -406,7 +385,7 @@ class Merger:
         notes = [
             line
             for n in walk(stmt)
-            if isinstance(n, cst.Call) and _is_self_attr(n.func)
+            if isinstance(n, cst.Call) and is_self_attr(n.func)
             for line in self.notes.pop(n.func.attr.value, [])  # type: ignore[attr-defined]
         ]
         if notes and out:
@@ -420,7 +399,7 @@ class Merger:
             else None
         )
         value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-        if isinstance(value, cst.Call) and _is_self_attr(value.func):
+        if isinstance(value, cst.Call) and is_self_attr(value.func):
             variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
             if len(variants) > 1 or (variants and variants[0].path):
                 tree = self._branches(stmt, small, value, variants, 0)
@@ -433,7 +412,7 @@ class Merger:
         stmt: cst.SimpleStatementLine,
         small: cst.BaseSmallStatement,
         call: cst.Call,
-        variants: list[_Variant],
+        variants: list[Variant],
         depth: int,
     ) -> cst.If | None:
         """The ``if`` that makes ``call`` with the operator object of each branch (None when the
@@ -462,7 +441,7 @@ class Merger:
         stmt: cst.SimpleStatementLine,
         small: cst.BaseSmallStatement,
         call: cst.Call,
-        variants: list[_Variant],
+        variants: list[Variant],
         depth: int,
     ) -> list[cst.BaseStatement] | None:
         if not variants:
@@ -477,165 +456,23 @@ class Merger:
         tree = self._branches(stmt, small, call, variants, depth)
         return [tree] if tree is not None else None
 
-    def _ops_class(self, func: cst.BaseExpression, quiet: bool = False) -> OpInfo | None:
-        q = self.ctx.qualname(func)
-        if q and q.startswith(OPS_PREFIX):
-            op = self.ctx.catalog.ops_class(q[len(OPS_PREFIX) :])
-            if op is None and not quiet:
-                self.reasons.append(f"{q} is not a known DALI operator class")
-            return op
-        return None
-
     def _makes_node(self, call: cst.Call) -> bool:
         """``call`` gives data nodes: it calls an operator object or a DALI operator."""
-        if _is_self_attr(call.func):
+        if is_self_attr(call.func):
             return call.func.attr.value in self.ops  # type: ignore[attr-defined]
         q = self.ctx.qualname(call.func)
         return bool(q and q.startswith((FN_PREFIX, MATH_PREFIX)))
-
-    def not_an_operator(self, name: str) -> list[str]:
-        """Why ``self.<name>(...)`` cannot be carried over: what it calls is not known (nothing
-        when an unknown ops.* class already says so), and what to do."""
-        func = self.made_by.get(name)
-        q = self.ctx.qualname(func) if func is not None else None
-        if q is not None and q.startswith(OPS_PREFIX):
-            return []
-        code = cst.Module([]).code_for_node(func) if func is not None else ""
-        what = f"self.{name} = {code}(...)" if func is not None else f"self.{name}"
-        missing = undefined_root(self.ctx, func) if func is not None else None
-        if missing is not None:
-            return [  # one reason for all the objects made with it
-                f"nothing in this file defines `{missing}`, which objects called in the graph are "
-                f"made with (building the pipeline raised NameError): import it (`from "
-                f"nvidia.dali import {missing}` if it is DALI's) and migrate again"
-            ]
-        return [f"{what} is called in the graph but is not an operator object the tool knows"] + [
-            _MAKE_OPERATORS
-        ]
-
-    def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
-        """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
-        new = node.visit(_Rewriter(self))
-        if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(new)) and not isinstance(
-            new, cst.FunctionDef
-        ):
-            self.reasons.append(
-                "self is used other than to reach operators, attributes and helper methods"
-            )
-        return new
-
-    def _op_call(self, op: OpInfo, ctor: cst.Call, call: cst.Call) -> cst.Call:
-        """``fn.<op>(<inputs>, <the object's arguments>, <the call's arguments>)``."""
-        if any(a.keyword is None and a.star != "**" for a in ctor.args):
-            self.reasons.append(f"positional arguments to the {op.fn_path} operator object")
-        # **options pass on as they are
-        ctor_kw = [a for a in ctor.args if a.keyword is not None or a.star == "**"]
-        inputs = [a for a in call.args if a.keyword is None]
-        ctor_kw, rest, clash = merge_arguments(
-            ctor_kw, [a for a in call.args if a.keyword], self.data
-        )
-        if clash:
-            self.reasons.append(
-                f"{', '.join(clash)} given both when creating and when calling an operator, and "
-                "the call's value is an expression: assign it to a variable first"
-            )
-        func = cst.parse_expression(f"nvidia.dali.fn.{op.fn_path}")
-        if not _has_comment(ctor):
-            # one line: the line breaks before the closing parentheses go with the commas
-            args = [
-                a.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_NO_SPACE)
-                for a in inputs + ctor_kw + rest
-            ]
-            return cst.Call(func=func, args=_commas(args))
-        # comments between the object's arguments stay there: its layout is kept
-        args = _commas(inputs) + _commas_kept(ctor_kw) + _commas(rest)
-        return cst.Call(
-            func=func, args=_commas_kept(args), whitespace_before_args=ctor.whitespace_before_args
-        )
-
-    def _conditional_call(self, variants: list[_Variant], call: cst.Call) -> cst.BaseExpression:
-        """``a(x) if cond else b(x)`` for an operator object made under conditions, called
-        inside an expression."""
-        calls = [(v, self._op_call(v.op, v.ctor, call)) for v in variants]
-        expr: cst.BaseExpression = calls[-1][1]
-        if len(calls) == 1:  # made under a condition only: without it, the graph could not be built
-            return expr
-        for v, c in reversed(calls[:-1]):
-            expr = cst.IfExp(test=_condition(v.path), body=c, orelse=expr)
-        return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-
-
-class _Rewriter(cst.CSTTransformer):
-    def __init__(self, merger: Merger) -> None:
-        super().__init__()
-        self.m = merger
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        m = self.m
-        if _is_self_attr(original.func):
-            name = original.func.attr.value  # type: ignore[attr-defined]
-            variants = m.ops.get(name)
-            if variants and len(variants) == 1 and not variants[0].path:
-                v = variants[0]
-                return m._op_call(v.op, v.ctor.visit(_Rewriter(m)), updated)  # type: ignore[arg-type]
-            if variants:
-                return m._conditional_call(
-                    [_Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
-                )  # type: ignore[arg-type]
-            if name in m.attrs and name not in m.helpers:
-                m.reasons += m.not_an_operator(name)
-        if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
-            op = m._ops_class(original.func.func)
-            if op is not None:
-                return m._op_call(op, updated.func, updated)  # type: ignore[arg-type]
-        return updated
-
-    def leave_Attribute(
-        self, original: cst.Attribute, updated: cst.Attribute
-    ) -> cst.BaseExpression:
-        if not _is_self_attr(original):
-            return updated
-        name = original.attr.value
-        if name in self.m.attrs or name in self.m.helpers:
-            return cst.Name(name)
-        arg = self.m.kwargs.get(_PIPELINE_ATTRS.get(name, ""))
-        if arg is not None:  # self.batch_size: what the Pipeline constructor was given
-            return arg.value
-        if name not in self.m.ops:
-            self.m.reasons.append(f"self.{name} is not set in __init__")
-        return updated
-
-
-#: what to write where the graph calls objects the tool does not know as operators
-_MAKE_OPERATORS = (
-    "make each an ops.* object (of an nvidia.dali.ops imported in this file, or made by a "
-    "function of this file that returns one), or call the operators it stands for"
-)
 
 
 def _reads(op: OpInfo) -> bool:
     return op.is_reader or op.fn_path == EXTERNAL_SOURCE
 
 
-def _effective(variants: list[_Variant]) -> list[_Variant]:
+def _effective(variants: list[Variant]) -> list[Variant]:
     """The objects an attribute may hold when the graph is defined: an object made without
     condition replaces those made before it."""
     last = max((i for i, v in enumerate(variants) if not v.path), default=None)
     return variants if last is None else variants[last:]
-
-
-def _condition(path: _Path) -> cst.BaseExpression:
-    """The conjunction of the tests of ``path`` (negated where the code is in an ``else``)."""
-    terms: list[cst.BaseExpression] = []
-    for node, in_body in path:
-        test = node.test
-        if not isinstance(test, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
-            test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        terms.append(test if in_body else cst.UnaryOperation(cst.Not(), test))
-    expr = terms[0]
-    for t in terms[1:]:
-        expr = cst.BooleanOperation(expr, cst.And(), t)
-    return expr
 
 
 def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSuite:
@@ -711,29 +548,13 @@ def _self_assignment(stmt: cst.CSTNode) -> tuple[str | None, cst.BaseExpression 
         and isinstance(stmt.body[0], cst.Assign)
     ):
         assign = stmt.body[0]
-        if len(assign.targets) == 1 and _is_self_attr(assign.targets[0].target):
+        if len(assign.targets) == 1 and is_self_attr(assign.targets[0].target):
             return assign.targets[0].target.attr.value, assign.value  # type: ignore[attr-defined]
     return None, None
 
 
 def _uses_self(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Name) and n.value == "self" for n in walk(node))
-
-
-def _is_self_attr(node: cst.CSTNode) -> bool:
-    return (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    )
-
-
-_NO_SPACE = cst.SimpleWhitespace("")
-
-
-def _commas(args: list[cst.Arg]) -> list[cst.Arg]:
-    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    return [a.with_changes(comma=sep) for a in args[:-1]] + args[-1:]
 
 
 def _footer_comments(fn: cst.FunctionDef) -> list[cst.EmptyLine]:
@@ -748,18 +569,3 @@ def _comment_lines(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
     if tail is not None and tail.comment is not None:
         lines.append(cst.EmptyLine(comment=tail.comment))
     return lines
-
-
-def _commas_kept(args: list[cst.Arg]) -> list[cst.Arg]:
-    """``args`` separated by their own commas (with the comments after them), ``, `` where one
-    has none; the last keeps its comma only when a comment follows it."""
-    sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    out = [a if isinstance(a.comma, cst.Comma) else a.with_changes(comma=sep) for a in args[:-1]]
-    last = args[-1:]
-    if last and not _has_comment(last[0].comma):
-        last = [last[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
-    return out + last
-
-
-def _has_comment(node: cst.CSTNode | cst.MaybeSentinel) -> bool:
-    return isinstance(node, cst.CSTNode) and any(isinstance(n, cst.Comment) for n in walk(node))

@@ -1,61 +1,32 @@
 """Emit: the body of the dynamic-mode generator that replaces one pipeline's graph.
 
-The body is built in phases, one method each: setup code that stays outside the loop, the
-readers built once (:meth:`_Emitter.readers`), external sources made once
-(:meth:`_Emitter.sources`), the graph statements lowered by the local rules
-(:meth:`_Emitter.lowered`), the endless epoch loop (:meth:`_Emitter.loop`, in capture mode where
-that is safe), and the docstring and RNG around it (:func:`emit_generator_body`).
+The body is built in phases, one method each, one module per stage of the body: the state they
+share and the setup code that stays outside the loop (``emit_state``), the readers built once
+and the external sources made once (``emit_inputs``), the graph statements lowered by the local
+rules (:meth:`_Emitter.lowered`, here), the endless epoch loop (``emit_loop``, in capture mode
+where that is safe), and the docstring and RNG around it (:func:`emit_generator_body`).
 """
 
 from __future__ import annotations
-
-import dataclasses
-from collections.abc import Iterator
 
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
-from .._cst import (
-    append_arg,
-    assigned_names,
-    comment_line,
-    free_names,
-    fresh_name,
-    kwarg,
-    names_in,
-    remove_args,
-    statement,
-    truthy,
-    walk,
-)
-from .._local import LocalEnv, LocalRule, collect_nodes, lower
+from .._cst import comment_line, fresh_name, kwarg, statement, walk
+from .._local import LocalEnv, LocalRule, lower
 from .conditionals import lower_branches, lower_logic
-from .current import Current, CurrentReadsRule, self_assignments
-from .devices import move_cpu_operands
+from .current import CurrentReadsRule
 from .docstrings import generator_doc
-from .external_source import RAISE_REASON, SourceUse, as_batch, fetch, unknown_source, wrap
-from .guards import exclusive, guard_test, skeleton
+from .emit_inputs import InputPhases, first_name
+from .emit_loop import CAPTURE_COMMENT as CAPTURE_COMMENT  # imported from here by other modules
+from .emit_loop import LoopPhase
+from .external_source import SourceUse, as_batch, fetch, wrap
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
-from .run_once import run_once
 
-#: what capture mode means for the code around the generator, written above the loop
-CAPTURE_COMMENT = (
-    "# capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time"
-)
-#: why the outputs of an eager loop are evaluated (docs/dali-facts/capture-and-exit.md)
-EVALUATE_COMMENT = (
-    "# .evaluate(): each batch is computed before it is handed on, as pipe.run() did (DALI 2.4\n"
-    "# aborts at exit while an operator is still running)"
-)
-#: the same, where another pipeline of the module took the one capture loop
-ELSEWHERE_COMMENT = (
-    "# no capture: another pipeline's capture loop is active; evaluated before the yield, as\n"
-    "# pipe.run() did (DALI 2.4 aborts at exit while an operator is still running)"
-)
 RNG_NOTE = (
     "random operators now draw from an ndd.random.RNG: their values differ from the "
     "old pipeline's (dali-migrate verify aligns the streams to compare the rest)"
@@ -100,264 +71,8 @@ def emit_generator_body(
     return body, sorted(e.fired - {"DM200"})
 
 
-class _Emitter:
-    """The state the phases of one generator body share."""
-
-    def __init__(
-        self, ctx: FileContext, graph: Graph, plan: PipelinePlan, notes: list[Diagnostic]
-    ) -> None:
-        self.ctx, self.graph, self.plan, self.notes = ctx, graph, plan, notes
-        self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
-        self.taken |= {n.value for n in graph.unpacked[0]} if graph.unpacked else set()
-        self.rng_var = fresh_name("rng", self.taken)
-        # one reader, made unconditionally: the loop runs over its epochs
-        self.single = len(graph.readers) == 1 and not graph.readers[0].guards
-        self.nodes = collect_nodes(ctx, graph.container)
-        self.fired: set[str] = set()
-        self.helpers: dict[str, object] = {}
-        self.reader_vars: dict[int, str] = {}
-        #: comment lines of dropped statements, by id of the statement they now go above
-        self.carried: dict[int, list[cst.EmptyLine]] = {}
-        self.current = self._current()  # reads of Pipeline.current() -> the generator's values
-        # setup code before the first input stays outside the loop unless it builds graph nodes
-        graph = self.graph
-        inputs = [graph.body.index(u.top or u.stmt) for u in graph.readers]
-        inputs += [graph.body.index(u.top) for u in graph.sources]
-        if not inputs:  # no reader: the setup is what comes before the first graph node
-            inputs = [
-                next(
-                    (
-                        i
-                        for i, s in enumerate(graph.body)
-                        if not isinstance(s, cst.FunctionDef)
-                        and _runs_dali(ctx, s, self.nodes, skip=self.current)
-                    ),
-                    len(graph.body) - 1,
-                )
-            ]
-        self.setup = [
-            s
-            for s in self.graph.body[: min(inputs)]
-            if not _runs_dali(ctx, s, self.nodes, skip=self.current)
-        ]
-        # helpers defined in the graph code are defined once, before the loop
-        self.defs = [
-            s for s in graph.body if isinstance(s, cst.FunctionDef) and s not in self.setup
-        ]
-        self.loop_body = [s for s in graph.body if s not in self.setup and s not in self.defs]
-        self.once = run_once(
-            self.loop_body,
-            lambda s: _runs_dali(ctx, s, self.nodes, skip=self.current),
-            self.is_input_stmt,
-        )
-        self.loop_body = [s for s in self.loop_body if not any(s is o for o in self.once)]
-        self.lowered_defs: list[cst.BaseStatement] = []
-        self.per_batch_names = set().union(
-            *(assigned_names(s) for s in self.loop_body if not self.is_reader_stmt(s))
-        )
-        #: sources fed by pipe.feed_input(): the generator becomes a function of their data
-        self.fed = [u for u in graph.sources if u.kind == "fed"]
-        if any(u.raises for u in graph.sources) and not plan.passes:
-            raise Refused(RAISE_REASON)
-        if self.fed and (graph.readers or len(self.fed) != len(graph.sources)):
-            raise Refused(
-                "an external source fed by pipe.feed_input() next to a reader or another external "
-                "source"
-            )
-        counted = any(u.kind in ("call1", "sample1") for u in graph.sources)
-        self.iteration = cst.Name(fresh_name("iteration", self.taken)) if counted else None
-        self.capture = False
-        self.evaluated = False
-        #: the EvalContext variable of the pipeline's GPU, once a loop runs its operators in it
-        self.device_ctx: str | None = None
-
-    def _current(self) -> dict[int, cst.BaseExpression]:
-        """What each read of ``Pipeline.current()`` becomes (by id of the read), from the plan;
-        the statements that only name the current pipeline leave the graph's body."""
-        current: Current | None = self.graph.current
-        if current is None or not (current.reads or current.aliases):
-            return {}
-        missing = sorted(current.attrs - set(self.plan.current))
-        if missing:
-            raise Refused(
-                f"`Pipeline.current().{missing[0]}` reads the pipeline being built, and the "
-                "generator has no value for it"
-            )
-        dropped = current.aliases + self_assignments(current, self.plan.current, self.ctx)
-        body: list[cst.BaseStatement] = []
-        lines: list[cst.EmptyLine] = []  # the comments above a dropped statement stay
-        for s in self.graph.body:
-            if any(s is d for d in dropped):
-                lines += [line for line in s.leading_lines if line.comment is not None]
-                continue
-            if lines:
-                self.carried[id(s)], lines = lines, []
-            body.append(s)
-        self.graph = dataclasses.replace(self.graph, body=body)
-        return {id(attr): self.plan.current[name] for attr, name in current.reads}
-
-    def _carry(self, original: cst.CSTNode, new: list) -> list:
-        """``new`` (what ``original`` became) with the comments carried to ``original`` above
-        its first statement."""
-        lines = self.carried.pop(id(original), None)
-        if lines and new:
-            new[0] = new[0].with_changes(leading_lines=[*lines, *new[0].leading_lines])
-        elif lines:
-            self.carried[id(original)] = lines
-        return new
-
-    def plain(self, node: cst.CSTNode) -> cst.CSTNode:
-        """``node`` with the reads of ``Pipeline.current()`` in it replaced (code the local
-        rules do not lower: the arguments of readers and sources built before the loop)."""
-        if not self.current:
-            return node
-        rule: LocalRule = CurrentReadsRule(self.current)  # type: ignore[assignment]
-        new, _ = lower(self.ctx, node, LocalEnv(), [rule])
-        return new
-
-    def is_input_stmt(self, stmt: cst.CSTNode) -> bool:
-        """``stmt`` makes a reader or an external source."""
-        return self.is_reader_stmt(stmt) or any(
-            u.top is stmt or u.stmt is stmt for u in self.graph.sources
-        )
-
-    def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:
-        """``stmt`` is a reader's own assignment (not a statement that calls it inline)."""
-        return any(use.stmt is stmt and not use.inline for use in self.graph.readers)
-
-    # -- phase: the readers, built once ------------------------------------------------------------
-
-    def readers(self) -> list[cst.BaseStatement]:
-        hoisted: list[cst.BaseStatement] = []
-        guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if` holding them
-        for use in self.graph.readers:
-            depends = free_names(use.call) & self.per_batch_names
-            if depends:
-                raise Refused(
-                    f"the arguments of {self.ctx.text(use.call.func)} depend on per-batch code "
-                    f"({', '.join(sorted(depends))})"
-                )
-            var = self._reader_name(use)
-            cls = attr_chain(f"{self.ctx.ndd}.{use.op.target.ndd_path}")
-            call = self.plain(use.call)
-            assert isinstance(call, cst.Call)
-            value = call.with_changes(func=cls, args=self._reader_args(use, list(call.args)))
-            assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
-            # (a guarded reader's statement stays in the loop with its comments)
-            lines = [] if use.inline or use.guards else list(use.stmt.leading_lines)
-            made = self._carry(use.stmt, [statement(assign, leading_lines=lines)])
-            if not use.guards:
-                hoisted += made
-                continue
-            assert use.top is not None
-            if id(use.top) not in guarded:  # one `if` like the graph code's, where it stood
-                guarded[id(use.top)] = {}
-                hoisted.append(use.top)
-            guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
-        return [
-            (skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s  # type: ignore[misc]
-            for s in hoisted
-        ]
-
-    def _reader_name(self, use: ReaderUse) -> str:
-        """The variable of a reader built before the loop; readers made in different branches
-        of one ``if`` for the same name share one (only one of them is ever made)."""
-        if use.guards:
-            tests = free_names(guard_test(use.guards))
-            if tests & self.per_batch_names:
-                raise Refused(
-                    f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
-                    f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
-                )
-        base = "reader" if self.single else _reader_var(use)
-        var = next(
-            (
-                self.reader_vars[id(other.call)]
-                for other in self.graph.readers
-                if id(other.call) in self.reader_vars
-                and other.guards
-                and _reader_var(other) == base
-                and exclusive(use.guards, other.guards)
-            ),
-            None,
-        )
-        if var is None:
-            var = fresh_name(base, self.taken)
-            self.graph.handles.setdefault("readers", []).append(var)
-        self.reader_vars[id(use.call)] = var
-        return var
-
-    def _reader_args(self, use: ReaderUse, args: list[cst.Arg]) -> list[cst.Arg]:
-        plan = self.plan
-        args = remove_args(args, {"name"})
-        args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
-        if not self.single or plan.reader_meta:
-            args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
-        enabled = any(
-            a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args
-        )
-        if plan.checkpointing and not enabled:
-            args = remove_args(args, {"enable_checkpointing"})
-            args = append_arg(args, kwarg("enable_checkpointing", cst.Name("True")))
-        return args
-
-    # -- phase: external sources, made once --------------------------------------------------------
-
-    def sources(self) -> list[cst.BaseStatement]:
-        hoisted: list[cst.BaseStatement] = []
-        sources: list[SourceUse] = []
-        for use in self.graph.sources:
-            if use.kind == "either":
-                stmts, use = self._either(use)
-                hoisted += stmts
-            elif use.kind != "iterable" and not isinstance(use.source, cst.Name):
-                # the source object is made once, as when the graph was defined
-                depends = free_names(use.source) & self.per_batch_names
-                if depends:
-                    raise Refused(
-                        f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
-                        f"({', '.join(sorted(depends))})"
-                    )
-                var = cst.Name(fresh_name(f"{_first_name(use.target)}_source", self.taken))
-                source = self.plain(use.source)
-                assert isinstance(source, cst.BaseExpression)
-                made = statement(cst.Assign([cst.AssignTarget(var)], source))
-                hoisted += self._carry(use.stmt, [made])
-                use = dataclasses.replace(use, source=var)
-            sources.append(use)
-        # shares the lists and dict the front end reads after emitting
-        self.graph = dataclasses.replace(self.graph, sources=sources)
-        return hoisted
-
-    def _either(self, use: SourceUse) -> tuple[list[cst.BaseStatement], SourceUse]:
-        """A source that may be an iterable or a callable: what DALI decides at run time, written
-        before the loop, which then iterates the batches."""
-        text = self.ctx.text(use.source)
-        if self.graph.readers or len(self.graph.sources) > 1:
-            raise Refused(unknown_source(text, ", next to a reader or another external source"))
-        depends = free_names(use.source) & self.per_batch_names
-        if depends:
-            raise Refused(
-                f"the source of {self.ctx.text(use.call.func)} depends on per-batch code "
-                f"({', '.join(sorted(depends))})"
-            )
-        if "inspect" in names_in(self.ctx.module) and not _imports_inspect(self.ctx.module):
-            raise Refused(unknown_source(text))  # `inspect` names something else here
-        var = fresh_name("batches", self.taken)
-        code = (
-            f"{var} = {text}() if inspect.isgeneratorfunction({text}) else {text}\n"
-            f"try:\n    {var} = iter({var})\nexcept TypeError:\n    {var} = iter({var}, None)\n"
-        )
-        stmts = list(cst.parse_module(code).body)
-        comment = [
-            cst.EmptyLine(comment=cst.Comment(line))
-            for line in (
-                "# as external_source: a generator function is called, an iterable iterated, and a",
-                "# callable called once per batch",
-            )
-        ]
-        stmts[0] = stmts[0].with_changes(leading_lines=comment)
-        return stmts, dataclasses.replace(use, kind="iterable", source=cst.Name(var))
+class _Emitter(InputPhases, LoopPhase):
+    """The phases of one generator body, on the state they share (``emit_state.EmitState``)."""
 
     # -- phase: the graph statements, lowered ------------------------------------------------------
 
@@ -416,7 +131,7 @@ class _Emitter:
         else:  # the first external source's batch
             self.target = None
             batch_expr = cst.Attribute(
-                cst.Name(_first_name(graph.sources[0].target)), cst.Name("batch_size")
+                cst.Name(first_name(graph.sources[0].target)), cst.Name("batch_size")
             )
         for use in graph.readers:
             if isinstance(use.target, cst.Name) and reader_outputs(use) == 1:
@@ -571,133 +286,6 @@ class _Emitter:
             raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
         return new
 
-    # -- phase: the endless epoch loop ---------------------------------------------------------------
-
-    def loop(self, lowered: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
-        graph, plan = self.graph, self.plan
-        # capture mode rejects the moved operands on its second step (DALI 2.4, seen on an H200)
-        lowered, moved = move_cpu_operands(lowered, self.nodes)
-        if self.single:
-            self.capture = (
-                plan.single_use
-                and not moved
-                and not plan.checkpointing
-                and _capturable(graph, lowered)
-            )
-            plan.captured = self.capture
-        if not self.capture:
-            evaluated = _Evaluated(self._computed_already())
-            lowered = [s.visit(evaluated) for s in lowered]
-            self.evaluated = evaluated.wrapped > 0
-        if plan.device is not None and free_names(plan.device) & self.per_batch_names:
-            plan.device = None  # set per batch: the front end keeps its TODO
-        if self.fed:  # one batch per call, of the data feed_input() gave
-            params = cst.Parameters([cst.Param(cst.Name(u.source.value)) for u in self.fed])
-            name = fresh_name("run", self.taken)
-            run = cst.FunctionDef(cst.Name(name), params, cst.IndentedBlock(lowered))
-            if plan.device is not None:  # the return leaves the context: nothing stays in it
-                run = run.with_changes(body=cst.IndentedBlock([self._in_device(lowered)]))
-            return run
-        if plan.device is not None and not self.single:
-            lowered = self._until_yield_in_device(lowered)
-        iterable = [u for u in graph.sources if u.kind == "iterable"]
-        if iterable:
-            loop: cst.BaseCompoundStatement = cst.For(
-                target=self.data_var, iter=iterable[0].source, body=cst.IndentedBlock(body=lowered)
-            )
-            if iterable[0].cycle:  # cycle=True/"quiet": DALI starts the source over when it ends
-                loop = cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=[loop]))
-            return self._comment(loop)
-        body: list[cst.BaseStatement] = lowered
-        if self.single:
-            epoch_args = [kwarg("batch_size", plan.batch_size)]
-            if plan.device is not None:
-                # the epoch runs in the context (its operators on its GPU, a capture loop's
-                # graph too): the same object every epoch, as capture mode requires
-                epoch_args.append(kwarg("ctx", cst.Name(self._device_ctx())))
-            if self.capture:
-                epoch_args.append(kwarg("capture", cst.Name("True")))
-            reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
-            next_epoch = cst.Call(
-                func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args
-            )
-            assert self.target is not None
-            body = [
-                cst.For(target=self.target, iter=next_epoch, body=cst.IndentedBlock(body=lowered))
-            ]
-        return self._comment(cst.While(test=cst.Name("True"), body=cst.IndentedBlock(body=body)))
-
-    # -- the pipeline's GPU, where it is not the current device -------------------------------------
-
-    def _device_ctx(self) -> str:
-        if self.device_ctx is None:
-            self.device_ctx = fresh_name("ctx", self.taken)
-            self.plan.device_applied = True
-        return self.device_ctx
-
-    def device_stmt(self) -> cst.With:
-        """``ctx``: the default ``EvalContext`` of the pipeline's GPU, taken once under
-        ``with ndd.Device("gpu", <device_id>):``. Not a new ``EvalContext(device_id=...)``: an
-        epoch keeps its context entered while the generator is suspended, and DALI's context
-        stack fails when two loops holding different contexts take turns; the default context
-        of a device is one object, which every loop on that GPU then shares."""
-        assert self.device_ctx is not None and self.plan.device is not None
-        ndd = self.ctx.ndd
-        gpu = [cst.Arg(cst.SimpleString('"gpu"')), cst.Arg(self.plan.device)]
-        device = cst.Call(attr_chain(f"{ndd}.Device"), gpu)
-        default = cst.Call(attr_chain(f"{ndd}.EvalContext.default"))
-        take = statement(cst.Assign([cst.AssignTarget(cst.Name(self.device_ctx))], default))
-        lines = [cst.EmptyLine(comment=cst.Comment(_SHARED_CONTEXT))]
-        return cst.With([cst.WithItem(device)], cst.IndentedBlock([take]), leading_lines=lines)
-
-    def _in_device(self, stmts: list[cst.BaseStatement]) -> cst.With:
-        """``with ctx:`` around ``stmts``: the operators they call run on the pipeline's GPU."""
-        item = cst.WithItem(cst.Name(self._device_ctx()))
-        return cst.With(items=[item], body=cst.IndentedBlock(stmts))
-
-    def _until_yield_in_device(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        """The statements before the loop's yield in ``with ctx:``, the yield after it, so that
-        the context is not left entered while the consumer runs; a yield that still calls
-        operators computes its value in the context first (``batch = ...``). Unchanged where the
-        loop has no yield of its own at its top (the front end keeps its TODO)."""
-        at = next((i for i, s in enumerate(stmts) if _yielded(s) is not None), None)
-        if at is None or any(
-            isinstance(n, cst.Yield) for s in stmts[:at] for n in _walk_outside_defs(s)
-        ):
-            return stmts
-        stmt, yielded = stmts[at], _yielded(stmts[at])
-        assert isinstance(stmt, cst.SimpleStatementLine) and yielded is not None
-        values = yielded.elements if isinstance(yielded, cst.Tuple) else [cst.Element(yielded)]
-        inside = list(stmts[:at])
-        if not all(_computed(e.value) for e in values):
-            batch = cst.Name(fresh_name("outputs", self.taken))
-            inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], yielded)]))
-            stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
-        first = inside[0]
-        block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
-        return [block.with_changes(leading_lines=first.leading_lines), stmt, *stmts[at + 1 :]]
-
-    def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
-        """What the loop's form means: capture mode, or outputs evaluated before the yield."""
-        text = ""
-        if self.capture:
-            text = CAPTURE_COMMENT
-        elif self.evaluated:
-            text = ELSEWHERE_COMMENT if self.plan.capture_elsewhere else EVALUATE_COMMENT
-        lines = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n") if t]
-        return loop.with_changes(leading_lines=[*loop.leading_lines, *lines])
-
-    def _computed_already(self) -> set[str]:
-        """Names whose batches are computed when they are bound (reader and source outputs)."""
-        names = set()
-        for use in [*self.graph.readers, *self.graph.sources]:
-            names |= names_in(use.target)
-        if self.target is not None:
-            names |= names_in(self.target)
-        if self.graph.unpacked is not None:  # computed by the helper that returns them
-            names -= {n.value for n in self.graph.unpacked[0]}
-        return names
-
     # -- phase: the RNG ------------------------------------------------------------------------------
 
     def rng_stmt(self) -> cst.SimpleStatementLine:
@@ -707,53 +295,6 @@ class _Emitter:
         rng = cst.Call(func=attr_chain(f"{self.ctx.ndd}.random.RNG"), args=rng_args)
         self.notes.append(self.ctx.info(self.plan.rule_id, self.graph.container, RNG_NOTE))
         return statement(cst.Assign([cst.AssignTarget(cst.Name(self.rng_var))], rng))
-
-
-class _Evaluated(cst.CSTTransformer):
-    """``yield a, b`` -> ``yield a.evaluate(), b`` for each output an operator computes (the
-    yields and returns of the loop body, not of functions defined in it)."""
-
-    def __init__(self, computed: set[str]) -> None:
-        super().__init__()
-        self.computed = computed
-        self.wrapped = 0
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def leave_Yield(self, original: cst.Yield, updated: cst.Yield) -> cst.Yield:
-        return (
-            updated.with_changes(value=self._values(updated.value))
-            if updated.value is not None
-            else updated
-        )
-
-    def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
-        return (
-            updated.with_changes(value=self._values(updated.value))
-            if updated.value is not None
-            else updated
-        )
-
-    def _values(self, value: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(value, cst.Tuple):
-            return value.with_changes(
-                elements=[e.with_changes(value=self._one(e.value)) for e in value.elements]
-            )
-        return self._one(value)
-
-    def _one(self, value: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(value, cst.Name) and value.value in self.computed:
-            return value
-        if isinstance(
-            value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)
-        ):
-            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        self.wrapped += 1
-        return cst.Call(cst.Attribute(value, cst.Name("evaluate")))
 
 
 class _InlineReaders:
@@ -772,68 +313,6 @@ class _InlineReaders:
         self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
     ) -> cst.CSTNode | None:
         return self.values.get(id(original))
-
-
-def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
-    """Whether the epoch loop can run in capture mode (``next_epoch(..., capture=True)``).
-
-    Measured on an H200 (benchmarks/results/), capture mode closes the gap between dynamic mode
-    and the pipeline; in DALI 2.4 it holds only when every step calls the same operators with
-    batches of the same size (no per-sample Python: ``as_batch`` or a skipped random draw), the
-    loop is the only capture-mode loop of the program (a suspended capture loop stays active, so
-    a second pipeline in the same thread raises "Only one capture-mode loop can be active at a
-    time"), and nothing checkpoints the reader. So: one reader, no external source, a module with
-    a single pipeline instantiated once, and a body of operator calls."""
-    if len(graph.readers) != 1 or graph.sources:
-        return False
-    if any(
-        isinstance(n, cst.Name) and n.value in ("as_batch", "advance")
-        for s in lowered
-        for n in walk(s)
-    ):
-        return False
-    return not any(
-        a.keyword is not None and a.keyword.value == "enable_checkpointing"
-        for a in graph.readers[0].call.args
-    )
-
-
-_SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
-
-
-def _yielded(stmt: cst.CSTNode) -> cst.BaseExpression | None:
-    """What ``yield <value>`` (a statement of its own) yields."""
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        small = stmt.body[0]
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
-            value = small.value.value
-            return value if isinstance(value, cst.BaseExpression) else None
-    return None
-
-
-def _computed(value: cst.BaseExpression) -> bool:
-    """A batch bound to a name, or its ``.evaluate()``: nothing left to run on a device."""
-    if isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute):
-        value = value.func.value if value.func.attr.value == "evaluate" else value
-    return isinstance(value, cst.Name)
-
-
-def _imports_inspect(module: cst.Module) -> bool:
-    return any(
-        isinstance(s, cst.SimpleStatementLine)
-        and isinstance(s.body[0], cst.Import)
-        and any(
-            a.asname is None and isinstance(a.name, cst.Name) and a.name.value == "inspect"
-            for a in s.body[0].names
-        )
-        for s in module.body
-    )
-
-
-def _first_name(target: cst.BaseAssignTargetExpression) -> str:
-    while isinstance(target, (cst.Tuple, cst.List)):
-        target = target.elements[0].value
-    return target.value if isinstance(target, cst.Name) else "input"
 
 
 def _source_statements(
@@ -870,59 +349,6 @@ def _source_statements(
         body=[assign.with_changes(value=wrap(ctx.ndd, use, data))], leading_lines=[]
     )
     return [guarded, kept]
-
-
-def _reader_var(use: ReaderUse) -> str:
-    """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
-    fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
-    target = use.target
-    small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
-        target = target.elements[0].value
-    if isinstance(target, cst.Name):
-        return f"{target.value}_reader"
-    return (use.op.target.ndd_path or "reader").split(".")[-1].lower() + "_reader"
-
-
-def _reader_seed(
-    ctx: FileContext,
-    use: ReaderUse,
-    args: list[cst.Arg],
-    seed: cst.BaseExpression | None,
-    rule_id: str,
-    notes: list[Diagnostic],
-) -> list[cst.Arg]:
-    """A shuffling reader without its own seed gets the pipeline's: an ndd reader without a
-    seed shuffles the same way in every run."""
-    shuffles = any(
-        a.keyword and a.keyword.value in ("random_shuffle", "shuffle_after_epoch") and truthy(a)
-        for a in args
-    )
-    if not shuffles or any(a.keyword and a.keyword.value == "seed" for a in args):
-        return args
-    if seed is not None:
-        notes.append(
-            ctx.info(
-                rule_id,
-                use.call,
-                f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived "
-                "its seed from the "
-                "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch "
-                "holds the same samples)",
-            )
-        )
-        return append_arg(args, kwarg("seed", seed))
-    notes.append(
-        ctx.info(
-            rule_id,
-            use.call,
-            "the pipeline had no seed, so its shuffle order was random each run; the ndd "
-            "reader without seed= shuffles the same way every run",
-        )
-    )
-    return args
 
 
 def _loop_target(
@@ -973,56 +399,3 @@ def reader_outputs(use: ReaderUse) -> int | None:
         if isinstance(ext, (cst.SimpleString, cst.ConcatenatedString)):
             return 1
     return None
-
-
-def _walk_outside_defs(
-    node: cst.CSTNode, skip: dict[int, cst.BaseExpression] | None = None
-) -> Iterator[cst.CSTNode]:
-    """The nodes of ``node`` outside the lambdas and functions it defines (and outside the
-    nodes whose ids ``skip`` holds)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if skip and id(n) in skip:
-            continue
-        yield n
-        if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
-            stack.extend(reversed(n.children))
-
-
-def _runs_dali(
-    ctx: FileContext,
-    stmt: cst.CSTNode,
-    nodes: set[str],
-    seen: frozenset[str] = frozenset(),
-    skip: dict[int, cst.BaseExpression] | None = None,
-) -> bool:
-    """Whether running a statement runs DALI or reads a name holding a data node (code in the
-    lambdas and functions it defines runs later: it does not count; a function of the module it
-    calls does; reads of ``Pipeline.current()``, by id in ``skip``, are plain values)."""
-    helpers = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    for n in _walk_outside_defs(stmt, skip):
-        called = n.func.value if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) else None
-        if called in helpers and called not in seen:
-            if _runs_dali(ctx, helpers[called].body, set(), seen | {called}):
-                return True
-        if isinstance(n, (cst.Name, cst.Attribute)) and (
-            ctx.is_fn_ref(n) or (isinstance(n, cst.Name) and n.value in nodes)
-        ):
-            return True
-        q = ctx.qualname(n) if isinstance(n, (cst.Name, cst.Attribute)) else None
-        if q and q.startswith("nvidia.dali") and not _plain_value(q):
-            return True
-    return False
-
-
-#: DALI modules whose members are plain Python values in both modes (no graph node)
-_PLAIN_MODULES = ("nvidia.dali.types", "nvidia.dali.tfrecord")
-
-
-def _plain_value(qualname: str) -> bool:
-    """``qualname`` names a value that builds no graph node: a type, an enum member, a TFRecord
-    feature (``types.FLOAT``, ``tfrec.FixedLenFeature(...)``), not ``types.Constant``."""
-    if qualname in ("nvidia.dali.types.Constant", "nvidia.dali.types.ScalarConstant"):
-        return False
-    return any(qualname == m or qualname.startswith(m + ".") for m in _PLAIN_MODULES)

@@ -150,26 +150,7 @@ def analyse_source(
     source = kw.get("source")
     if source is None:
         return _fed(ctx, call, target, stmt, kw, reasons)
-    # parallel=True: the same data (DALI asks for sources whose data depends on the sample or
-    # batch index only), computed in worker processes; the generator computes it in its thread
-    parallel = "parallel" in kw and not _is_false(kw["parallel"].value)
-    cycle = raises = False
-    if "cycle" in kw and not _is_false(kw["cycle"].value):
-        value = kw["cycle"].value
-        if isinstance(value, cst.Name) and value.value == "True" or _string(value) == "quiet":
-            cycle = True
-        elif _string(value) == "raise":
-            raises = True
-        else:
-            reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
-    per_sample = "batch" in kw and not (
-        isinstance(kw["batch"].value, cst.Name) and kw["batch"].value.value == "True"
-    )
-    if per_sample and not _is_false(kw["batch"].value):
-        reasons.append(f"external_source batch={ctx.text(kw['batch'].value)} is not a literal")
-    unknown = set(kw) - IGNORED - AS_BATCH - {"source", "num_outputs", "parallel", "cycle", "batch"}
-    if unknown:
-        reasons.append(f"external_source {', '.join(sorted(unknown))}= is not migrated yet")
+    parallel, cycle, raises, per_sample = _options(ctx, kw, reasons)
     num_outputs = None
     if "num_outputs" in kw:
         v = kw["num_outputs"].value
@@ -201,20 +182,7 @@ def analyse_source(
         reasons.append(unknown_source(ctx.text(source.value)))
         return None
     if cycle:
-        if per_sample:
-            reasons.append("external_source cycle= with batch=False is not migrated yet")
-        elif kind != "iterable":
-            reasons.append(
-                "external_source cycle= is only valid for an iterable source (DALI raises too)"
-            )
-        elif isinstance(source.value, cst.Call):
-            reasons.append(
-                f"external_source cycle= over {ctx.text(source.value)}, made where the graph is "
-                "defined: DALI "
-                "rewinds that one object (a generator object cannot be rewound at all); give it a "
-                "module-level "
-                "name, or pass a generator function"
-            )
+        _cycle_reasons(ctx, source.value, kind, per_sample, reasons)
     sample_info = None
     if per_sample:
         if kind == "iterable":
@@ -237,6 +205,55 @@ def analyse_source(
     use.raises = raises
     use.parallel = parallel
     return use
+
+
+def _options(
+    ctx: FileContext, kw: dict[str, cst.Arg], reasons: list[str]
+) -> tuple[bool, bool, bool, bool]:
+    """``parallel=``, ``cycle=`` (True or "quiet": cycled; "raise": raises) and ``batch=False``
+    (per sample) of an external source; what it cannot carry over of them and of its other
+    arguments goes to ``reasons``."""
+    # parallel=True: the same data (DALI asks for sources whose data depends on the sample or
+    # batch index only), computed in worker processes; the generator computes it in its thread
+    parallel = "parallel" in kw and not _is_false(kw["parallel"].value)
+    cycle = raises = False
+    if "cycle" in kw and not _is_false(kw["cycle"].value):
+        value = kw["cycle"].value
+        if isinstance(value, cst.Name) and value.value == "True" or _string(value) == "quiet":
+            cycle = True
+        elif _string(value) == "raise":
+            raises = True
+        else:
+            reasons.append(f"external_source cycle={ctx.text(value)} is not a literal")
+    per_sample = "batch" in kw and not (
+        isinstance(kw["batch"].value, cst.Name) and kw["batch"].value.value == "True"
+    )
+    if per_sample and not _is_false(kw["batch"].value):
+        reasons.append(f"external_source batch={ctx.text(kw['batch'].value)} is not a literal")
+    unknown = set(kw) - IGNORED - AS_BATCH - {"source", "num_outputs", "parallel", "cycle", "batch"}
+    if unknown:
+        reasons.append(f"external_source {', '.join(sorted(unknown))}= is not migrated yet")
+    return parallel, cycle, raises, per_sample
+
+
+def _cycle_reasons(
+    ctx: FileContext, source: cst.BaseExpression, kind: str, per_sample: bool, reasons: list[str]
+) -> None:
+    """Why a cycled source of ``kind`` cannot be migrated (nothing appended: it can)."""
+    if per_sample:
+        reasons.append("external_source cycle= with batch=False is not migrated yet")
+    elif kind != "iterable":
+        reasons.append(
+            "external_source cycle= is only valid for an iterable source (DALI raises too)"
+        )
+    elif isinstance(source, cst.Call):
+        reasons.append(
+            f"external_source cycle= over {ctx.text(source)}, made where the graph is "
+            "defined: DALI "
+            "rewinds that one object (a generator object cannot be rewound at all); give it a "
+            "module-level "
+            "name, or pass a generator function"
+        )
 
 
 def unknown_source(text: str, where: str = "") -> str:

@@ -282,9 +282,9 @@ class Flow:
             return False
         found.copies = 2
         for init in inits:
-            if id(init.value) not in self.known:  # type: ignore[union-attr]
-                self.known.add(id(init.value))  # type: ignore[union-attr]
-                self._list(init.value, label, found, depth)  # type: ignore[union-attr]
+            if id(init.value) not in self.known:
+                self.known.add(id(init.value))
+                self._list(init.value, label, found, depth)
         return True
 
     def _list(self, lst: cst.CSTNode, label: str, found: Found, depth: int) -> None:

@@ -300,8 +300,6 @@ def tensorlist_use(
 ) -> tuple[cst.CSTNode | None, cst.BaseExpression | None]:
     """Climb from a TensorList expression through TensorList methods; returns the outermost
     expression to replace and its Batch-API replacement (or (None, None): nothing to do)."""
-    np = ctx.np
-    ndd = ctx.ndd
     current: cst.CSTNode = expr
     new: cst.BaseExpression = base
     changed = False
@@ -316,41 +314,9 @@ def tensorlist_use(
                     new = cst.Call(func=cst.Attribute(new, cst.Name("cpu")))
                     current, changed = call, True
                     continue
-                if method == "as_tensor" and not args:
-                    tensor = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
-                    # Tensor.shape()/.layout() are properties of an ndd Tensor
-                    attr = ctx.parents.get(call)
-                    outer = ctx.parents.get(attr)
-                    if (
-                        isinstance(attr, cst.Attribute)
-                        and attr.value is call
-                        and attr.attr.value in ("shape", "layout")
-                        and isinstance(outer, cst.Call)
-                        and outer.func is attr
-                        and not outer.args
-                    ):
-                        return outer, cst.Attribute(tensor, cst.Name(attr.attr.value))
-                    return call, tensor
-                if method == "as_array" and not args:
-                    inner = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
-                    return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(inner)])
-                if method == "at" and len(args) == 1 and args[0].keyword is None:
-                    pick = cst.Subscript(
-                        value=cst.Attribute(new, cst.Name("tensors")),
-                        slice=[cst.SubscriptElement(cst.Index(args[0].value))],
-                    )
-                    return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(pick)])
-                if method in ("layout", "shape") and not args:
-                    return call, cst.Attribute(new, cst.Name(method))
-                if method == "is_dense_tensor" and not args:
-                    # no public counterpart: a batch is dense when all its samples have one shape
-                    shapes = cst.Call(
-                        cst.Name("set"), [cst.Arg(cst.Attribute(new, cst.Name("shape")))]
-                    )
-                    length = cst.Call(cst.Name("len"), [cst.Arg(shapes)])
-                    return call, cst.Comparison(
-                        length, [cst.ComparisonTarget(cst.LessThanEqual(), cst.Integer("1"))]
-                    )
+                done = _method_result(ctx, call, method, new)
+                if done is not None:
+                    return done
             elif method == "dtype" and not isinstance(call, cst.Call):
                 # TensorList.dtype is a DALIDataType; Batch.dtype an ndd DType whose type_id is one
                 return parent, cst.Attribute(
@@ -376,3 +342,47 @@ def tensorlist_use(
                 return call, cst.Attribute(new, cst.Name("batch_size"))
         break
     return (current, new) if changed else (None, None)
+
+
+def _method_result(
+    ctx: FileContext, call: cst.Call, method: str, new: cst.BaseExpression
+) -> tuple[cst.CSTNode, cst.BaseExpression] | None:
+    """``<TensorList>.<method>(...)``, the TensorList being ``new`` in the Batch API: the node to
+    replace and its replacement (None: a method or arguments without a counterpart here)."""
+    np = ctx.np
+    ndd = ctx.ndd
+    args = call.args
+    if method == "as_tensor" and not args:
+        tensor = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+        # Tensor.shape()/.layout() are properties of an ndd Tensor
+        attr = ctx.parents.get(call)
+        outer = ctx.parents.get(attr)
+        if (
+            isinstance(attr, cst.Attribute)
+            and attr.value is call
+            and attr.attr.value in ("shape", "layout")
+            and isinstance(outer, cst.Call)
+            and outer.func is attr
+            and not outer.args
+        ):
+            return outer, cst.Attribute(tensor, cst.Name(attr.attr.value))
+        return call, tensor
+    if method == "as_array" and not args:
+        inner = cst.Call(func=attr_chain(f"{ndd}.as_tensor"), args=[cst.Arg(new)])
+        return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(inner)])
+    if method == "at" and len(args) == 1 and args[0].keyword is None:
+        pick = cst.Subscript(
+            value=cst.Attribute(new, cst.Name("tensors")),
+            slice=[cst.SubscriptElement(cst.Index(args[0].value))],
+        )
+        return call, cst.Call(func=attr_chain(f"{np}.asarray"), args=[cst.Arg(pick)])
+    if method in ("layout", "shape") and not args:
+        return call, cst.Attribute(new, cst.Name(method))
+    if method == "is_dense_tensor" and not args:
+        # no public counterpart: a batch is dense when all its samples have one shape
+        shapes = cst.Call(cst.Name("set"), [cst.Arg(cst.Attribute(new, cst.Name("shape")))])
+        length = cst.Call(cst.Name("len"), [cst.Arg(shapes)])
+        return call, cst.Comparison(
+            length, [cst.ComparisonTarget(cst.LessThanEqual(), cst.Integer("1"))]
+        )
+    return None

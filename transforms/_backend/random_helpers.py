@@ -133,7 +133,7 @@ def helper_edits(
     return edits
 
 
-class HelperCalls(LocalRule):
+class HelperCalls(LocalRule[cst.Call]):
     """Inside the pipeline body: ``augment(x)`` -> ``augment(x, rng=rng, batch_size=...)``."""
 
     id = "DM200"

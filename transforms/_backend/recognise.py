@@ -1,8 +1,9 @@
-"""Recognise: the graph code of a pipeline definition, and every use of the pipeline object.
+"""Recognise: the graph code of a pipeline definition, and the definitions of a module.
 
 A front end (``@pipeline_def`` function, ``with pipe:`` block, ``Pipeline`` subclass) hands the
-statements that build a graph to :func:`analyse_graph`, and the references to the object or its
-factory to :func:`instances_of`; what cannot be carried over is appended to ``reasons``.
+statements that build a graph to :func:`analyse_graph`; what cannot be carried over is appended
+to ``reasons``. The references to the object or its factory go to ``instances.instances_of``,
+which follows every use of the objects.
 """
 
 from __future__ import annotations
@@ -15,46 +16,13 @@ from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
-from .._cst import (
-    fresh_name,
-    in_source_order,
-    is_docstring,
-    kwargs_of,
-    names_in,
-    param_names,
-    walk,
-    within,
-)
+from .._cst import fresh_name, is_docstring, names_in, walk, within
 from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
-from . import feeds, handles, iterators
-from .arguments import check_pipeline_args
 from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
-from .flow import Flow, in_loop
 from .guards import guards_of
-from .iterator_follow import adopt_meta_call
-from .model import FollowUp, Graph, Instance, ReaderUse
-
-#: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
-DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
-#: ``pipe.<method>()`` that gives the next batch: ``next(pipe)``
-RUN_METHODS = ("run", "share_outputs")
-
-#: what to do by hand for the Pipeline methods the tool does not migrate (written in the TODO)
-PIPELINE_METHOD_HINTS = {
-    "schedule_run": "dynamic mode is asynchronous by itself: drop it",
-    "share_outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
-    "release_outputs": "dynamic mode frees a batch when it is no longer referenced: drop it",
-    "outputs": "dynamic mode is asynchronous by itself: take batches with next(pipe)",
-    "checkpoint": "register the reader and the RNG with ndd.checkpoint.Checkpoint; the formats differ",
-    "serialize": "dynamic mode has no serialized form: keep this pipeline for serving (Triton)",
-    "epoch_size": "use the reader's get_metadata()['epoch_size_padded'], built with max_batch_size",
-    "reader_meta": "use the reader's get_metadata(), built with max_batch_size",
-    "reset": "each reader.next_epoch() is a new epoch",
-    "feed_input": "give the data to the code with ndd.as_batch(...)",
-}
-
+from .model import Graph, ReaderUse
 
 # -- the graph ------------------------------------------------------------------------------------
 
@@ -97,31 +65,8 @@ def analyse_graph(
             _inputs_and_ops(ctx, container, node, readers, sources, reasons)
         elif isinstance(node, cst.Return) and any(within(ctx, node, e) for e in ends):
             continue  # the outputs of one branch of the final `if`
-        elif (
-            isinstance(node, cst.Return)
-            and not _is_outputs(node, outputs_stmt)
-            and not _nested(ctx, node, container)
-        ):
-            if not _ends_data(ctx, node):
-                reasons.append("the pipeline returns before its last statement")
-        elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
-            reasons.append("the pipeline code yields or awaits")
-        elif isinstance(node, cst.ClassDef):
-            reasons.append("class definitions in the pipeline body")
-        elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
-            call = is_current_call(ctx, node) if current_ok else None
-            why = record_current(ctx, container, call, current) if call is not None else None
-            if call is not None:
-                if why is not None:
-                    reasons.append(why)
-                continue
-            reasons.append(
-                f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
-                "counterpart of"
-            )
-        elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
-            call = ctx.text(ctx.parents[node])
-            reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
+        else:
+            _node_reasons(ctx, container, node, outputs_stmt, current, current_ok, reasons)
     body = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
@@ -157,6 +102,45 @@ def analyse_graph(
     graph.unpacked = unpacked
     graph.branch_outputs = branched
     return graph
+
+
+def _node_reasons(
+    ctx: FileContext,
+    container: cst.FunctionDef | cst.With,
+    node: cst.CSTNode,
+    outputs_stmt: cst.BaseStatement | None,
+    current: Current,
+    current_ok: bool,
+    reasons: list[str],
+) -> None:
+    """Why one node of the graph code (not a call) cannot be carried over, appended to
+    ``reasons``: a return before the end, a yield, a class, the API of the pipeline being built.
+    Reads of ``Pipeline.current()`` are recorded on ``current`` where ``current_ok``."""
+    if (
+        isinstance(node, cst.Return)
+        and not _is_outputs(node, outputs_stmt)
+        and not _nested(ctx, node, container)
+    ):
+        if not _ends_data(ctx, node):
+            reasons.append("the pipeline returns before its last statement")
+    elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
+        reasons.append("the pipeline code yields or awaits")
+    elif isinstance(node, cst.ClassDef):
+        reasons.append("class definitions in the pipeline body")
+    elif isinstance(node, cst.Attribute) and _pipeline_api(ctx, node):
+        call = is_current_call(ctx, node) if current_ok else None
+        why = record_current(ctx, container, call, current) if call is not None else None
+        if call is not None:
+            if why is not None:
+                reasons.append(why)
+            return
+        reasons.append(
+            f"`{ctx.text(node)}` reads the pipeline being built, which dynamic mode has no "
+            "counterpart of"
+        )
+    elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
+        call = ctx.text(ctx.parents[node])
+        reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
 
 
 def _inputs_and_ops(
@@ -574,274 +558,4 @@ def pipeline_decorator(ctx: FileContext, fn: cst.FunctionDef) -> cst.Decorator |
         expr = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
         if ctx.qualname(expr) in PIPELINE_DEFS:
             return d
-    return None
-
-
-# -- where a pipeline object is used -----------------------------------------------------------
-
-
-def follow_pipeline(
-    ctx: FileContext,
-    inst: Instance,
-    origin: cst.CSTNode,
-    flow: Flow,
-    followups: list[FollowUp],
-    *,
-    with_handles: bool = False,
-) -> None:
-    """Every use of the pipeline object ``origin`` evaluates to: ``build()`` and ``run()`` (and
-    with ``with_handles``, ``epoch_size()``, ``reader_meta()``, ``checkpoint()``, ``reset()``,
-    see ``handles``) and framework iterators are recorded on ``inst``; any other use is a
-    follow-up (a TODO at the use)."""
-    found = flow.follow(origin, inst.label)
-    inst.uses = [*found.reached, *(f.node for f in found.followups)]
-    named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
-    inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
-    inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
-    followups += found.followups
-    pending: list[tuple[cst.Call, str]] = []  # pipe.epoch_size(): the loader's, if one replaces it
-    for use in found.uses:
-        claimed = (
-            n for u in inst.iterators for n in u.claimed
-        )  # pipe.epoch_size() as an iterator's size=
-        if any(use is n for n in claimed):
-            continue
-        attr = ctx.parents.get(use)
-        call = ctx.parents.get(attr)
-        label = _label(ctx, use, inst)
-        if isinstance(attr, cst.Attribute) and attr.value is use:
-            if isinstance(call, cst.Call) and call.func is attr:
-                if attr.attr.value in handles.META_METHODS:
-                    pending.append((call, label))
-                elif not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
-                    hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
-                    followups.append(
-                        FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint)
-                    )
-            else:
-                followups.append(
-                    FollowUp(
-                        attr, f"`{label}.{attr.attr.value}` reads an attribute of the Pipeline"
-                    )
-                )
-            continue
-        why = (
-            iterators.iterator_use(ctx, inst, use)
-            if inst.local or _kept_in_attribute(ctx, inst, use)
-            else iterators.iterator_hint(ctx, use)
-        )
-        if why is None:
-            followups.append(FollowUp(use, _describe(ctx, use, label)))
-        elif why:
-            followups.append(why)
-    for call, label in pending:
-        method = call.func.attr.value  # type: ignore[attr-defined]
-        if adopt_meta_call(ctx, inst, call):
-            continue
-        if not _method_use(ctx, inst, method, call, with_handles and inst.local):
-            hint = PIPELINE_METHOD_HINTS.get(method, "")
-            followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
-
-
-def _kept_in_attribute(ctx: FileContext, inst: Instance, use: cst.CSTNode) -> bool:
-    """``self.pipe = make(...)`` made once, and ``use`` reads ``self.pipe`` in the same class."""
-    assign = inst.assign
-    return (
-        assign is not None
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Attribute)
-        and isinstance(use, cst.Attribute)
-        and use.attr.value == assign.targets[0].target.attr.value
-        and inst.copies == 1
-    )
-
-
-def _inline_in_iterator(ctx: FileContext, origin: cst.CSTNode) -> bool:
-    """``origin`` (the pipeline's call) is made in the call of a framework iterator, alone or
-    as the one element of its list (``DALIGenericIterator([make_pipe(...)], ...)``)."""
-    parent = ctx.parents.get(origin)
-    if isinstance(parent, cst.Element):
-        listed = ctx.parents.get(parent)
-        if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
-            return False
-    call = iterators._enclosing_call(ctx, origin)
-    q = ctx.qualname(call.func) if call is not None else None
-    return q in iterators.ITERATORS or q == iterators.DATASET
-
-
-def own_uses(
-    ctx: FileContext, container: cst.CSTNode, instances: list[Instance], followups: list[FollowUp]
-) -> list[str]:
-    """Uses of the pipeline objects (or of their factory) inside the code that defines their
-    graph (``pipe.build()`` in the ``@pipeline_def`` function that ``pipe`` is made from): that
-    code becomes the generator, which has no pipeline object to use. One reason per use."""
-    factory = container.name.value if isinstance(container, cst.FunctionDef) else None
-    said = {
-        id(f.node): f.what
-        for f in followups
-        if isinstance(f.node, cst.Name) and f.node.value == factory
-    }
-    nodes = [n for inst in instances for n in inst.uses] + [f.node for f in followups]
-    inside = [n for n in nodes if within(ctx, n, container)]
-    inside.sort(key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))
-    reasons = [
-        said.get(id(n))
-        or f"`{ctx.text(_use_expr(ctx, n))}` uses the pipeline inside the code that defines it"
-        for n in inside
-    ]
-    return list(dict.fromkeys(reasons))
-
-
-def _use_expr(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
-    """``pipe.build()`` for the ``pipe`` in it (``pipe`` alone when it is not called)."""
-    attr = ctx.parents.get(node)
-    call = ctx.parents.get(attr)
-    if isinstance(attr, cst.Attribute) and attr.value is node:
-        return call if isinstance(call, cst.Call) and call.func is attr else attr
-    return node
-
-
-def _label(ctx: FileContext, use: cst.CSTNode, inst: Instance) -> str:
-    """How a TODO names the pipeline object at ``use``."""
-    if isinstance(use, (cst.Name, cst.Attribute, cst.Subscript)):
-        return ctx.text(use)
-    if isinstance(use, cst.Call):
-        return f"{ctx.text(use.func)}(...)"
-    return inst.label
-
-
-def _describe(ctx: FileContext, use: cst.CSTNode, label: str) -> str:
-    """What the code does with the pipeline object at ``use``, for its TODO."""
-    parent = ctx.parents.get(use)
-    if isinstance(parent, cst.Element):  # [pipe] handed on as a list
-        parent = ctx.parents.get(ctx.parents.get(parent))
-        if not isinstance(parent, cst.Arg):
-            return f"`{label}` is put in a container"
-    holder = ctx.parents.get(parent)
-    if isinstance(parent, cst.Arg) and isinstance(holder, cst.Call):
-        return f"`{label}` is passed to `{ctx.text(holder.func)}`"
-    if isinstance(parent, cst.Return):
-        return f"`{label}` is returned"
-    if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-        targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
-        return f"`{label}` is stored in `{', '.join(ctx.text(t.target) for t in targets)}`"
-    if isinstance(parent, (cst.Element, cst.DictElement, cst.ListComp, cst.GeneratorExp)):
-        return f"`{label}` is put in a container"
-    return f"`{label}` is used here"
-
-
-def _method_use(
-    ctx: FileContext, inst: Instance, method: str, call: cst.Call, with_handles: bool
-) -> bool:
-    """Records ``pipe.<method>(...)`` on ``inst`` when it is migrated; False if it is not."""
-    if method in DROPPED_METHODS and not call.args:
-        expr = ctx.parents.get(call)
-        stmt = ctx.parents.get(expr)
-        if (
-            isinstance(expr, cst.Expr)
-            and isinstance(stmt, cst.SimpleStatementLine)
-            and len(stmt.body) == 1
-        ):
-            inst.builds.append(stmt)
-            return True
-    if method in RUN_METHODS and not call.args:
-        inst.runs.append(call)
-        return True
-    if method == "feed_input" and feeds.is_feed(call):
-        expr = ctx.parents.get(call)
-        if isinstance(expr, cst.Expr) and isinstance(
-            ctx.parents.get(expr), cst.SimpleStatementLine
-        ):
-            inst.feeds.append(call)
-            return True
-    return with_handles and handles.record_use(ctx, inst, method, call)
-
-
-def find_instances(
-    ctx: FileContext,
-    fn: cst.FunctionDef | cst.ClassDef,
-    followups: list[FollowUp],
-    *,
-    pipeline_args: bool,
-    with_handles: bool = False,
-) -> list[Instance]:
-    """The objects ``fn(...)`` creates in this file, each followed to its uses. With
-    ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of ``fn``
-    are pipeline arguments."""
-    scope = ctx.scopes.get(fn)
-    refs = (
-        [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
-        if scope
-        else []
-    )
-    refs = in_source_order(ctx, refs)
-    nodes = [r.node for r in refs if not within(ctx, r.node, fn)]  # super(Cls, self), recursion
-    if isinstance(fn, cst.FunctionDef):  # the factory used by its own graph code
-        what = f"`{fn.name.value}` is used inside its own definition"
-        followups += [FollowUp(r.node, what) for r in refs if within(ctx, r.node, fn)]
-    params = param_names(fn) if pipeline_args and isinstance(fn, cst.FunctionDef) else set()
-    return instances_of(
-        ctx,
-        nodes,
-        fn.name.value,
-        params,
-        followups,
-        pipeline_args=pipeline_args,
-        with_handles=with_handles,
-    )
-
-
-def instances_of(
-    ctx: FileContext,
-    refs: list[cst.CSTNode],
-    name: str,
-    params: set[str],
-    followups: list[FollowUp],
-    *,
-    pipeline_args: bool,
-    with_handles: bool = False,
-) -> list[Instance]:
-    """Each call of the pipeline factory ``name`` (``refs`` are references to it) creates an
-    object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
-    checkpoint arguments are then the front end's."""
-    calls = []
-    for ref in refs:
-        call = ctx.parents.get(ref)
-        if isinstance(call, cst.Call) and call.func is ref:
-            calls.append(call)
-        else:
-            followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it"))
-    flow = Flow(ctx, {id(c) for c in calls})
-    instances: list[Instance] = []
-    for call in calls:
-        stmt = ctx.enclosing_statement(call)
-        if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
-            why = (
-                "*args/**kwargs"
-                if any(a.star for a in call.args)
-                else "the call is part of a compound statement"
-            )
-            followups.append(
-                FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)")
-            )
-            continue
-        # keyword arguments naming the function's own parameters go to the function
-        kwargs = (
-            {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        )
-        unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
-        if unsupported:
-            followups.append(FollowUp(call, "; ".join(unsupported)))
-            continue
-        inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
-        follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
-        instances.append(inst)
-    return instances
-
-
-def _plain_assign(stmt: cst.SimpleStatementLine, call: cst.Call) -> cst.Assign | None:
-    """``stmt`` is ``<target> = <call>``: its assignment."""
-    small = stmt.body[0] if len(stmt.body) == 1 else None
-    if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
-        return small
     return None
