@@ -228,7 +228,7 @@ def _meta_reason(
         return f"the pipeline has {len(graph.readers)} readers, only one is migrated"
     if graph.readers[0].guards:
         return "the pipeline's reader is made under an `if`"
-    name = _name_arg(call)
+    name = name_arg(call)
     if name is False:
         return "its arguments are not a reader name"
     if name is None and reader_name is None:
@@ -355,17 +355,8 @@ def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
     edits = [removed_stmt(ctx, stmt) for stmt in inst.resets]
     reader = inst.handle_names.get("reader")
     for call in inst.meta_calls:
-        meta: cst.BaseExpression = cst.Call(
-            cst.Attribute(cst.Name(reader), cst.Name("get_metadata"))
-        )
-        if call.func.attr.value == "epoch_size":
-            meta = cst.Subscript(
-                meta, [cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))]
-            )
-        if not call.args:
-            # without a name the pipeline returned {reader name: value}
-            meta = cst.Dict([cst.DictElement(cst.SimpleString(f'"{inst.reader_name}"'), meta)])
-        edits.append(ctx.expr_edit(call, meta))
+        key = cst.SimpleString(f'"{inst.reader_name}"')
+        edits.append(ctx.expr_edit(call, metadata_value(cst.Name(reader), call, key)))
     ckpt = inst.handle_names.get("checkpoint")
     for call in inst.checkpoints:
         stmt = ctx.enclosing_statement(call)
@@ -378,6 +369,22 @@ def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
         new = stmt.deep_replace(call, serialized).with_changes(leading_lines=[])
         edits.append(ctx.stmt_edit(stmt, [collect, new]))
     return edits
+
+
+def metadata_value(
+    reader: cst.BaseExpression, call: cst.Call, key: cst.BaseExpression | None
+) -> cst.BaseExpression:
+    """What ``pipe.epoch_size(...)`` / ``pipe.reader_meta(...)`` gave, read from ``reader``:
+    ``reader.get_metadata()["epoch_size_padded"]`` (``reader_meta``: the whole dictionary);
+    without a name the pipeline returned ``{key: value}``, ``key`` the reader's name."""
+    meta: cst.BaseExpression = cst.Call(cst.Attribute(reader, cst.Name("get_metadata")))
+    if call.func.attr.value == "epoch_size":  # type: ignore[attr-defined]
+        meta = cst.Subscript(
+            meta, [cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))]
+        )
+    if not call.args and key is not None:
+        meta = cst.Dict([cst.DictElement(key, meta)])
+    return meta
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -396,7 +403,7 @@ def _reader_name(graph) -> str | None:
     return None
 
 
-def _name_arg(call: cst.Call):
+def name_arg(call: cst.Call):
     """The reader name a metadata call passes: None (none), the expression, or False (other
     arguments)."""
     if not call.args:

@@ -70,11 +70,8 @@ def follow_pipeline(
             if isinstance(call, cst.Call) and call.func is attr:
                 if attr.attr.value in handles.META_METHODS:
                     pending.append((call, label))
-                elif not _method_use(ctx, inst, attr.attr.value, call, with_handles and inst.local):
-                    hint = PIPELINE_METHOD_HINTS.get(attr.attr.value, "")
-                    followups.append(
-                        FollowUp(call, f"`{label}.{attr.attr.value}(...)` is not migrated", hint)
-                    )
+                else:
+                    _method_or_followup(ctx, inst, call, label, with_handles, followups)
             else:
                 followups.append(
                     FollowUp(
@@ -92,12 +89,23 @@ def follow_pipeline(
         elif why:
             followups.append(why)
     for call, label in pending:
-        method = call.func.attr.value  # type: ignore[attr-defined]
-        if adopt_meta_call(ctx, inst, call):
-            continue
-        if not _method_use(ctx, inst, method, call, with_handles and inst.local):
-            hint = PIPELINE_METHOD_HINTS.get(method, "")
-            followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
+        if not adopt_meta_call(ctx, inst, call):
+            _method_or_followup(ctx, inst, call, label, with_handles, followups)
+
+
+def _method_or_followup(
+    ctx: FileContext,
+    inst: Instance,
+    call: cst.Call,
+    label: str,
+    with_handles: bool,
+    followups: list[FollowUp],
+) -> None:
+    """``pipe.<method>(...)`` recorded on ``inst`` where it is migrated, else a follow-up."""
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    if not _method_use(ctx, inst, method, call, with_handles and inst.local):
+        hint = PIPELINE_METHOD_HINTS.get(method, "")
+        followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
 
 
 def _kept_in_attribute(ctx: FileContext, inst: Instance, use: cst.CSTNode) -> bool:

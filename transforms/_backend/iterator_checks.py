@@ -10,6 +10,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
 from .datasets import signature_reasons
+from .handles import name_arg
 from .iterator_follow import enclosing, loops_around
 from .iterator_use import ANY_READER, IteratorUse
 from .iterators import BY_HAND, BY_HAND_TORCH
@@ -182,10 +183,9 @@ def _meta_reason(graph: Graph, use: IteratorUse) -> str | None:
         None,
     )
     for call in use.meta_calls:
-        arg = call.args[0] if len(call.args) == 1 and not call.args[0].star else None
-        if call.args and (arg is None or (arg.keyword and arg.keyword.value != "name")):
+        given = name_arg(call)
+        if given is False:
             return f"`{source_of(call)}`: its arguments are not a reader name"
-        given = arg.value if arg is not None else None
         if given is None and not isinstance(name, cst.SimpleString):
             return f"`{source_of(call)}`: the reader has no name= to key the dictionary it returns"
         if isinstance(given, cst.SimpleString) and not (

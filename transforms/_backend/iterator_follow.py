@@ -48,7 +48,7 @@ class Follower:
         if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
             self._bound(parent.targets[0].target, depth)
         elif isinstance(parent, cst.Return):
-            self._returned(parent, depth)
+            self._returned(parent, depth=depth)
         else:
             self._terminal(expr, depth)
 
@@ -100,7 +100,7 @@ class Follower:
                 )
         return reads
 
-    def _returned(self, ret: cst.Return, depth: int, index: int | None = None) -> None:
+    def _returned(self, ret: cst.Return, index: int | None = None, *, depth: int) -> None:
         """``return it`` (``index`` None) or ``return it, n`` (``index`` 0): followed to the
         callers (``loader, steps = make(...)``)."""
         ctx = self.ctx
@@ -184,10 +184,9 @@ class Follower:
         if loop is not None:
             use.loops.append(loop)
         elif isinstance(parent, cst.Return) and parent.value is node:
-            self._returned(parent, depth)
-        elif _returned_element(ctx, node) is not None:
-            ret, index = _returned_element(ctx, node)  # type: ignore[misc]
-            self._returned(ret, depth, index)
+            self._returned(parent, depth=depth)
+        elif (element := _returned_element(ctx, node)) is not None:
+            self._returned(*element, depth=depth)
         elif _builtin_arg(ctx, node, "len"):
             use.lens.append((node, ""))
         elif _builtin_arg(ctx, node, "next"):

@@ -78,6 +78,7 @@ from .datasets import output_signature
 from .docstrings import output_names
 from .edits import removed_stmt
 from .emit import CAPTURE_COMMENT
+from .handles import metadata_value
 from .iterator_checks import (
     SIZE_BUILTINS,
     epochs_kind,
@@ -868,14 +869,9 @@ def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:
     (``reader_meta``: the whole dictionary; without a name: ``{name: value}``, as the
     pipeline gave)."""
     assert use.holder is not None and use.reader_attr is not None
-    text = f"{ctx.text(use.holder)}.{use.reader_attr}.get_metadata()"
-    method = call.func.attr.value  # type: ignore[attr-defined]
-    if method == "epoch_size":
-        text += '["epoch_size_padded"]'
-    if not call.args:
-        reader = use.meta_reader
-        text = f"{{{reader}: {text}}}"
-    return ctx.expr_edit(call, cst.parse_expression(text))
+    reader = cst.Attribute(use.holder.deep_clone(), cst.Name(use.reader_attr))  # type: ignore[arg-type]
+    key = cst.parse_expression(use.meta_reader) if use.meta_reader is not None else None
+    return ctx.expr_edit(call, metadata_value(reader, call, key))
 
 
 def _kept_edits(

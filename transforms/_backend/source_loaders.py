@@ -104,9 +104,7 @@ def _split(
 ) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
     """The generator's code before its loop (run once: ``__init__``) and the loop with the
     statements that start the sources' pass (``batches = iter(source)``: each pass)."""
-    loop = code[-1]
-    if not isinstance(loop, cst.For) or any(isinstance(n, cst.Return) for n in walk(loop)):
-        raise Refused("the pipeline's code does not end in one loop over its sources")
+    loop = _final_loop(code)
     source = free_names(loop.iter)
     start = len(code) - 1
     while start > 0 and assigned_names(code[start - 1]) & source and _starts_pass(code[start - 1]):
@@ -117,14 +115,20 @@ def _split(
 ONCE = "# DALI went over the source once for all epochs: a generator, which a new loop continues"
 
 
+def _final_loop(code: list[cst.BaseStatement]) -> cst.For:
+    """The loop over the sources that ends the generator's code."""
+    loop = code[-1]
+    if not isinstance(loop, cst.For) or any(isinstance(n, cst.Return) for n in walk(loop)):
+        raise Refused("the pipeline's code does not end in one loop over its sources")
+    return loop
+
+
 def _once(
     code: list[cst.BaseStatement], taken: set[str]
 ) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
     """Without ``cycle="raise"`` DALI goes over an iterable source once: the iterator is made
     in ``__init__`` and each pass continues it (the passes after its end are empty)."""
-    loop = code[-1]
-    if not isinstance(loop, cst.For) or any(isinstance(n, cst.Return) for n in walk(loop)):
-        raise Refused("the pipeline's code does not end in one loop over its sources")
+    loop = _final_loop(code)
     batches = cst.Name(fresh_name("batches", taken))
     made = cst.parse_statement(f"{batches.value} = (batch for batch in x)\n")
     genexp = made.body[0].value  # type: ignore[attr-defined]
