@@ -79,6 +79,23 @@ def test_comments_written_are_continued_below_and_todo_markers_stay_one_line() -
     assert todo.rstrip("\n") in lines
 
 
+def test_a_long_comment_written_is_wrapped_with_the_lines_that_continue_it() -> None:
+    body = (
+        "            # .evaluate(): each batch is computed before it is handed on (DALI 2.4\n"
+        "            # aborts at exit while an operator is still running)\n"
+        "            # max_batch_size: a note of its own\n"
+        "            pass\n"
+    )
+    out = _wrapped(body, limit=70).splitlines()[1:]
+    assert out == [
+        "            # .evaluate(): each batch is computed before it is handed",
+        "            # on (DALI 2.4 aborts at exit while an operator is still",
+        "            # running)",
+        "            # max_batch_size: a note of its own",
+        "            pass",
+    ]
+
+
 def test_crlf_files_keep_their_newline() -> None:
     code = ("def f(data_dir, rank, n):\n" + LONG_CALL).replace("\n", "\r\n")
     out = wrap_new_lines("", code, 80)

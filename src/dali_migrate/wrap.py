@@ -71,18 +71,28 @@ def _wrap_comments(old: set[str], code: str, limit: int) -> str:
     """Long comment lines and one-line docstrings written by the migration, continued on the
     lines below; TODO markers stay one line each (a person reads and deletes them as one).
     ``old``: the lines of the input. A comment line of the input that the migration moved (to
-    another indentation) is the user's, and stays as it was written."""
+    another indentation) is the user's, and stays as it was written. A long comment of the
+    migration's that goes on over the lines below is wrapped as one paragraph with them (so
+    that no word is left alone on a line between two full ones)."""
     users = {ln.strip() for ln in old if ln.lstrip().startswith("#")}
-    out = []
-    for line in code.splitlines(keepends=True):
+    lines = code.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
         body = line.rstrip("\r\n")
         text = body.lstrip()
         indent = body[: len(body) - len(text)]
         end = line[len(body) :]
+        i += 1
         if len(body) <= limit or body in old or TODO_PREFIX in text or text.rstrip() in users:
             out.append(line)
         elif text.startswith("# "):
-            parts = _words(text[2:], limit - len(indent) - 2)
+            words = [text[2:]]
+            while i < len(lines) and _continues(lines[i], indent, old, users):
+                words.append(lines[i].strip()[2:])
+                i += 1
+            parts = _words(" ".join(words), limit - len(indent) - 2)
             out.extend(f"{indent}# {part}{end}" for part in parts)
         elif _ONE_LINE_DOCSTRING.fullmatch(text):  # the meaning check reverts a plain string
             parts = _words(text[3:-3], limit - len(indent))
@@ -91,6 +101,22 @@ def _wrap_comments(old: set[str], code: str, limit: int) -> str:
         else:
             out.append(line)
     return "".join(out)
+
+
+def _continues(line: str, indent: str, old: set[str], users: set[str]) -> bool:
+    """``line`` is a comment line of the migration's at ``indent`` that goes on with the one
+    above (not a TODO marker, nor a line of the input)."""
+    body = line.rstrip("\r\n")
+    text = body[len(indent) :]
+    return (
+        body.startswith(indent)
+        and text.startswith("# ")
+        and text[2:3] not in ("", " ")
+        and not text[2:].split(" ", 1)[0].endswith(":")  # a note of its own ("max_batch_size:")
+        and body not in old
+        and text.rstrip() not in users
+        and TODO_PREFIX not in text
+    )
 
 
 _ONE_LINE_DOCSTRING = re.compile(r'"""[^"\\]+"""')
