@@ -28,6 +28,10 @@ CASES = (
     sorted(p.name for p in PROJECTS.iterdir() if (p / "old").is_dir()) if PROJECTS.is_dir() else []
 )
 
+#: Cases whose modules no pipeline links (the modules that use the data module's loader import
+#: a plain function of it): the cross-module plan has nothing to do for them.
+UNLINKED = {"loader_returned"}
+
 #: Known migration bugs: case -> {test: reason}; those tests are strict xfails, so a fix shows up.
 KNOWN_BUGS: dict[str, dict[str, str]] = {}
 
@@ -144,6 +148,9 @@ def test_migrations_done_while_planning_are_reused_not_repeated(case: str, monke
         for fr in engine.run([PROJECTS / case / "old"], engine.Options(mode="diff", jobs=1))
     }
     linked = [p for p, fr in results.items() if fr.project is not None]
+    if case in UNLINKED:
+        assert not linked and len(calls) == len(set(calls)), calls
+        return
     assert linked, "the case links no modules"
     assert len(calls) < len(set(calls)) + len(linked), (
         f"every linked module was migrated again: {calls}"

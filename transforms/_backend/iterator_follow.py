@@ -10,6 +10,7 @@ from typing import Any
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic
 
 from .._cst import in_source_order, scope_label, use_text, walk
 from .iterator_use import IteratorUse
@@ -128,6 +129,11 @@ class Follower:
             self.reasons.append(
                 f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
             )
+            return
+        if not refs and index is None and isinstance(owner, cst.Module):
+            self.use.exported = ret  # callers elsewhere: iterated per epoch, sized with len()
+            self.use.hooked = True
+            self.use.copies *= 2  # made by each call, maybe several: no capture loop
             return
         if not refs:
             self.reasons.append(
@@ -514,3 +520,18 @@ def _walk_loop(node: cst.CSTNode):
             )
             continue
         stack.extend(reversed(n.children))
+
+
+def exported_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> list[Diagnostic]:
+    """What callers in other modules get now, when the iterator was returned to them: the loader
+    class ``name``."""
+    if use.exported is None:
+        return []
+    fn = enclosing(ctx, use.exported, cst.FunctionDef)
+    what = f"{fn.name.value}()" if isinstance(fn, cst.FunctionDef) else "the function"
+    text = (
+        f"{what} returns {name}(...) now, in place of {use.name}(...): its callers loop over it once "
+        "per epoch; len(), next() and reset() (which does nothing) work as on the iterator, "
+        "its other attributes do not"
+    )
+    return [ctx.info(rule, use.exported, text)]

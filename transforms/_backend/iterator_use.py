@@ -65,6 +65,10 @@ class IteratorUse:
     #: the reference (``self.pipe``) the iterator reads; the loader is made where the pipeline
     #: was, and the iterator's call becomes that reference
     kept_in: cst.Attribute | None = None
+    #: ``return DALIGenericIterator(...)`` in a module-level function no code of this module
+    #: calls (a library's ``get_loader()``): the callers are elsewhere, and may loop over it,
+    #: take ``len()``, ``reset()`` it or ``next()`` it, so the loader answers all four
+    exported: cst.Return | None = None
 
     @property
     def site(self) -> cst.Call:

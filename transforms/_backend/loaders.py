@@ -52,6 +52,11 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
 - A loop that can leave an epoch early (``break``) resumes it on the next pass, as DALI's
   iterator did, with FILL; with PARTIAL and DROP it is refused (``iterators``).
 - ``len(loader)``, or a Lightning hook that returns it: ``__len__``, DALI's count.
+- Returned by a module-level function no code of the module calls (a data module's
+  ``get_loader()``, its callers elsewhere): the loader is its own iterator, as DALI's was
+  (``__iter__`` returns it, ``__next__`` takes from the epoch ``_epoch_batches()`` runs, so a
+  loop and ``next()`` go on with the same epoch), with ``__len__`` and a ``reset()`` that does
+  nothing; not in capture mode (each call makes a loader, and only one capture loop can run).
 """
 
 from __future__ import annotations
@@ -112,6 +117,19 @@ from .sites import device_todo_line
 from .source_loaders import source_loader_definition
 
 KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
+#: for callers elsewhere, the loader is its own iterator, as DALI's was: a loop and ``next()``
+#: take from the same epoch (a loop left early resumes it), which ``_epoch_batches()`` runs
+NEXT_LINES = [
+    "# as DALI's iterator did: one epoch's batches, then StopIteration, then the next epoch",
+    "if self._epoch is None:",
+    "    self._epoch = self._epoch_batches()",
+    "try:",
+    "    return next(self._epoch)",
+    "except StopIteration:",
+    "    self._epoch = None",
+    "    raise",
+]
+CALLERS_RESET = "# nothing to do: each pass is an epoch (callers reset DALI's iterator)"
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
 RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
 FILL_AHEAD = (
@@ -203,19 +221,26 @@ def loader_definition(
     if "self" in param_names:
         raise Refused("the pipeline function has a parameter named self")
     c.shared = _self_names(c, param_names)
-    c.taken = set(c.shared) | {"_batches"}
+    c.taken = set(c.shared) | {"_batches", "_epoch", "_epoch_batches"}
     c.local = names_in(fn) | set(param_names)
     if c.block is not None and use.size is not None:
         c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
+    if use.exported is not None:
+        tail = [*tail, "self._epoch = None  # the epoch the loops and next() take batches from"]
     if use.size_reads:
         tail = [*tail, *_size_lines(c, inst, fn, tail)]
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(method_def("__len__", [f"return {length}"]))
-    if use.kept_resets:
-        methods.append(method_def("reset", [KEPT_RESET, "pass"]))
+    if use.kept_resets or use.exported is not None:
+        methods.append(
+            method_def("reset", [KEPT_RESET if use.kept_resets else CALLERS_RESET, "pass"])
+        )
+    if use.exported is not None:
+        methods += [method_def("__iter__", ["return self"]), method_def("__next__", NEXT_LINES)]
+        iter_code = [_renamed_def(m, "__iter__", "_epoch_batches") for m in iter_code]
     methods += [renamed(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
     name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else class_doc(use, c.kind)
@@ -223,6 +248,10 @@ def loader_definition(
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
     return runtime_helpers(ctx, c) + [cls], import_edits(ctx, c), name
+
+
+def _renamed_def(fn: cst.FunctionDef, old: str, new: str) -> cst.FunctionDef:
+    return fn.with_changes(name=cst.Name(new)) if fn.name.value == old else fn
 
 
 def loader_instance(instances: list[Instance]) -> Instance | None:
