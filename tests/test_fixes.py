@@ -53,6 +53,20 @@ def test_overlapping_fixes_keep_the_first():
     assert [f.id for f in skipped] == ["b"]
 
 
+def test_an_edit_two_fixes_both_need_is_shared_and_applied_once():
+    src = "x = 1\ny = 2\n"
+    imp = Edit(0, 0, "import math\n")
+    a = _fix("a", imp, Edit(4, 5, "math.pi"))
+    b = _fix("b", imp, Edit(10, 11, "math.e"))
+    clash = _fix("clash", Edit(0, 0, "import os\n"))  # another text at the same point
+    taken, skipped = select_consistent([a, b, clash])
+    assert [f.id for f in taken] == ["a", "b"]
+    assert [f.id for f in skipped] == ["clash"]
+    code, applied, _ = apply_edits_checked(src, taken)
+    assert code == "import math\nx = math.pi\ny = math.e\n"
+    assert splice(src, [*b.edits]) == "import math\nx = 1\ny = math.e\n"
+
+
 def test_fix_inside_a_larger_fix_is_absorbed():
     outer = _fix("outer", Edit(0, 50, "new"))
     inner = _fix("inner", Edit(10, 12, "x"))

@@ -243,10 +243,11 @@ def _contains(outer: Edit, inner: Edit) -> bool:
 
 
 def splice(source: str, edits: Sequence[Edit]) -> str:
-    """Apply non-overlapping edits to ``source``."""
+    """Apply non-overlapping edits to ``source`` (an edit given twice, by two fixes that each
+    need it, such as the same import, is applied once)."""
     parts = []
     pos = 0
-    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+    for e in sorted(dict.fromkeys(edits), key=lambda e: (e.start, e.end)):
         parts.append(source[pos : e.start])
         parts.append(e.text)
         pos = e.end
@@ -294,7 +295,8 @@ def drop_nested(fixes: list[Fix]) -> list[Fix]:
 
 
 def select_consistent(fixes: Sequence[Fix]) -> tuple[list[Fix], list[Fix]]:
-    """Take fixes in order, skipping any that overlaps one already taken.
+    """Take fixes in order, skipping any that overlaps one already taken (an edit identical to
+    one taken is shared, not an overlap).
 
     Returns (taken, skipped).
     """
@@ -302,7 +304,7 @@ def select_consistent(fixes: Sequence[Fix]) -> tuple[list[Fix], list[Fix]]:
     skipped: list[Fix] = []
     covered = _Coverage()
     for f in fixes:
-        if any(covered.overlaps(e) for e in f.edits):
+        if any(covered.overlaps(e) and e not in covered.edits for e in f.edits):
             skipped.append(f)
         else:
             taken.append(f)
@@ -319,6 +321,8 @@ class _Coverage:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.points: set[int] = set()
+        #: the edits themselves: another fix may need the very same one (it is applied once)
+        self.edits: set[Edit] = set()
 
     def overlaps(self, e: Edit) -> bool:
         if e.start == e.end:
@@ -327,6 +331,7 @@ class _Coverage:
         return k >= 0 and self.ends[k] > e.start
 
     def add(self, e: Edit) -> None:
+        self.edits.add(e)
         if e.start == e.end:
             self.points.add(e.start)
             return

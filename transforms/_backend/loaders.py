@@ -113,7 +113,7 @@ from .loader_parts import (
     yield_batch,
 )
 from .model import Graph, Instance, Refused
-from .sites import device_todo_line
+from .sites import device_todo_line, enclosing_blocks
 from .source_loaders import source_loader_definition
 
 KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
@@ -973,9 +973,10 @@ def _creation(
     TODO about a dropped device_id, with the comments above it."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None:
-        key = (id(ctx.scopes.get(inst.stmt)), _code(threads.value))
-        threads = None if key in threads_set else threads
-        threads_set.add(key)
+        text = _code(threads.value)
+        blocks = enclosing_blocks(ctx, inst.stmt)
+        threads = None if any((b, text) in threads_set for b in blocks) else threads
+        threads_set.add((blocks[0], text))
     todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
     if threads is None:
         return [cst.EmptyLine(), *todo] if todo else []  # type: ignore[list-item]

@@ -36,14 +36,15 @@ def pipeline_def_instance_edits(
     dynamic mode has no use for are dropped, ``num_threads`` becomes ``ndd.set_num_threads``
     before it (the call's, else the decorator's), then the build and run sites. When the function
     now returns handles before the batches (``inst.handle_names``), the call site unpacks them.
-    ``threads_set``: the scopes where this fix already writes ``set_num_threads`` (the thread
-    pool is one for the whole program: the first pipeline made in a scope sets it);
+    ``threads_set``: the blocks where this fix already writes ``set_num_threads`` (the thread
+    pool is one for the whole program: the first pipeline made in a block sets it, for the
+    blocks inside it too, not for the other branch of an ``if``);
     ``shared``: where the rewrites of statements that make several pipelines are built up."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None and threads_set is not None:
-        key = id(ctx.scopes.get(inst.stmt))
-        threads = None if key in threads_set else threads
-        threads_set.add(key)
+        blocks = enclosing_blocks(ctx, inst.stmt)
+        threads = None if any(b in threads_set for b in blocks) else threads
+        threads_set.add(blocks[0])
     keep = remove_args(
         list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
     )
@@ -363,3 +364,17 @@ def generator_advice(name: str, outputs: list[str]) -> str:
         f"{name}(...) returns a generator of ({', '.join(outputs)}) batches now, not a Pipeline: "
         "take each batch with next(...), and drop build()"
     )
+
+
+def enclosing_blocks(ctx: FileContext, stmt: cst.CSTNode) -> list[int]:
+    """The ids of the blocks around ``stmt``, innermost first, up to its function's body (or
+    the module): code written in any of them before ``stmt`` runs before it."""
+    out: list[int] = []
+    node = ctx.parents.get(stmt)
+    while node is not None:
+        if isinstance(node, (cst.IndentedBlock, cst.Module, cst.SimpleStatementSuite)):
+            out.append(id(node))
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
+            break
+        node = ctx.parents.get(node)
+    return out or [id(ctx.module)]
