@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import bisect
 import itertools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -178,6 +179,9 @@ def _derived_fixes(
         edits = rule().finalize(ctx, new_code, taken + markers)
         if not edits:
             continue
+        written = taken + [e for f in made for e in f.edits]
+        if _overlap(edits, written + markers):  # only the text that changes, then
+            edits = [_trimmed(ctx.source, e) for e in edits]
         fix = ctx.make_fix(
             rule.id,
             ctx.module,
@@ -187,7 +191,6 @@ def _derived_fixes(
             key="".join(ctx.source[e.start : e.end] + e.text for e in edits),
         )
         # a marker last at its place: right above its statement, below an import inserted there
-        written = taken + [e for f in made for e in f.edits]
         trial = splice(ctx.source, written + list(fix.edits) + markers)
         if parses(trial) and not _overlap(fix.edits, written + markers):
             made.append(fix)
@@ -285,6 +288,15 @@ def _on_deep_stack(work: Callable[[], T], depth: int) -> T:
     if not ok:
         raise value
     return value
+
+
+def _trimmed(source: str, e: Edit) -> Edit:
+    """``e`` less the text at its two ends that it writes back unchanged (an import statement
+    rewritten with the blank line above it: another fix may insert an import right there)."""
+    old = source[e.start : e.end]
+    head = len(os.path.commonprefix([old, e.text]))
+    tail = len(os.path.commonprefix([old[head:][::-1], e.text[head:][::-1]]))
+    return Edit(e.start + head, e.end - tail, e.text[head : len(e.text) - tail])
 
 
 def _overlap(a: Iterable[Edit], b: Iterable[Edit]) -> bool:

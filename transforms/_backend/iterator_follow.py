@@ -130,7 +130,7 @@ class Follower:
                 f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
             )
             return
-        if not refs and index is None and isinstance(owner, cst.Module):
+        if not refs and isinstance(owner, cst.Module):  # (alone or in a tuple)
             self.use.exported = ret  # callers elsewhere: iterated per epoch, sized with len()
             self.use.hooked = True
             self.use.copies *= 2  # made by each call, maybe several: no capture loop
