@@ -108,7 +108,7 @@ from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.instances import find_instances, own_uses
-from ._backend.iterator_follow import exported_note
+from ._backend.iterator_follow import dropin_note
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
@@ -431,7 +431,7 @@ class PipelineClass(Rule):
         helpers, edits, name = loader_definition(
             ctx, fn, graph, body, without_params(params, dropped), loader, at=cls
         )
-        notes += exported_note(ctx, self.id, loader.iterators[0], name)
+        notes += dropin_note(ctx, self.id, loader.iterators[0], name)
         edits = [ctx.stmt_edit(cls, helpers), *edits]
         threads_set: set = set()  # ndd.set_num_threads once per scope
         for inst in instances:

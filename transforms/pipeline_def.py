@@ -110,7 +110,7 @@ from ._backend.handles import (
 )
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_checks import abandon_iterators, iterator_reasons
-from ._backend.iterator_follow import exported_note
+from ._backend.iterator_follow import dropin_note
 from ._backend.iterators import data_iterator_decorator, data_iterator_instances
 from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
@@ -342,7 +342,7 @@ class PipelineDef(Rule):
         params = fn.params.with_changes(kwonly_params=sig.kwonly, star_arg=sig.star)
         if loader is not None:
             helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
-            notes += exported_note(ctx, self.id, loader.iterators[0], cls)
+            notes += dropin_note(ctx, self.id, loader.iterators[0], cls)
         body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
         name_handles(ctx, instances, needs)
         new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=body))

@@ -63,7 +63,7 @@ from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
 from ._backend.instances import follow_pipeline, own_uses
-from ._backend.iterator_follow import exported_note
+from ._backend.iterator_follow import dropin_note
 from ._backend.loaders import loader_definition, loader_site_edits
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
@@ -344,7 +344,7 @@ def _loader_edits(
         cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
     )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
-    notes += exported_note(ctx, rule_id, inst.iterators[0], name)
+    notes += dropin_note(ctx, rule_id, inst.iterators[0], name)
     start, end = ctx.stmt_span(block)
     after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]
     text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)

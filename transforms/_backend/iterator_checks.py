@@ -48,6 +48,7 @@ def _shape(use: IteratorUse) -> tuple:
         use.early_exit,
         use.hooked,
         bool(use.kept_resets),
+        use.dropin,
     )
 
 
@@ -135,7 +136,7 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         + _placement_reasons(ctx, inst, use)
         + _len_reasons(ctx, reader, use)
     )
-    if use.early_exit and epochs_kind(reader, use) not in RESUMABLE:
+    if use.early_exit and not use.dropin and epochs_kind(reader, use) not in RESUMABLE:
         reasons.append(
             f"a loop over {use.name} can leave an epoch early (break, return): DALI's iterator "
             "resumed that epoch in the next loop, which the loader does only with the FILL policy "

@@ -4,6 +4,7 @@ passed to, down to the loops, ``len()``, ``reset()`` and ``next()`` that consume
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,14 +127,10 @@ class Follower:
                 else []
             )
         if refs is None:
-            self.reasons.append(
-                f"the iterator is returned {scope_label(ctx, ret)} to code the tool cannot follow"
-            )
+            self._opaque(ret)  # to code the tool cannot follow
             return
-        if not refs and isinstance(owner, cst.Module):  # (alone or in a tuple)
-            self.use.exported = ret  # callers elsewhere: iterated per epoch, sized with len()
-            self.use.hooked = True
-            self.use.copies *= 2  # made by each call, maybe several: no capture loop
+        if not refs:  # (alone or in a tuple)
+            self._opaque(ret)  # callers elsewhere
             return
         if not refs:
             self.reasons.append(
@@ -207,11 +204,23 @@ class Follower:
             and not isinstance(ctx.parents.get(parent), (cst.AssignTarget, cst.AugAssign))
         ):
             use.size_reads.append(parent)
-        elif not self._passed(node, depth):
+        elif self._passed(node, depth):
+            pass
+        elif _unseen(ctx, node):
+            self._opaque(node)
+        else:
             self.reasons.append(
                 f"`{use_text(ctx, node)}` {scope_label(ctx, node)} uses `{ctx.text(node)}` in a "
                 "way the tool cannot follow (only loops over it, len(), next() and reset())"
             )
+
+    def _opaque(self, node: cst.CSTNode) -> None:
+        """Code the tool cannot read takes the iterator at ``node``: the loader is a drop-in
+        iterator, sized with len(), made by each call maybe (no capture loop)."""
+        if not self.use.opaque:
+            self.use.copies *= 2
+        self.use.opaque.append(node)
+        self.use.hooked = True
 
     def _passed(self, node: cst.CSTNode, depth: int) -> bool:
         """``train(model, loader)``, ``Wrapper(loader)``, ``self.show(loader)``: a function, a
@@ -243,6 +252,57 @@ class Follower:
             self.value(ref.node, depth + 1)
         self.within.pop()
         return True
+
+
+def _unseen(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``iter(it)``, ``it.__next__()``, or ``it`` passed to a call of code the tool does not see
+    (imported, a method of another object): what is done with the iterator there can only be
+    what is done with an iterator."""
+    parent = ctx.parents.get(node)
+    if _builtin_arg(ctx, node, "iter"):
+        return True
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        call = ctx.parents.get(parent)
+        return (
+            parent.attr.value in ("__next__", "__iter__")
+            and isinstance(call, cst.Call)
+            and call.func is parent
+        )
+    call = ctx.parents.get(parent)
+    if not (isinstance(parent, cst.Arg) and not parent.star and isinstance(call, cst.Call)):
+        return False
+    func = call.func
+    if isinstance(func, cst.Name) and _builtin(ctx, func):
+        return func.value in ITERATING_BUILTINS
+    return _callee(ctx, call) is None and not _defined_here(ctx, func)
+
+
+#: builtins that only iterate over what they are given (``print``, ``isinstance``, ``type``
+#: would see that the loader is another object)
+ITERATING_BUILTINS = frozenset(
+    ("list", "tuple", "zip", "map", "filter", "sorted", "enumerate", "sum", "any", "all")
+)
+
+
+def _builtin(ctx: FileContext, name: cst.Name) -> bool:
+    """``name`` is one of Python's builtins, not shadowed in the module."""
+    scope = ctx.scopes.get(name)
+    return name.value in dir(builtins) and (scope is None or not scope.assignments[name.value])
+
+
+def _defined_here(ctx: FileContext, func: cst.BaseExpression) -> bool:
+    """``func`` names a function or class this module defines (code the tool could read, so a
+    call it did not follow into is not taken as unseen)."""
+    if isinstance(func, cst.Attribute):
+        func = func.value
+        if isinstance(func, cst.Name) and func.value == "self":
+            return True
+    if not isinstance(func, cst.Name):
+        return False
+    scope = ctx.scopes.get(func)
+    if scope is None or func.value not in scope:
+        return False
+    return any(isinstance(a.node, (cst.FunctionDef, cst.ClassDef)) for a in scope[func.value])
 
 
 @dataclass
@@ -445,7 +505,7 @@ def check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
             reasons.append(
                 f"{use.name}.reset() {scope_label(ctx, r)} is inside a loop over the iterator"
             )
-    if use.pulls:
+    if use.pulls and not use.dropin:  # a drop-in loader takes next() as DALI's iterator did
         _check_pulls(ctx, use, reasons)
     if use.lens and not use.sized:
         reasons.append(
@@ -522,16 +582,23 @@ def _walk_loop(node: cst.CSTNode):
         stack.extend(reversed(n.children))
 
 
-def exported_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> list[Diagnostic]:
-    """What callers in other modules get now, when the iterator was returned to them: the loader
-    class ``name``."""
-    if use.exported is None:
+def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> list[Diagnostic]:
+    """What the code the tool cannot read gets now: the loader class ``name``, a drop-in
+    iterator."""
+    if not use.opaque:
         return []
-    fn = enclosing(ctx, use.exported, cst.FunctionDef)
-    what = f"{fn.name.value}()" if isinstance(fn, cst.FunctionDef) else "the function"
+    first = use.opaque[0]
+    if isinstance(first, cst.Return):
+        fn = enclosing(ctx, first, cst.FunctionDef)
+        what = f"{fn.name.value}() returns" if isinstance(fn, cst.FunctionDef) else "returned"
+        where = f"{what} {name}(...) now, in place of {use.name}(...)"
+    else:
+        where = (
+            f"`{use_text(ctx, first)}` {scope_label(ctx, first)} gets {name}(...) now, in place "
+            f"of {use.name}(...)"
+        )
     text = (
-        f"{what} returns {name}(...) now, in place of {use.name}(...): its callers loop over it once "
-        "per epoch; len(), next() and reset() (which does nothing) work as on the iterator, "
-        "its other attributes do not"
+        f"{where}: it is an iterator of one epoch's batches at a time, as DALI's was; loops "
+        "over it, len(), next() and reset() work as before, its other attributes do not"
     )
-    return [ctx.info(rule, use.exported, text)]
+    return [ctx.info(rule, first, text)]

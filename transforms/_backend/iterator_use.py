@@ -65,10 +65,12 @@ class IteratorUse:
     #: the reference (``self.pipe``) the iterator reads; the loader is made where the pipeline
     #: was, and the iterator's call becomes that reference
     kept_in: cst.Attribute | None = None
-    #: ``return DALIGenericIterator(...)`` in a module-level function no code of this module
-    #: calls (a library's ``get_loader()``): the callers are elsewhere, and may loop over it,
-    #: take ``len()``, ``reset()`` it or ``next()`` it, so the loader answers all four
-    exported: cst.Return | None = None
+    #: where code the tool cannot read takes the iterator: returned by a function no code of
+    #: this module calls (a library's ``get_loader()``), ``iter(it)``, an argument of a call
+    #: into another module. That code may loop over it, take ``len()``, ``next()`` or
+    #: ``reset()`` it: the loader is then a drop-in iterator (``dropin``), and every use of it
+    #: stays as written
+    opaque: list[cst.CSTNode] = field(default_factory=list)
 
     @property
     def site(self) -> cst.Call:
@@ -85,6 +87,11 @@ class IteratorUse:
             if isinstance(func, cst.Attribute)
             else getattr(func, "value", "the iterator")
         )
+
+    @property
+    def dropin(self) -> bool:
+        """The loader is its own iterator, as DALI's was (``opaque``)."""
+        return bool(self.opaque)
 
     @property
     def sized(self) -> bool:

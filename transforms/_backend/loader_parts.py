@@ -114,6 +114,8 @@ def class_def(
 
 def class_doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:
     what = "without end" if kind == "endless" else "one epoch per pass"
+    if use.dropin:
+        return stmt_of(f'"""Batches as {use.name} gave them; an iterator, as it was."""')
     return stmt_of(f'"""Batches as {use.name} gave them, {what}."""')
 
 
@@ -255,10 +257,31 @@ def module_alias(c: LoaderClass, name: str, statement: str) -> str:
     alias = imported_as(c.ctx, name)
     if alias is not None:
         return alias
-    if name in module_names_of(c.ctx):
+    if name in module_names_of(c.ctx) and not _bound_to_module_only(c.ctx, name):
         raise Refused(f"the module uses the name {name} for something else than the {name} module")
     c.imports.add(statement)
     return name
+
+
+def _bound_to_module_only(ctx: FileContext, name: str) -> bool:
+    """Every binding of ``name`` in the module is ``import <name>`` or ``import <name>.x``
+    (inside a function, say): the name means the module wherever it is read."""
+    if name in ctx.skipped_names:
+        return False  # read or bound in code not parsed
+    scopes = {id(s): s for s in ctx.scopes.values() if s is not None}.values()
+    found = False
+    for scope in scopes:
+        for a in scope.assignments[name]:
+            found = True
+            node = getattr(a, "node", None)
+            if not isinstance(node, cst.Import) or not all(
+                al.asname is None or source_of(al.name) == name
+                for al in node.names
+                if (al.asname.name.value if al.asname else source_of(al.name).split(".")[0])  # type: ignore[union-attr]
+                == name
+            ):
+                return False
+    return found
 
 
 def imported_as(ctx: FileContext, module: str) -> str | None:
@@ -328,7 +351,9 @@ def _import_edit(ctx: FileContext, imports: list[cst.SimpleStatementLine], modul
     after = next((i for i, s in enumerate(imports) if _import_key(_first_module(s)) > key), None)
     if after is None:
         end = ctx.stmt_span(imports[-1])[1]
-        return Edit(end, end, f"import {module}{nl}")
+        last = _import_key(_first_module(imports[-1]))[0]
+        gap = nl if key[0] == 1 and last == 0 else ""  # the first third-party import: a group
+        return Edit(end, end, f"{gap}import {module}{nl}")
     before = imports[after - 1] if after else None
     if key[0] == 0 and _import_key(_first_module(imports[after]))[0] == 1:
         if before is not None:  # the last of the standard library's imports

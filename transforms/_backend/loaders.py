@@ -52,11 +52,13 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
 - A loop that can leave an epoch early (``break``) resumes it on the next pass, as DALI's
   iterator did, with FILL; with PARTIAL and DROP it is refused (``iterators``).
 - ``len(loader)``, or a Lightning hook that returns it: ``__len__``, DALI's count.
-- Returned by a module-level function no code of the module calls (a data module's
-  ``get_loader()``, its callers elsewhere): the loader is its own iterator, as DALI's was
-  (``__iter__`` returns it, ``__next__`` takes from the epoch ``_epoch_batches()`` runs, so a
-  loop and ``next()`` go on with the same epoch), with ``__len__`` and a ``reset()`` that does
-  nothing; not in capture mode (each call makes a loader, and only one capture loop can run).
+- Taken by code the tool cannot read (returned by a function no code of the module calls, a
+  data module's ``get_loader()``; ``iter(it)``; an argument of ``islice()`` or of a call into
+  another module): the loader is a drop-in iterator, as DALI's was (``__iter__`` returns it,
+  ``__next__`` takes from the epoch ``_epoch_batches()`` runs, so a loop and ``next()`` go on
+  with the same epoch; without auto_reset, no batch after an epoch until ``reset()``, which a
+  new loop calls, as DALI's ``__iter__`` did), with ``__len__``; every use stays as written;
+  not in capture mode (a loader may be made by each call, and one capture loop can run).
 """
 
 from __future__ import annotations
@@ -117,19 +119,6 @@ from .sites import device_todo_line, enclosing_blocks
 from .source_loaders import source_loader_definition
 
 KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
-#: for callers elsewhere, the loader is its own iterator, as DALI's was: a loop and ``next()``
-#: take from the same epoch (a loop left early resumes it), which ``_epoch_batches()`` runs
-NEXT_LINES = [
-    "# as DALI's iterator did: one epoch's batches, then StopIteration, then the next epoch",
-    "if self._epoch is None:",
-    "    self._epoch = self._epoch_batches()",
-    "try:",
-    "    return next(self._epoch)",
-    "except StopIteration:",
-    "    self._epoch = None",
-    "    raise",
-]
-CALLERS_RESET = "# nothing to do: each pass is an epoch (callers reset DALI's iterator)"
 MAX_BATCH_COMMENT = "# max_batch_size: get_metadata() before the first epoch would fix it to 1"
 RESUME = "# else a loop left early resumes its epoch, as DALI's iterator did"
 FILL_AHEAD = (
@@ -227,20 +216,18 @@ def loader_definition(
         c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
     iter_code = _iter_methods(c, inst, fn)
     tail, length = _init_tail(c, inst, fn)
-    if use.exported is not None:
-        tail = [*tail, "self._epoch = None  # the epoch the loops and next() take batches from"]
+    if use.dropin:
+        tail = [*tail, *_dropin_state(use)]
     if use.size_reads:
         tail = [*tail, *_size_lines(c, inst, fn, tail)]
     methods = [_init(c, params, param_names, tail)]
     if length is not None and (use.lens or use.hooked):
         methods.append(method_def("__len__", [f"return {length}"]))
-    if use.kept_resets or use.exported is not None:
-        methods.append(
-            method_def("reset", [KEPT_RESET if use.kept_resets else CALLERS_RESET, "pass"])
-        )
-    if use.exported is not None:
-        methods += [method_def("__iter__", ["return self"]), method_def("__next__", NEXT_LINES)]
+    if use.dropin:
+        methods += _dropin_methods(use)
         iter_code = [_renamed_def(m, "__iter__", "_epoch_batches") for m in iter_code]
+    elif use.kept_resets:
+        methods.append(method_def("reset", [KEPT_RESET, "pass"]))
     methods += [renamed(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
     name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else class_doc(use, c.kind)
@@ -248,6 +235,48 @@ def loader_definition(
     if "math.ceil(" not in _code(cls):
         c.imports.discard("math")
     return runtime_helpers(ctx, c) + [cls], import_edits(ctx, c), name
+
+
+def _dropin_state(use: IteratorUse) -> list[str]:
+    return ["self._epoch = self._epoch_batches()  # the epoch the loops and next() take from"]
+
+
+def _dropin_methods(use: IteratorUse) -> list[cst.FunctionDef]:
+    """The loader as its own iterator, as DALI's was, for code the tool cannot read: a loop and
+    ``next()`` take from the same epoch (a loop left early resumes it), which
+    ``_epoch_batches()`` runs. Without auto_reset, no batch after an epoch until ``reset()``,
+    which a new loop calls (``iter()``), as DALI's ``__iter__`` did."""
+    if use.auto_reset:
+        reset = ["pass  # the next epoch starts by itself (auto_reset)"]
+        start = ["return self"]
+        ended = "self._epoch = self._epoch_batches()"
+        then = "then StopIteration (auto_reset)"
+    else:
+        reset = [
+            "if self._epoch is None:  # within an epoch, reset() did nothing on DALI's iterator",
+            "    self._epoch = self._epoch_batches()",
+        ]
+        start = [
+            "self.reset()  # as on DALI's iterator: a loop after an epoch starts the next",
+            "return self",
+        ]
+        ended = "self._epoch = None"
+        then = "then StopIteration until reset()"
+    take = [
+        f"# as DALI's iterator: one epoch's batches, {then}",
+        "batch = next(self._epoch, None)"
+        if use.auto_reset
+        else "batch = None if self._epoch is None else next(self._epoch, None)",
+        "if batch is None:",
+        f"    {ended}",
+        "    raise StopIteration",
+        "return batch",
+    ]
+    return [
+        method_def("reset", reset),
+        method_def("__iter__", start),
+        method_def("__next__", take),
+    ]
 
 
 def _renamed_def(fn: cst.FunctionDef, old: str, new: str) -> cst.FunctionDef:
@@ -865,7 +894,9 @@ def loader_site_edits(
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
         edits.append(_wrapper_edit(ctx, use, loader))
         loader = cst.Name(use.wrapper[2])
-    if use.pulls:
+    if use.dropin:  # every use stays as written
+        new = [made.deep_replace(use.call, loader)]
+    elif use.pulls:
         holder, fresh = _pull_holders(ctx, use)
         edits += [ctx.expr_edit(node, fresh.deep_clone()) for node, _ in use.lens]
         new = [
