@@ -177,13 +177,80 @@ def test_loader_gives_what_dali_iterator_gave(case, numbers) -> None:
     assert _run(new, root) == _run(old, root)
 
 
-@pytest.mark.parametrize("policy", ["PARTIAL", "DROP"])
-def test_early_exit_is_refused_where_the_loader_cannot_resume(policy) -> None:
-    """A loop that leaves an epoch early, with PARTIAL or DROP: a TODO at the iterator that says
-    why, and the pipeline stays a plain generator."""
-    new = migrate_source(_program(4, 1, 0, False, False, policy, None, False, 1, True)).code
-    todo = next(line for line in new.splitlines() if "TODO(dali-migrate)" in line)
-    assert "leave an epoch early" in todo and "DALIGenericIterator(" in new
+@pytest.mark.dali
+@pytest.mark.parametrize(
+    "policy, shards, shard, pad",
+    [
+        ("PARTIAL", 1, 0, False),
+        ("DROP", 1, 0, False),
+        ("PARTIAL", 3, 1, False),
+        ("DROP", 2, 1, True),
+    ],
+)
+def test_early_exit_where_epochs_do_not_resume_gives_a_drop_in_loader(
+    policy, shards, shard, pad, numbers
+) -> None:
+    """A loop that leaves an epoch early, with PARTIAL or DROP: the loader is a drop-in
+    iterator, which resumes that epoch in the next loop, as DALI's iterator did."""
+    pytest.importorskip("nvidia.dali")
+    old = _program(4, shards, shard, pad, False, policy, None, False, 1, True)
+    new = migrate_source(old).code
+    assert "TODO" not in new and "def __next__(self):" in new, new
+    for n in (9, 10):
+        root = numbers(n)
+        assert _run(new, root) == _run(old, root)
+
+
+DROP_IN_PROGRAM = """
+import itertools
+
+from nvidia.dali import fn, pipeline_def
+from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=None)
+def numbers(root):
+    return fn.readers.numpy(
+        file_root=root, name="R", num_shards={shards}, shard_id=0, pad_last_batch={pad}
+    )
+
+
+def run(root, epochs):
+    pipe = numbers(root)
+    loader = DALIGenericIterator(
+        [pipe], ["x"], reader_name="R", last_batch_policy=LastBatchPolicy.{policy},
+        auto_reset={auto},
+    )
+    out = []
+    for epoch in range(epochs):
+        for _ in range(len(loader)):  # steps by hand, then a reset
+            out.append((epoch, "next", next(loader)[0]["x"].numpy().ravel().tolist()))
+        loader.reset()
+        for data in itertools.islice(loader, 1):  # code the tool cannot read
+            out.append((epoch, "islice", data[0]["x"].numpy().ravel().tolist()))
+        for data in loader:  # the rest of that epoch
+            out.append((epoch, "loop", data[0]["x"].numpy().ravel().tolist()))
+        if not {auto}:
+            loader.reset()  # else next() gets no batch
+    return out
+"""
+
+
+@pytest.mark.dali
+@pytest.mark.parametrize("policy, pad", [("FILL", True), ("PARTIAL", False), ("DROP", False)])
+@pytest.mark.parametrize("auto", [False, True])
+@pytest.mark.parametrize("shards", [1, 2])
+def test_drop_in_loader_gives_what_dali_iterator_gave(policy, pad, auto, shards, numbers) -> None:
+    """next() for len() steps, reset(), a helper that takes one batch and a loop over the rest:
+    the drop-in loader ends, resets and resumes its epochs where DALI's iterator did (FILL over
+    an unpadded reader with len() between loops is refused, see above)."""
+    pytest.importorskip("nvidia.dali")
+    old = DROP_IN_PROGRAM.format(policy=policy, auto=auto, shards=shards, pad=pad)
+    new = migrate_source(old).code
+    assert "TODO" not in new and "def __next__(self):" in new, new
+    for n in (9, 10):
+        root = numbers(n)
+        assert _run(new, root) == _run(old, root)
 
 
 STAYS = {

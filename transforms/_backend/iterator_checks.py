@@ -11,7 +11,7 @@ from dali_migrate.context import FileContext
 from .._cst import free_names, scope_label, source_of, walk
 from .datasets import signature_reasons
 from .handles import name_arg
-from .iterator_follow import enclosing, loops_around
+from .iterator_follow import drop_in, enclosing, left_early, loops_around
 from .iterator_use import ANY_READER, IteratorUse
 from .iterators import BY_HAND, BY_HAND_TORCH
 from .model import FollowUp, Graph, Instance
@@ -137,11 +137,8 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         + _len_reasons(ctx, reader, use)
     )
     if use.early_exit and not use.dropin and epochs_kind(reader, use) not in RESUMABLE:
-        reasons.append(
-            f"a loop over {use.name} can leave an epoch early (break, return): DALI's iterator "
-            "resumed that epoch in the next loop, which the loader does only with the FILL policy "
-            f"({use.policy} here)"
-        )
+        # DALI's iterator resumed that epoch in the next loop: a drop-in loader does too
+        drop_in(use, next(lp for lp in use.loops if left_early(lp)))
     return reasons
 
 

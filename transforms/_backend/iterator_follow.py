@@ -216,11 +216,10 @@ class Follower:
 
     def _opaque(self, node: cst.CSTNode) -> None:
         """Code the tool cannot read takes the iterator at ``node``: the loader is a drop-in
-        iterator, sized with len(), made by each call maybe (no capture loop)."""
+        iterator, made by each call maybe (no capture loop)."""
         if not self.use.opaque:
             self.use.copies *= 2
-        self.use.opaque.append(node)
-        self.use.hooked = True
+        drop_in(self.use, node)
 
     def _passed(self, node: cst.CSTNode, depth: int) -> bool:
         """``train(model, loader)``, ``Wrapper(loader)``, ``self.show(loader)``: a function, a
@@ -252,6 +251,12 @@ class Follower:
             self.value(ref.node, depth + 1)
         self.within.pop()
         return True
+
+
+def drop_in(use: IteratorUse, node: cst.CSTNode) -> None:
+    """The loader is to be a drop-in iterator (for the use at ``node``), sized with len()."""
+    use.opaque.append(node)
+    use.hooked = True
 
 
 def _unseen(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -497,7 +502,7 @@ def check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
             header = f"for {ctx.text(loop.target)} in {ctx.text(loop.iter)}"
             reasons.append(f"the loop `{header}` {scope_label(ctx, loop)} has an else clause")
         # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over)
-        if any(isinstance(n, (cst.Break, cst.Return, cst.Raise)) for n in _walk_loop(loop.body)):
+        if left_early(loop):
             use.early_exit = True
     for r in use.resets:
         if any(a is lp for a in loops_around(ctx, r) for lp in use.loops):
@@ -505,8 +510,11 @@ def check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
             reasons.append(
                 f"{use.name}.reset() {scope_label(ctx, r)} is inside a loop over the iterator"
             )
-    if use.pulls and not use.dropin:  # a drop-in loader takes next() as DALI's iterator did
-        _check_pulls(ctx, use, reasons)
+    if use.pulls and not use.dropin:
+        pulled: list[str] = []
+        _check_pulls(ctx, use, pulled)
+        if pulled:  # (mixed with loops, resets, auto_reset): a drop-in loader takes them all
+            drop_in(use, use.pulls[0])
     if use.lens and not use.sized:
         reasons.append(
             f"len({ctx.text(use.lens[0][0])}) {scope_label(ctx, use.lens[0][0])} of an iterator "
@@ -565,6 +573,11 @@ def loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+def left_early(loop: cst.For) -> bool:
+    """The loop can leave before the iterator's end (break, return, raise)."""
+    return any(isinstance(n, (cst.Break, cst.Return, cst.Raise)) for n in _walk_loop(loop.body))
+
+
 def _walk_loop(node: cst.CSTNode):
     """Like walk, but not into nested loops (their break is theirs) or functions."""
     stack = [node]
@@ -594,8 +607,8 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
         where = f"{what} {name}(...) now, in place of {use.name}(...)"
     else:
         where = (
-            f"`{use_text(ctx, first)}` {scope_label(ctx, first)} gets {name}(...) now, in place "
-            f"of {use.name}(...)"
+            f"`{use_text(ctx, first)}` {scope_label(ctx, first)} takes {name}(...) now, in "
+            f"place of {use.name}(...)"
         )
     text = (
         f"{where}: it is an iterator of one epoch's batches at a time, as DALI's was; loops "

@@ -54,11 +54,13 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
 - ``len(loader)``, or a Lightning hook that returns it: ``__len__``, DALI's count.
 - Taken by code the tool cannot read (returned by a function no code of the module calls, a
   data module's ``get_loader()``; ``iter(it)``; an argument of ``islice()`` or of a call into
-  another module): the loader is a drop-in iterator, as DALI's was (``__iter__`` returns it,
-  ``__next__`` takes from the epoch ``_epoch_batches()`` runs, so a loop and ``next()`` go on
-  with the same epoch; without auto_reset, no batch after an epoch until ``reset()``, which a
-  new loop calls, as DALI's ``__iter__`` did), with ``__len__``; every use stays as written;
-  not in capture mode (a loader may be made by each call, and one capture loop can run).
+  another module), or used in ways the loader above cannot take (``next()`` mixed with loops
+  or resets, a PARTIAL or DROP epoch left early): the loader is a drop-in iterator, as DALI's
+  was (``__iter__`` returns it, ``__next__`` takes from the epoch ``_epoch_batches()`` runs, so
+  a loop and ``next()`` go on with the same epoch; the batch after each is taken ahead, so an
+  epoch is over with its last batch, as DALI counted; ``reset()``, which a new loop calls, then
+  starts the next), with ``__len__``; every use stays as written. For unseen code, not in
+  capture mode (a loader may be made by each call, and one capture loop can run).
 """
 
 from __future__ import annotations
@@ -210,7 +212,7 @@ def loader_definition(
     if "self" in param_names:
         raise Refused("the pipeline function has a parameter named self")
     c.shared = _self_names(c, param_names)
-    c.taken = set(c.shared) | {"_batches", "_epoch", "_epoch_batches"}
+    c.taken = set(c.shared) | {"_batches", "_epoch", "_epoch_batches", "_ahead", "_ended"}
     c.local = names_in(fn) | set(param_names)
     if c.block is not None and use.size is not None:
         c.local |= free_names(use.size)  # the outer names size= reads stay visible in __init__
@@ -238,39 +240,41 @@ def loader_definition(
 
 
 def _dropin_state(use: IteratorUse) -> list[str]:
-    return ["self._epoch = self._epoch_batches()  # the epoch the loops and next() take from"]
+    return [
+        "# the epoch taken from, its next batch (taken ahead), and whether its last was given",
+        "self._epoch, self._ahead, self._ended = None, None, False",
+    ]
 
 
 def _dropin_methods(use: IteratorUse) -> list[cst.FunctionDef]:
     """The loader as its own iterator, as DALI's was, for code the tool cannot read: a loop and
     ``next()`` take from the same epoch (a loop left early resumes it), which
-    ``_epoch_batches()`` runs. Without auto_reset, no batch after an epoch until ``reset()``,
-    which a new loop calls (``iter()``), as DALI's ``__iter__`` did."""
-    if use.auto_reset:
-        reset = ["pass  # the next epoch starts by itself (auto_reset)"]
-        start = ["return self"]
-        ended = "self._epoch = self._epoch_batches()"
-        then = "then StopIteration (auto_reset)"
-    else:
-        reset = [
-            "if self._epoch is None:  # within an epoch, reset() did nothing on DALI's iterator",
-            "    self._epoch = self._epoch_batches()",
-        ]
-        start = [
-            "self.reset()  # as on DALI's iterator: a loop after an epoch starts the next",
-            "return self",
-        ]
-        ended = "self._epoch = None"
-        then = "then StopIteration until reset()"
+    ``_epoch_batches()`` runs. The batch after the one given is taken ahead, so that an epoch is
+    over as soon as its last batch is given, as DALI's iterator counted: ``reset()`` (which a
+    new loop calls, as DALI's ``__iter__`` did) then starts the next; without auto_reset no
+    batch comes before it."""
+    then = "and the next epoch" if use.auto_reset else "until reset()"
     take = [
-        f"# as DALI's iterator: one epoch's batches, {then}",
-        "batch = next(self._epoch, None)"
-        if use.auto_reset
-        else "batch = None if self._epoch is None else next(self._epoch, None)",
-        "if batch is None:",
-        f"    {ended}",
+        f"# as DALI's iterator: one epoch's batches, then StopIteration {then}",
+        "if self._ended:",
+        *(["    self.reset()"] if use.auto_reset else []),
+        "    raise StopIteration",
+        "if self._epoch is None:",
+        "    self._epoch = self._epoch_batches()",
+        "    self._ahead = next(self._epoch, None)",
+        "batch, self._ahead = self._ahead, next(self._epoch, None)",
+        "self._ended = self._ahead is None",
+        "if batch is None:  # an epoch without batches",
         "    raise StopIteration",
         "return batch",
+    ]
+    reset = [
+        "if self._ended:  # within an epoch, reset() did nothing on DALI's iterator",
+        "    self._epoch, self._ended = None, False",
+    ]
+    start = [
+        "self.reset()  # as on DALI's iterator: a loop after an epoch starts the next",
+        "return self",
     ]
     return [
         method_def("reset", reset),
