@@ -44,24 +44,28 @@ def dataset_definition(
     use = inst.iterators[0]
     loop = body[-1]
     assert isinstance(loop, cst.While)
-    inner = list(loop.body.body)
+    inner: list[cst.BaseStatement] = list(cst.ensure_type(loop.body, cst.IndentedBlock).body)
     np = ctx.np
-    single = len(graph.readers) == 1 and len(inner) == 1 and isinstance(inner[0], cst.For)
-    if single:
-        epoch_for = inner[0]
-        target = epoch_for.target
+    epoch_for = inner[0] if len(graph.readers) == 1 and len(inner) == 1 else None
+    single = isinstance(epoch_for, cst.For)
+    if isinstance(epoch_for, cst.For):
+        target: cst.BaseExpression = epoch_for.target
         if isinstance(target, cst.Tuple) and len(target.elements) == 1:
             target = target.elements[0].value
-        reader = epoch_for.iter.func.value.value
+        reader = _reader_of(epoch_for)
         step = cst.parse_statement(f"{source_of(target)} = {reader}(batch_size=batch_size)\n")
-        inner = [step, *epoch_for.body.body]
-    *ops, last = inner
-    yielded = last.body[0].value.value
+        inner = [step, *cst.ensure_type(epoch_for.body, cst.IndentedBlock).body]
+    *ops, last_stmt = inner
+    last = cst.ensure_type(last_stmt, cst.SimpleStatementLine)
+    yielded = _yielded(last)
     values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
     arrays = [
         cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
     ]
-    arrays = [a.visit(_Replace("__V__", atom_of(_off_gpu(v)))) for a, v in zip(arrays, values)]
+    arrays = [
+        _expression(a.visit(_Replace("__V__", atom_of(_off_gpu(v)))))
+        for a, v in zip(arrays, values)
+    ]
     out = (
         arrays[0]
         if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
@@ -94,10 +98,30 @@ def dataset_definition(
         new_fn = new_fn.with_changes(
             leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
         )
-    new_fn = fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn)))
+    new_fn = cst.ensure_type(
+        fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn))), cst.FunctionDef
+    )
     c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
     module_alias(c, "tensorflow", "tensorflow")
     return [new_fn], import_edits(ctx, c), fn.name.value
+
+
+def _reader_of(epoch_for: cst.For) -> str:
+    """``reader`` of the generated ``for ... in reader.next_epoch(...)``."""
+    epoch = cst.ensure_type(epoch_for.iter, cst.Call)
+    return cst.ensure_type(cst.ensure_type(epoch.func, cst.Attribute).value, cst.Name).value
+
+
+def _yielded(last: cst.SimpleStatementLine) -> cst.BaseExpression:
+    """What the generated ``yield`` that ends the loop gives."""
+    expr = cst.ensure_type(last.body[0], cst.Expr)
+    return _expression(cst.ensure_type(expr.value, cst.Yield).value)
+
+
+def _expression(node: object) -> cst.BaseExpression:
+    """``node``, which the generated code (or a transformer of names) made an expression."""
+    assert isinstance(node, cst.BaseExpression)
+    return node
 
 
 def _off_gpu(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -122,7 +146,11 @@ class _Replace(cst.CSTTransformer):
 
 
 def dataset_edit(
-    ctx: FileContext, use: IteratorUse, made: cst.BaseStatement, call: cst.Call, name: str
+    ctx: FileContext,
+    use: IteratorUse,
+    made: cst.SimpleStatementLine | cst.BaseCompoundStatement,
+    call: cst.Call,
+    name: str,
 ) -> Edit:
     """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
     output_signature=...)``."""

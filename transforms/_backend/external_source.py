@@ -140,8 +140,14 @@ def source_kwargs(call: cst.Call) -> dict[str, cst.Arg] | None:
 
 
 def analyse_source(
-    ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]
+    ctx: FileContext,
+    call: cst.Call,
+    target: cst.BaseAssignTargetExpression,
+    stmt: cst.SimpleStatementLine,
+    reasons: list[str],
 ) -> SourceUse | None:
+    """``target = fn.external_source(...)`` (``call``) as a ``SourceUse``, or None; what cannot
+    be migrated goes to ``reasons``."""
     kw = source_kwargs(call)
     if kw is None:
         reasons.append(
@@ -159,9 +165,11 @@ def analyse_source(
             reasons.append("external_source num_outputs= is not a literal")
             return None
         num_outputs = int(v.value)
-        n_targets = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
-        if n_targets != num_outputs or not all(
-            isinstance(e.value, cst.Name) for e in target.elements
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None
+        if (
+            elements is None
+            or len(elements) != num_outputs
+            or not all(isinstance(e.value, cst.Name) for e in elements)
         ):
             reasons.append(
                 "the outputs of a multi-output external_source are not unpacked into names"
@@ -303,7 +311,8 @@ def _is_false(value: cst.BaseExpression) -> bool:
 
 
 def _string(value: cst.BaseExpression) -> str | None:
-    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    return text if isinstance(text, str) else None  # (a bytes literal is no name or mode)
 
 
 def _sample_info(ctx: FileContext) -> str | None:
@@ -321,16 +330,21 @@ def _sample_info(ctx: FileContext) -> str | None:
                 if ctx.text(small.module) == "nvidia.dali":
                     for alias in small.names:
                         if isinstance(alias.name, cst.Name) and alias.name.value == "types":
-                            return (
-                                f"{alias.asname.name.value if alias.asname else 'types'}.SampleInfo"
-                            )
+                            return f"{_bound_as(alias, 'types')}.SampleInfo"
             elif isinstance(small, cst.Import):
                 for alias in small.names:
                     if ctx.text(alias.name) == "nvidia.dali.types" and alias.asname:
-                        return f"{alias.asname.name.value}.SampleInfo"
+                        return f"{_bound_as(alias, '')}.SampleInfo"
     # DM100 adds `from nvidia.dali import types` where the migrated code uses a name `types`
     # the file never used
     return "types.SampleInfo" if "types" not in names_in(ctx.module) else None
+
+
+def _bound_as(alias: cst.ImportAlias, default: str) -> str:
+    """The name an import binds: its ``as`` name (a name, in an import), else ``default``."""
+    if alias.asname is None:
+        return default
+    return cst.ensure_type(alias.asname.name, cst.Name).value
 
 
 #: why a generator cannot take a ``cycle="raise"`` source (a loader class can)
@@ -362,16 +376,19 @@ def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpressi
         data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
     part = cst.Name("part")
     # dtype=[...] / layout=[...] with num_outputs: one value per output (DALI pairs them up)
-    listed = [
-        a for a in use.as_batch_args if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword
-    ]
+    keywords = {
+        id(a): a.keyword.value
+        for a in use.as_batch_args
+        if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword is not None
+    }
+    listed = [a for a in use.as_batch_args if id(a) in keywords]
     args = [
-        a.with_changes(value=cst.Name(a.keyword.value)) if a in listed else a  # type: ignore[union-attr]
+        a.with_changes(value=cst.Name(keywords[id(a)])) if id(a) in keywords else a
         for a in use.as_batch_args
     ]
     target: cst.BaseAssignTargetExpression = part
     if listed:
-        names = [part, *(cst.Name(a.keyword.value) for a in listed)]  # type: ignore[union-attr]
+        names = [part, *(cst.Name(keywords[id(a)]) for a in listed)]
         target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
         data = cst.Call(cst.Name("zip"), [cst.Arg(data), *(cst.Arg(a.value) for a in listed)])
     return cst.GeneratorExp(
@@ -394,6 +411,7 @@ def fetch(
             "a per-sample external_source needs the batch size and the iteration number here"
         )
     if use.kind == "sample1":
+        assert iteration is not None  # (refused above)
         i = cst.Name("i")
         info = cst.parse_expression(use.sample_info or "types.SampleInfo")
         index = cst.BinaryOperation(

@@ -14,6 +14,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import source_of, walk
 from .iterator_use import ANY_READER, IteratorUse
+from .model import Instance
 
 #: framework of each plug-in module
 FRAMEWORKS = {
@@ -86,8 +87,11 @@ def _arguments(
 
 
 def analyse_iterator(
-    ctx: FileContext, inst, call: cst.Call, q: str, reasons: list[str]
+    ctx: FileContext, inst: Instance, call: cst.Call, q: str, reasons: list[str]
 ) -> IteratorUse | None:
+    """The iterator ``call`` (of qualified name ``q``) over the pipeline ``inst`` as an
+    ``IteratorUse``, what it cannot carry over in ``reasons``; None when its output names are
+    not known."""
     args = _arguments(call, ITERATORS[q], reasons)
     framework = FRAMEWORKS[q.rsplit(".", 1)[0]]
     pipes = args.pop("pipelines", None)
@@ -107,7 +111,8 @@ def analyse_iterator(
         _output_types(ctx, args.pop("output_types", None), reasons) if q == RAGGED else set()
     )
     reader_name = _reader_name(args.pop("reader_name", None), reasons)
-    size, size_reader, claimed = None, None, []
+    size, size_reader = None, None
+    claimed: list[cst.CSTNode] = []
     if "size" in args:
         size, size_reader, claimed = _size(ctx, inst, args.pop("size"), reasons)
         if reader_name is not None:
@@ -154,8 +159,9 @@ def _output_map(om: cst.BaseExpression | None, q: str, reasons: list[str]) -> li
     if items is None or not all(isinstance(e.value, cst.SimpleString) for e in items):
         reasons.append("output_map is not a list of string literals")
         return None
-    names = [e.value.evaluated_value for e in items]  # type: ignore[union-attr]
-    if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+    values = [e.value.evaluated_value for e in items if isinstance(e.value, cst.SimpleString)]
+    names = [n for n in values if isinstance(n, str)]
+    if len(names) != len(values) or len(set(names)) != len(names):
         reasons.append("output_map is not a list of distinct names")
         return None
     return names
@@ -164,8 +170,9 @@ def _output_map(om: cst.BaseExpression | None, q: str, reasons: list[str]) -> li
 def _reader_name(rn: cst.BaseExpression | None, reasons: list[str]) -> str | None:
     if rn is None or (isinstance(rn, cst.Name) and rn.value == "None"):
         return None
-    if isinstance(rn, cst.SimpleString):
-        return rn.evaluated_value  # type: ignore[return-value]
+    name = rn.evaluated_value if isinstance(rn, cst.SimpleString) else None
+    if isinstance(name, str):  # (a bytes literal names no reader)
+        return name
     if isinstance(rn, (cst.Name, cst.Attribute)):
         # DALI's iterator fails unless reader_name names a reader of the pipeline: a variable
         # there names the pipeline's one reader (checked where the reader is known)
@@ -205,7 +212,9 @@ def _policy(
     return policy
 
 
-def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
+def _size(
+    ctx: FileContext, inst: Instance, expr: cst.BaseExpression, reasons: list[str]
+) -> tuple[cst.BaseExpression | None, str | None, list[cst.CSTNode]]:
     """``size=``: an expression of names the loader's caller has, in which ``pipe.epoch_size("R")``
     (of this pipeline) may appear once and becomes the reader's ``epoch_size_padded``:
     (the expression, the reader name or None, the pipeline references the iterator claims)."""
@@ -220,7 +229,10 @@ def _size(ctx: FileContext, inst, expr: cst.BaseExpression, reasons: list[str]):
         )
         return None, None, []
     if calls:
-        return expr, calls[0].args[0].value.evaluated_value, [calls[0].func.value]
+        func = cst.ensure_type(calls[0].func, cst.Attribute)
+        reader = cst.ensure_type(calls[0].args[0].value, cst.SimpleString).evaluated_value
+        assert isinstance(reader, str)  # (_is_epoch_size)
+        return expr, reader, [func.value]
     if isinstance(expr, cst.Integer) and int(expr.value, 0) <= 0:
         reasons.append(f"size={source_of(expr)} is not a positive size")
     return expr, None, []
@@ -236,6 +248,7 @@ def _is_epoch_size(call: cst.Call, pipe: str | None) -> bool:
         and not call.args[0].star
         and (call.args[0].keyword is None or call.args[0].keyword.value == "name")
         and isinstance(call.args[0].value, cst.SimpleString)
+        and isinstance(call.args[0].value.evaluated_value, str)
     )
 
 
@@ -254,7 +267,7 @@ def _output_types(
     if expr is None:
         return set()
     items = expr.elements if isinstance(expr, (cst.List, cst.Tuple)) else None
-    tags = []
+    tags: list[str | bytes | None] = []
     for e in items or ():
         v = e.value
         if isinstance(v, cst.SimpleString):

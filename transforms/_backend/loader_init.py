@@ -185,7 +185,7 @@ def _size_text(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> str:
                 return cst.parse_expression(meta)
             return updated
 
-    new = size.visit(Rewrite())
+    new = _expression(size.visit(Rewrite()))
     missing = []
 
     class Names(cst.CSTTransformer):
@@ -203,7 +203,7 @@ def _size_text(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> str:
                     missing.append(updated.value)
             return updated
 
-    new = new.visit(Names())
+    new = _expression(new.visit(Names()))
     text = source_of(new)
     if missing or "\n" in text:
         raise Refused(
@@ -254,9 +254,22 @@ def init_method(
     setup = list(c.body.setup)
     if c.meta:
         setup = [with_max_batch_size(s, c.body.reader) for s in setup]
-    shared_setup = c.shared & bound_in(c.body.setup)
+    shared_setup = c.shared & bound_in([*c.body.setup])
     body = [*stmts_of("\n".join(lines))] if lines else []
-    body += [renamed(s, shared_setup) for s in setup]
-    body += [renamed(s, shared_setup) for s in (stmts_of("\n".join(tail)) if tail else [])]
+    body += [_renamed(s, shared_setup) for s in setup]
+    body += [_renamed(s, shared_setup) for s in (stmts_of("\n".join(tail)) if tail else [])]
     fn = method_def("__init__", ["pass"], body)
     return fn.with_changes(params=params)
+
+
+def _renamed(stmt: cst.BaseStatement, names: set[str]) -> cst.BaseStatement:
+    """``stmt`` with ``names`` read through ``self`` (a statement stays a statement)."""
+    new = renamed(stmt, names)
+    assert isinstance(new, cst.BaseStatement)
+    return new
+
+
+def _expression(node: object) -> cst.BaseExpression:
+    """What a transformer that replaces names and calls made of an expression: an expression."""
+    assert isinstance(node, cst.BaseExpression)
+    return node

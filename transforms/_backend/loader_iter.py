@@ -52,10 +52,14 @@ class _Splice(cst.CSTTransformer):
                 body.append(s)
                 continue
             new = list(self.markers[marker])
-            if new and s.leading_lines:
-                new[0] = new[0].with_changes(
-                    leading_lines=[*s.leading_lines, *new[0].leading_lines]
-                )
+            first = new[0] if new else None
+            # (a marker is a SimpleStatementLine; every statement is one or a compound statement)
+            if (
+                isinstance(s, cst.SimpleStatementLine)
+                and s.leading_lines
+                and isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            ):
+                new[0] = first.with_changes(leading_lines=[*s.leading_lines, *first.leading_lines])
             body += new
         return updated.with_changes(body=body)
 
@@ -75,7 +79,7 @@ def _marker(s: cst.BaseStatement) -> str | None:
 def _template(text: str, markers: dict[str, list[cst.BaseStatement]]) -> cst.FunctionDef:
     fn = cst.parse_statement(text)
     assert isinstance(fn, cst.FunctionDef)
-    return fn.visit(_Splice(markers))
+    return cst.ensure_type(fn.visit(_Splice(markers)), cst.FunctionDef)
 
 
 def _indent(lines: list[str], depth: int = 1) -> str:
@@ -136,7 +140,7 @@ def iter_methods(c: LoaderClass) -> list[cst.FunctionDef]:
         take = f"{', '.join(o.value for o in outs)} = next({c.attr('batches')})"
         lines, trim = _stream_iter(c, take)
         it = _template(
-            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": yield_batch(c, outs, trim)}
+            "def __iter__(self):\n" + _indent(lines), {"__YIELD__": yield_batch(c, [*outs], trim)}
         )
         return [it, batches]
     lines, trim = _epoch_iter(c, epoch, comments, target)

@@ -42,6 +42,8 @@ def loader_site_edits(
     pass)."""
     use = inst.iterators[0]
     made = ctx.enclosing_statement(use.call)
+    # (every node of a module's body has an enclosing statement)
+    assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     depth = len(ctx.indents(made))
     pre = _creation(
         ctx, inst, rule_id, threads_default, notes, threads_set
@@ -64,14 +66,16 @@ def loader_site_edits(
         )
         for a in keep
     ]
-    loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if kept:
-        return edits + _kept_edits(ctx, inst, use, pre, loader)
+        return edits + _kept_edits(ctx, inst, use, pre, made_loader)
     if use.framework == "tf":
-        return edits + [dataset_edit(ctx, use, made, loader, name)]
+        return edits + [dataset_edit(ctx, use, made, made_loader, name)]
+    loader: cst.BaseExpression = made_loader
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
-        edits.append(_wrapper_edit(ctx, use, loader))
+        edits.append(_wrapper_edit(ctx, use, made_loader))
         loader = cst.Name(use.wrapper[2])
+    new: list[cst.CSTNode]
     if use.pulls:
         holder, fresh = _pull_holders(ctx, use)
         edits += [ctx.expr_edit(node, fresh.deep_clone()) for node, _ in use.lens]
@@ -105,7 +109,7 @@ def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:
     (``reader_meta``: the whole dictionary; without a name: ``{name: value}``, as the
     pipeline gave)."""
     assert use.holder is not None and use.reader_attr is not None
-    reader = cst.Attribute(use.holder.deep_clone(), cst.Name(use.reader_attr))  # type: ignore[arg-type]
+    reader = cst.Attribute(use.holder.deep_clone(), cst.Name(use.reader_attr))
     key = cst.parse_expression(use.meta_reader) if use.meta_reader is not None else None
     return ctx.expr_edit(call, metadata_value(reader, call, key))
 
@@ -127,6 +131,7 @@ def _kept_edits(
 
 
 def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
+    assert use.wrapper is not None
     outer, ref, _ = use.wrapper
     stmt = ctx.enclosing_statement(outer)
     new = fit(stmt.deep_replace(ref, loader), ctx.module.default_indent, len(ctx.indents(stmt)))
@@ -163,7 +168,7 @@ def _creation(
     threads_default: cst.Arg | None,
     notes: list,
     threads_set: set[tuple[int, str]],
-) -> list[cst.BaseStatement]:
+) -> list[cst.BaseStatement | cst.EmptyLine]:
     """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
     TODO about a dropped device_id, with the comments above it."""
     threads = inst.kwargs.get("num_threads", threads_default)
@@ -173,7 +178,7 @@ def _creation(
         threads_set.add(key)
     todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
     if threads is None:
-        return [cst.EmptyLine(), *todo] if todo else []  # type: ignore[list-item]
+        return [cst.EmptyLine(), *todo] if todo else []  # (an empty line first: only the TODO)
     lines = [*inst.stmt.leading_lines, *todo]
     return [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)]
 
@@ -199,11 +204,12 @@ def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
 
 def _pull_holders(
     ctx: FileContext, use: IteratorUse
-) -> tuple[cst.BaseExpression, cst.BaseExpression]:
+) -> tuple[cst.BaseAssignTargetExpression, cst.BaseAssignTargetExpression]:
     """Where the iterator was kept (``self._iterator``), and a fresh place next to it for the
     loader (``self._loader``)."""
+    # (the target of the assignment that kept it: a name or an attribute of self)
     holder = use.holder
-    assert holder is not None
+    assert isinstance(holder, cst.BaseAssignTargetExpression)
     if isinstance(holder, cst.Attribute):
         cls = ctx.parents.get(holder)
         while cls is not None and not isinstance(cls, cst.ClassDef):
@@ -215,7 +221,9 @@ def _pull_holders(
     return holder, cst.Name(fresh_name("loader", scope_names))
 
 
-def _again(holder: cst.BaseExpression, loader: cst.BaseExpression) -> cst.SimpleStatementLine:
+def _again(
+    holder: cst.BaseAssignTargetExpression, loader: cst.BaseExpression
+) -> cst.SimpleStatementLine:
     """``holder = iter(loader)``: a new pass over the loader, as reset() started a new epoch."""
     call = cst.Call(cst.Name("iter"), [cst.Arg(loader.deep_clone())])
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(holder.deep_clone())], call)])

@@ -90,14 +90,17 @@ KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also re
 
 def _parts(body: list[cst.BaseStatement]) -> LoaderBody:
     loop = body[-1]
-    inner = loop.body.body if isinstance(loop, cst.While) else ()
+    if not isinstance(loop, cst.While):
+        raise Refused("the generated epoch loop has an unexpected shape")
+    inner = loop.body.body
     epoch_for = inner[0] if len(inner) == 1 else None
     if not (isinstance(epoch_for, cst.For) and isinstance(epoch_for.iter, cst.Call)):
         raise Refused("the generated epoch loop has an unexpected shape")
     epoch = epoch_for.iter
     if not (isinstance(epoch.func, cst.Attribute) and isinstance(epoch.func.value, cst.Name)):
         raise Refused("the generated epoch loop has an unexpected shape")
-    stmts = list(epoch_for.body.body)
+    block = epoch_for.body
+    stmts = list(block.body) if isinstance(block, cst.IndentedBlock) else []
     last = stmts[-1] if stmts else None
     small = (
         last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
@@ -105,9 +108,11 @@ def _parts(body: list[cst.BaseStatement]) -> LoaderBody:
     if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
         raise Refused("the generated epoch loop does not end with its yield")
     yielded = small.value.value
+    if not isinstance(yielded, cst.BaseExpression):  # a bare ``yield`` or ``yield from``
+        raise Refused("the generated epoch loop does not end with its yield")
     values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
     prologue = body[1:-1]
-    defs = [s for s in prologue if isinstance(s, cst.FunctionDef)]
+    defs: list[cst.BaseStatement] = [s for s in prologue if isinstance(s, cst.FunctionDef)]
     setup = [s for s in prologue if not isinstance(s, cst.FunctionDef)]
     comments = [ln for ln in loop.leading_lines if ln.comment is not None]
     return LoaderBody(
@@ -175,7 +180,8 @@ def loader_definition(
         methods.append(method_def("__len__", [f"return {length}"]))
     if use.kept_resets:
         methods.append(method_def("reset", [KEPT_RESET, "pass"]))
-    methods += [renamed(m, c.shared) for m in reversed(iter_code)]  # _batches(), then __iter__
+    # _batches(), then __iter__
+    methods += [cst.ensure_type(renamed(m, c.shared), cst.FunctionDef) for m in reversed(iter_code)]
     name = class_name(ctx, name or fn.name.value)
     doc = c.body.doc if graph.docstring is not None else class_doc(use, c.kind)
     cls = class_def(ctx, name, [doc, *methods], fn, at)
@@ -190,7 +196,8 @@ def loader_instance(instances: list[Instance]) -> Instance | None:
     ``__len__`` when any of them needs it."""
     iterated = [i for i in instances if i.iterators]
     sized = [i for i in iterated if i.iterators[0].lens or i.iterators[0].hooked]
-    return (sized or iterated or [None])[0]
+    chosen = sized or iterated
+    return chosen[0] if chosen else None
 
 
 def _is_true(v: cst.BaseExpression | None) -> bool:
@@ -208,7 +215,7 @@ def _self_names(c: LoaderClass, params: list[str]) -> set[str]:
     reads: set[str] = set()
     for node in per_batch:
         reads |= free_names(node)
-    init_bound = set(params) | bound_in(b.setup)
+    init_bound = set(params) | bound_in([*b.setup])
     shared = init_bound & (reads | {b.reader, "batch_size"})
     clash = shared & bound_in([*b.ops, *b.defs, b.target])
     if clash:

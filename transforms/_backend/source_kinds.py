@@ -23,15 +23,19 @@ from dali_migrate.context import FileContext
 
 
 def is_generator_function(ctx: FileContext, name: cst.Name) -> bool:
+    """``name`` binds a function of the file that yields (pipeline mode calls it for its
+    generator)."""
     definition = _definition(ctx, name)
     return isinstance(definition, cst.FunctionDef) and _yields(definition)
 
 
 def source_kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]:
+    """The kind of source ``expr`` is (``call0``, ``call1``, ``iterable``; None where the file
+    does not show it), and whether it may end the data with StopIteration."""
     if isinstance(expr, (cst.List, cst.Tuple)):
         return "iterable", False
     made = isinstance(expr, cst.Call)
-    name = expr.func if made else expr
+    name = expr.func if isinstance(expr, cst.Call) else expr
     if not isinstance(name, cst.Name):
         return None, False
     definition = _definition(ctx, name)
@@ -134,10 +138,10 @@ def _arity(params: cst.Parameters, implicit: int, stops: bool) -> tuple[str | No
     return {0: ("call0", stops), 1: ("call1", stops)}.get(count, (None, False))
 
 
-def _definition(ctx: FileContext, name: cst.Name):
+def _definition(ctx: FileContext, name: cst.Name) -> cst.CSTNode | None:
     """The module-level ``def``/``class`` or single assignment that binds ``name`` (top-level
     definitions only: scope metadata covers only the DALI-related part of the module)."""
-    found = []
+    found: list[cst.CSTNode] = []
     for stmt in ctx.module.body:
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name.value:
             found.append(stmt)
