@@ -109,7 +109,8 @@ from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_follow import dropin_note
-from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
+from ._backend.loader_sites import loader_site_edits
+from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
 from ._backend.sites import (

@@ -85,6 +85,7 @@ from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import device_todo, dropped_comments
 from ._backend.conditionals import has_data_branches
+from ._backend.data_iterators import data_iterator_decorator, data_iterator_instances
 from ._backend.def_recognise import decorator_kwargs, definition_reasons, method_instances
 from ._backend.def_signature import (
     UNSET_BATCH_NOTE,
@@ -111,8 +112,8 @@ from ._backend.handles import (
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_checks import abandon_iterators, iterator_reasons
 from ._backend.iterator_follow import dropin_note
-from ._backend.iterators import data_iterator_decorator, data_iterator_instances
-from ._backend.loaders import loader_definition, loader_instance, loader_site_edits
+from ._backend.loader_sites import loader_site_edits
+from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (

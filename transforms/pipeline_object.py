@@ -64,7 +64,8 @@ from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
 from ._backend.instances import follow_pipeline, own_uses
 from ._backend.iterator_follow import dropin_note
-from ._backend.loaders import loader_definition, loader_site_edits
+from ._backend.loader_sites import loader_site_edits
+from ._backend.loaders import loader_definition
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits

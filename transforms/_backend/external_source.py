@@ -63,6 +63,7 @@ from dali_migrate.context import FileContext, attr_chain
 
 from .._cst import names_in, no_space_equal
 from .model import Refused
+from .source_kinds import is_generator_function, source_kind
 
 #: external_source arguments that only tune pipeline mode's copies and queues
 IGNORED = {
@@ -139,8 +140,14 @@ def source_kwargs(call: cst.Call) -> dict[str, cst.Arg] | None:
 
 
 def analyse_source(
-    ctx: FileContext, call: cst.Call, target, stmt, reasons: list[str]
+    ctx: FileContext,
+    call: cst.Call,
+    target: cst.BaseAssignTargetExpression,
+    stmt: cst.SimpleStatementLine,
+    reasons: list[str],
 ) -> SourceUse | None:
+    """``target = fn.external_source(...)`` (``call``) as a ``SourceUse``, or None; what cannot
+    be migrated goes to ``reasons``."""
     kw = source_kwargs(call)
     if kw is None:
         reasons.append(
@@ -158,9 +165,11 @@ def analyse_source(
             reasons.append("external_source num_outputs= is not a literal")
             return None
         num_outputs = int(v.value)
-        n_targets = len(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else None
-        if n_targets != num_outputs or not all(
-            isinstance(e.value, cst.Name) for e in target.elements
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None
+        if (
+            elements is None
+            or len(elements) != num_outputs
+            or not all(isinstance(e.value, cst.Name) for e in elements)
         ):
             reasons.append(
                 "the outputs of a multi-output external_source are not unpacked into names"
@@ -169,9 +178,9 @@ def analyse_source(
     elif not isinstance(target, cst.Name):
         reasons.append("external_source output is not assigned to a name")
         return None
-    kind, stops = _kind(ctx, source.value)
+    kind, stops = source_kind(ctx, source.value)
     value = source.value
-    if kind is None and isinstance(value, cst.Name) and _is_generator_function(ctx, value):
+    if kind is None and isinstance(value, cst.Name) and is_generator_function(ctx, value):
         # a generator function: pipeline mode calls it (again at each rewind with cycle)
         kind, value = "iterable", cst.Call(value)
     if kind is None and cycle:
@@ -302,12 +311,8 @@ def _is_false(value: cst.BaseExpression) -> bool:
 
 
 def _string(value: cst.BaseExpression) -> str | None:
-    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
-
-
-def _is_generator_function(ctx: FileContext, name: cst.Name) -> bool:
-    definition = _definition(ctx, name)
-    return isinstance(definition, cst.FunctionDef) and _yields(definition)
+    text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    return text if isinstance(text, str) else None  # (a bytes literal is no name or mode)
 
 
 def _sample_info(ctx: FileContext) -> str | None:
@@ -325,203 +330,21 @@ def _sample_info(ctx: FileContext) -> str | None:
                 if ctx.text(small.module) == "nvidia.dali":
                     for alias in small.names:
                         if isinstance(alias.name, cst.Name) and alias.name.value == "types":
-                            return (
-                                f"{alias.asname.name.value if alias.asname else 'types'}.SampleInfo"
-                            )
+                            return f"{_bound_as(alias, 'types')}.SampleInfo"
             elif isinstance(small, cst.Import):
                 for alias in small.names:
                     if ctx.text(alias.name) == "nvidia.dali.types" and alias.asname:
-                        return f"{alias.asname.name.value}.SampleInfo"
+                        return f"{_bound_as(alias, '')}.SampleInfo"
     # DM100 adds `from nvidia.dali import types` where the migrated code uses a name `types`
     # the file never used
     return "types.SampleInfo" if "types" not in names_in(ctx.module) else None
 
 
-def _kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None, bool]:
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return "iterable", False
-    made = isinstance(expr, cst.Call)
-    name = expr.func if made else expr
-    if not isinstance(name, cst.Name):
-        return None, False
-    definition = _definition(ctx, name)
-    if isinstance(definition, cst.FunctionDef):
-        if _yields(definition):
-            return (
-                ("iterable", False) if made else (None, False)
-            )  # gen() is iterable; gen itself too, not handled
-        if made:
-            return _made_function(ctx, definition)
-        return _arity(definition.params, 0, "StopIteration" in ctx.text(definition))
-    if isinstance(definition, cst.ClassDef) and not made and definition.name.value != name.value:
-        made = True  # eii = Batches(...) then source=eii: an object of the class
-    if isinstance(definition, cst.ClassDef) and made:
-        methods = {m.name.value: m for m in definition.body.body if isinstance(m, cst.FunctionDef)}
-        if "__iter__" in methods:
-            return "iterable", False
-        call = methods.get("__call__")
-        if call is not None:
-            return _arity(call.params, 1, "StopIteration" in ctx.text(call))
-        return None, False
-    if isinstance(definition, cst.Assign) and not made:
-        return _kind(ctx, definition.value)
-    if isinstance(definition, cst.Param) and not made and definition.annotation is not None:
-        return _annotated(ctx, definition.annotation.annotation)
-    if made and name.value == "iter" and definition is None:
-        return "iterable", False  # iter(x): an iterator, which DALI iterates
-    return None, False
-
-
-def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | None, bool]:
-    """``make_reader(...)`` whose every ``return`` gives a function defined in it: that
-    function's kind."""
-    nested = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)}
-    returns = [n for n in _walk_own(factory) if isinstance(n, cst.Return)]
-    names = {r.value.value if isinstance(r.value, cst.Name) else "" for r in returns}
-    name = names.pop() if len(names) == 1 else ""
-    if name not in nested:
-        return None, False
-    fn = nested[name]
-    if _yields(fn):
-        return None, False
-    return _arity(fn.params, 0, "StopIteration" in ctx.text(fn))
-
-
-def _walk_own(fn: cst.FunctionDef) -> list[cst.CSTNode]:
-    """The nodes of ``fn``'s body outside the functions and classes it defines."""
-    out, stack = [], list(fn.body.children)
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(n.children)
-    return out
-
-
-#: annotations of objects DALI iterates (it tries iter() first)
-_ITERABLES = {"Iterable", "Iterator", "Generator", "Sequence", "list", "List", "tuple", "Tuple"}
-
-
-def _annotated(ctx: FileContext, annotation: cst.BaseExpression) -> tuple[str | None, bool]:
-    """The kind of source a parameter's annotation declares: an iterable (``Iterable[...]``,
-    ``Iterator``, ``list``...), a callable of 0 or 1 parameters (``Callable[[], T]``,
-    ``Callable[[int], T]``, T not an iterator: a generator function is iterated), or an
-    object of a class defined in the file."""
-    head = annotation.value if isinstance(annotation, cst.Subscript) else annotation
-    last = None
-    if isinstance(head, (cst.Attribute, cst.Name)):
-        last = head.attr.value if isinstance(head, cst.Attribute) else head.value
-    if last in _ITERABLES:
-        return "iterable", False
-    if last == "Callable" and isinstance(annotation, cst.Subscript) and len(annotation.slice) == 2:
-        params, result = (e.slice for e in annotation.slice)
-        if not isinstance(params, cst.Index) or not isinstance(params.value, cst.List):
-            return None, False
-        returned = ctx.text(result) if isinstance(result, cst.Index) else ""
-        if any(word in returned for word in ("Iter", "Generator")):
-            return None, False
-        # its body is not visible: it may end the data with StopIteration, as DALI lets it
-        arity = len(params.value.elements)
-        return {0: ("call0", True), 1: ("call1", True)}.get(arity, (None, False))
-    if isinstance(head, cst.Name) and head is annotation:
-        definition = _definition(ctx, head)
-        if isinstance(definition, cst.ClassDef):
-            return _kind(ctx, cst.Call(head))
-    return None, False
-
-
-def _arity(params: cst.Parameters, implicit: int, stops: bool) -> tuple[str | None, bool]:
-    """Pipeline mode calls a source with no argument, or with the iteration number (the sample
-    info with batch=False) when it has one parameter, defaults included (DALI 2.4 counts every
-    parameter, ``accepted_arg_count``, and rejects ``*args``, ``**kwargs`` and keyword-only ones)."""
-    if (
-        isinstance(params.star_arg, (cst.Param, cst.ParamStar))
-        or params.star_kwarg is not None
-        or params.kwonly_params
-    ):
-        return None, False
-    count = len(params.posonly_params) + len(params.params) - implicit
-    return {0: ("call0", stops), 1: ("call1", stops)}.get(count, (None, False))
-
-
-def _definition(ctx: FileContext, name: cst.Name):
-    """The module-level ``def``/``class`` or single assignment that binds ``name`` (top-level
-    definitions only: scope metadata covers only the DALI-related part of the module)."""
-    found = []
-    for stmt in ctx.module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name.value:
-            found.append(stmt)
-        elif isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name.value
-                    for t in small.targets
-                ):
-                    found.append(small)
-    if not found:
-        found = _local_binding(ctx, name)
-    if len(found) != 1:
-        return None
-    node = found[0]
-    if (
-        isinstance(node, cst.Assign)
-        and isinstance(node.value, cst.Call)
-        and isinstance(node.value.func, cst.Name)
-    ):
-        cls = _definition(ctx, node.value.func)
-        return cls if isinstance(cls, cst.ClassDef) else node
-    return node
-
-
-def _local_binding(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode]:
-    """The single assignment of a local ``name`` in its scope (``eii = Batches(files)`` in the
-    function that builds the pipeline), as :func:`_definition` finds module-level ones."""
-    scope = ctx.scopes.get(name)
-    if scope is None:
-        return []
-    bindings = list(scope[name.value])  # bindings of enclosing functions too
-    if not all(hasattr(b, "node") for b in bindings):
-        return []  # a builtin
-    if len(bindings) == 2:
-        bindings = _rebound_parameter(ctx, name, bindings)
-    defined = (cst.FunctionDef, cst.ClassDef, cst.Param)
-    if len(bindings) == 1 and isinstance(bindings[0].node, defined):
-        return [bindings[0].node]  # a def, class or parameter of an enclosing function
-    target = ctx.parents.get(bindings[0].node) if len(bindings) == 1 else None
-    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-    return [assign] if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else []
-
-
-def _rebound_parameter(ctx: FileContext, use: cst.Name, bindings: list) -> list:
-    """``x = iter(x)`` at the top of the function whose parameter ``x`` is: the one binding the
-    source sees when that statement comes before the statement that uses it."""
-    param, other = sorted(bindings, key=lambda b: not isinstance(b.node, cst.Param))
-    if not isinstance(param.node, cst.Param) or isinstance(other.node, cst.Param):
-        return bindings
-    fn = ctx.parents.get(ctx.parents.get(param.node))
-    target = ctx.parents.get(other.node)
-    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-    line = ctx.parents.get(assign) if isinstance(assign, cst.Assign) else None
-    if not isinstance(fn, cst.FunctionDef) or not isinstance(line, cst.SimpleStatementLine):
-        return bindings
-    body = list(fn.body.body)
-    stmt = use
-    while stmt is not None and stmt not in body:
-        stmt = ctx.parents.get(stmt)
-    if line in body and stmt is not None and body.index(line) < body.index(stmt):
-        return [other]
-    return bindings
-
-
-def _yields(fn: cst.FunctionDef) -> bool:
-    stack = list(fn.body.children)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Yield):
-            return True
-        if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(n.children)
-    return False
+def _bound_as(alias: cst.ImportAlias, default: str) -> str:
+    """The name an import binds: its ``as`` name (a name, in an import), else ``default``."""
+    if alias.asname is None:
+        return default
+    return cst.ensure_type(alias.asname.name, cst.Name).value
 
 
 #: why a generator cannot take a ``cycle="raise"`` source (a loader class can)
@@ -553,16 +376,19 @@ def wrap(ndd: str, use: SourceUse, data: cst.BaseExpression) -> cst.BaseExpressi
         data = cst.Call(cst.Name("zip"), [cst.Arg(data, star="*")])
     part = cst.Name("part")
     # dtype=[...] / layout=[...] with num_outputs: one value per output (DALI pairs them up)
-    listed = [
-        a for a in use.as_batch_args if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword
-    ]
+    keywords = {
+        id(a): a.keyword.value
+        for a in use.as_batch_args
+        if isinstance(a.value, (cst.List, cst.Tuple)) and a.keyword is not None
+    }
+    listed = [a for a in use.as_batch_args if id(a) in keywords]
     args = [
-        a.with_changes(value=cst.Name(a.keyword.value)) if a in listed else a  # type: ignore[union-attr]
+        a.with_changes(value=cst.Name(keywords[id(a)])) if id(a) in keywords else a
         for a in use.as_batch_args
     ]
     target: cst.BaseAssignTargetExpression = part
     if listed:
-        names = [part, *(cst.Name(a.keyword.value) for a in listed)]  # type: ignore[union-attr]
+        names = [part, *(cst.Name(keywords[id(a)]) for a in listed)]
         target = cst.Tuple([cst.Element(n) for n in names], lpar=[], rpar=[])
         data = cst.Call(cst.Name("zip"), [cst.Arg(data), *(cst.Arg(a.value) for a in listed)])
     return cst.GeneratorExp(
@@ -585,6 +411,7 @@ def fetch(
             "a per-sample external_source needs the batch size and the iteration number here"
         )
     if use.kind == "sample1":
+        assert iteration is not None  # (refused above)
         i = cst.Name("i")
         info = cst.parse_expression(use.sample_info or "types.SampleInfo")
         index = cst.BinaryOperation(

@@ -1,0 +1,168 @@
+"""TensorFlow: a pipeline consumed through ``DALIDataset`` becomes a generator of numpy batches
+that calls the reader once per step (``tf.data`` resumes the generator on its own threads,
+which a ``next_epoch()`` loop does not allow), and ``DALIDataset(...)`` becomes
+``tf.data.Dataset.from_generator(lambda: <pipeline>(...), output_signature=...)``. What is
+recognised, and the signature, come from ``datasets``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Edit
+
+from .._cst import kwarg, source_of
+from .datasets import output_signature
+from .docstrings import output_names
+from .iterator_use import IteratorUse
+from .layout import fit
+from .loader_init import with_max_batch_size
+from .loader_parts import LoaderClass, atom_of, import_edits, imported_as, module_alias, stmt_of
+from .model import Graph, Instance
+
+PER_STEP = (
+    "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
+    "# threads, which a next_epoch() loop does not allow"
+)
+FROM_GENERATOR = (
+    "# from_generator calls {name} anew for each iterator, as DALIDataset started a fresh\n"
+    "# pipeline; it takes host arrays"
+)
+
+
+def dataset_definition(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    params: cst.Parameters,
+    inst: Instance,
+) -> tuple[list[cst.BaseStatement], list[Edit], str]:
+    """The pipeline function as a generator of numpy batches that calls the reader once per step
+    (see ``datasets``)."""
+    use = inst.iterators[0]
+    loop = body[-1]
+    assert isinstance(loop, cst.While)
+    inner: list[cst.BaseStatement] = list(cst.ensure_type(loop.body, cst.IndentedBlock).body)
+    np = ctx.np
+    epoch_for = inner[0] if len(graph.readers) == 1 and len(inner) == 1 else None
+    single = isinstance(epoch_for, cst.For)
+    if isinstance(epoch_for, cst.For):
+        target: cst.BaseExpression = epoch_for.target
+        if isinstance(target, cst.Tuple) and len(target.elements) == 1:
+            target = target.elements[0].value
+        reader = _reader_of(epoch_for)
+        step = cst.parse_statement(f"{source_of(target)} = {reader}(batch_size=batch_size)\n")
+        inner = [step, *cst.ensure_type(epoch_for.body, cst.IndentedBlock).body]
+    *ops, last_stmt = inner
+    last = cst.ensure_type(last_stmt, cst.SimpleStatementLine)
+    yielded = _yielded(last)
+    values = [e.value for e in yielded.elements] if isinstance(yielded, cst.Tuple) else [yielded]
+    arrays = [
+        cst.parse_expression(f"{np}.asarray({ctx.ndd}.as_tensor(__V__.cpu()))") for _ in values
+    ]
+    arrays = [
+        _expression(a.visit(_Replace("__V__", atom_of(_off_gpu(v)))))
+        for a, v in zip(arrays, values)
+    ]
+    out = (
+        arrays[0]
+        if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
+        else (
+            cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[])
+            if len(arrays) > 1
+            else cst.Tuple([cst.Element(arrays[0])])
+        )
+    )
+    new_last = last.with_changes(body=[cst.Expr(cst.Yield(out))])
+    comments = (
+        [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
+    )
+    new_loop = loop.with_changes(
+        body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments
+    )
+    prologue = list(body[1:-1])
+    if single:
+        prologue = [with_max_batch_size(s, reader, why=False) for s in prologue]
+    doc = body[0]
+    if graph.docstring is None:
+        names = ", ".join(output_names(ctx, graph.outputs))
+        doc = stmt_of(
+            f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran them."""'
+        )
+    new_fn = fn.with_changes(
+        decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop])
+    )
+    if fn.decorators:
+        new_fn = new_fn.with_changes(
+            leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+        )
+    new_fn = cst.ensure_type(
+        fit(new_fn, ctx.module.default_indent, len(ctx.indents(fn))), cst.FunctionDef
+    )
+    c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
+    module_alias(c, "tensorflow", "tensorflow")
+    return [new_fn], import_edits(ctx, c), fn.name.value
+
+
+def _reader_of(epoch_for: cst.For) -> str:
+    """``reader`` of the generated ``for ... in reader.next_epoch(...)``."""
+    epoch = cst.ensure_type(epoch_for.iter, cst.Call)
+    return cst.ensure_type(cst.ensure_type(epoch.func, cst.Attribute).value, cst.Name).value
+
+
+def _yielded(last: cst.SimpleStatementLine) -> cst.BaseExpression:
+    """What the generated ``yield`` that ends the loop gives."""
+    expr = cst.ensure_type(last.body[0], cst.Expr)
+    return _expression(cst.ensure_type(expr.value, cst.Yield).value)
+
+
+def _expression(node: object) -> cst.BaseExpression:
+    """``node``, which the generated code (or a transformer of names) made an expression."""
+    assert isinstance(node, cst.BaseExpression)
+    return node
+
+
+def _off_gpu(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``labels.gpu()`` -> ``labels``: the value goes to the host anyway (``.cpu()``)."""
+    if (
+        isinstance(value, cst.Call)
+        and not value.args
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "gpu"
+    ):
+        return value.func.value
+    return value
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, name: str, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value if updated.value == self.name else updated
+
+
+def dataset_edit(
+    ctx: FileContext,
+    use: IteratorUse,
+    made: cst.SimpleStatementLine | cst.BaseCompoundStatement,
+    call: cst.Call,
+    name: str,
+) -> Edit:
+    """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
+    output_signature=...)``."""
+    tf = imported_as(ctx, "tensorflow") or "tensorflow"
+    gen = cst.Lambda(cst.Parameters(), call)
+    func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
+    dataset = cst.Call(
+        func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
+    )
+    comments = [
+        cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")
+    ]
+    new = made.deep_replace(use.call, dataset)
+    new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
+    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])

@@ -1,0 +1,232 @@
+"""Where the loader class that ``loaders`` writes takes the pipeline's place: the pipeline's
+creation gives way to ``ndd.set_num_threads`` (its ``num_threads``, once per scope) and the TODO
+about a dropped ``device_id``, ``pipe.build()`` goes, the iterator's construction becomes the
+loader made from the pipeline's arguments (in a wrapper, a subclass, or where a kept pipeline
+was made), ``pipe.epoch_size()`` reads the loader's reader, and ``reset()`` goes (or, for code
+that pulls batches with ``next()``, starts a new pass).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+from dali_migrate.fixes import Edit
+
+from .._cst import fresh_name, remove_args, source_of, walk
+from .arguments import PIPELINE_ARGS, set_threads_stmt
+from .dataset_generator import dataset_edit
+from .edits import removed_stmt
+from .handles import metadata_value
+from .iterator_checks import made_elsewhere
+from .iterator_use import IteratorUse
+from .layout import fit
+from .model import Instance
+from .sites import device_todo_line, enclosing_blocks
+
+
+def loader_site_edits(
+    ctx: FileContext,
+    inst: Instance,
+    name: str,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    params: set[str],
+    notes: list,
+    threads_set: set[tuple[int, str]],
+    args: list[cst.Arg] | None = None,
+) -> list[Edit]:
+    """The pipeline's creation gives way to ``ndd.set_num_threads`` (its ``num_threads``), its
+    ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments (or
+    ``args``), and ``reset()`` goes (or, for code that pulls with ``next()``, starts a new
+    pass)."""
+    use = inst.iterators[0]
+    made = ctx.enclosing_statement(use.call)
+    # (every node of a module's body has an enclosing statement)
+    assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    depth = len(ctx.indents(made))
+    pre = _creation(
+        ctx, inst, rule_id, threads_default, notes, threads_set
+    )  # what stays of the pipeline
+    together = made is inst.stmt  # @data_iterator: one call made both
+    kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
+    meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
+    edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
+    edits += [removed_stmt(ctx, b) for b in inst.builds]
+    keep = args
+    if keep is None:
+        keep = remove_args(
+            list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+        )
+    keep = [
+        (
+            a.with_changes(keyword=cst.Name("batch_size"))
+            if a.keyword and a.keyword.value == "max_batch_size"
+            else a
+        )
+        for a in keep
+    ]
+    made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    if kept:
+        return edits + _kept_edits(ctx, inst, use, pre, made_loader)
+    if use.framework == "tf":
+        return edits + [dataset_edit(ctx, use, made, made_loader, name)]
+    loader: cst.BaseExpression = made_loader
+    if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
+        edits.append(_wrapper_edit(ctx, use, made_loader))
+        loader = cst.Name(use.wrapper[2])
+    new: list[cst.CSTNode]
+    if use.dropin:  # every use stays as written
+        new = [made.deep_replace(use.call, loader)]
+    elif use.pulls:
+        holder, fresh = _pull_holders(ctx, use)
+        edits += [ctx.expr_edit(node, fresh.deep_clone()) for node, _ in use.lens]
+        new = [
+            made.with_changes(body=[cst.Assign([cst.AssignTarget(fresh)], loader)]),
+            _again(holder, fresh),
+        ]
+        edits += [
+            ctx.stmt_edit(r, [_again(holder, fresh).with_changes(leading_lines=r.leading_lines)])
+            for r in use.resets
+        ]
+    else:
+        new = [made.deep_replace(use.call, loader)]
+        if use.subclass is not None and _follows(
+            ctx, made, use.subclass
+        ):  # no gap where the class was
+            new[0] = new[0].with_changes(
+                leading_lines=[ln for ln in made.leading_lines if ln.comment is not None]
+            )
+        if use.subclass is not None:  # its conversion moved into the loader
+            edits.append(removed_stmt(ctx, use.subclass))
+        edits += [_dropped(ctx, r) for r in use.resets]
+    if together and pre:
+        new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
+    edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
+    return edits
+
+
+def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:
+    """``pipe.epoch_size("Reader")`` -> ``loader.reader.get_metadata()["epoch_size_padded"]``
+    (``reader_meta``: the whole dictionary; without a name: ``{name: value}``, as the
+    pipeline gave)."""
+    assert use.holder is not None and use.reader_attr is not None
+    reader = cst.Attribute(use.holder.deep_clone(), cst.Name(use.reader_attr))
+    key = cst.parse_expression(use.meta_reader) if use.meta_reader is not None else None
+    return ctx.expr_edit(call, metadata_value(reader, call, key))
+
+
+def _kept_edits(
+    ctx: FileContext, inst: Instance, use: IteratorUse, pre: list, loader: cst.Call
+) -> list[Edit]:
+    """``self.pipe = make(...)`` becomes ``self.pipe = Loader(...)``, the iterator made over it
+    elsewhere becomes ``self.pipe``, and the iterator's ``reset()`` calls go."""
+    assert use.kept_in is not None
+    stmt = inst.stmt.deep_replace(inst.call, loader)
+    if pre:
+        stmt = stmt.with_changes(leading_lines=[])
+    depth = len(ctx.indents(inst.stmt))
+    new = [fit(s, ctx.module.default_indent, depth) for s in [*pre, stmt]]
+    edits = [ctx.stmt_edit(inst.stmt, new)]
+    edits.append(ctx.expr_edit(use.call, use.kept_in.deep_clone()))
+    return edits + [_dropped(ctx, r) for r in use.resets]
+
+
+def _wrapper_edit(ctx: FileContext, use: IteratorUse, loader: cst.Call) -> Edit:
+    assert use.wrapper is not None
+    outer, ref, _ = use.wrapper
+    stmt = ctx.enclosing_statement(outer)
+    new = fit(stmt.deep_replace(ref, loader), ctx.module.default_indent, len(ctx.indents(stmt)))
+    return ctx.stmt_edit(stmt, [new])
+
+
+def _follows(ctx: FileContext, stmt: cst.CSTNode, before: cst.CSTNode) -> bool:
+    block = ctx.parents.get(stmt)
+    body = list(getattr(block, "body", ()))
+    return stmt in body and body.index(stmt) > 0 and body[body.index(stmt) - 1] is before
+
+
+def _one_line(args: list[cst.Arg]) -> list[cst.Arg]:
+    """The arguments on one line (``fit`` splits the call again where it is too long), unless a
+    comment sits between them."""
+    if "#" in "".join(source_of(cst.Call(cst.Name("f"), args=[a])) for a in args):
+        return args
+    out = [
+        a.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        for a in args
+    ]
+    if out:
+        out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return out
+
+
+def _creation(
+    ctx: FileContext,
+    inst: Instance,
+    rule_id: str,
+    threads_default: cst.Arg | None,
+    notes: list,
+    threads_set: set[tuple[int, str]],
+) -> list[cst.BaseStatement | cst.EmptyLine]:
+    """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
+    TODO about a dropped device_id, with the comments above it."""
+    threads = inst.kwargs.get("num_threads", threads_default)
+    if threads is not None:
+        text = source_of(threads.value)
+        blocks = enclosing_blocks(ctx, inst.stmt)
+        threads = None if any((b, text) in threads_set for b in blocks) else threads
+        threads_set.add((blocks[0], text))
+    todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
+    if threads is None:
+        return [cst.EmptyLine(), *todo] if todo else []  # (an empty line first: only the TODO)
+    lines = [*inst.stmt.leading_lines, *todo]
+    return [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)]
+
+
+def _creation_edit(ctx: FileContext, inst: Instance, pre: list) -> Edit:
+    if not pre:
+        return _dropped(ctx, inst.stmt)
+    if isinstance(pre[0], cst.EmptyLine):  # only the TODO
+        text = ctx.leading_comments(inst.stmt) + "".join(
+            ctx.render(t, ctx.indents(inst.stmt)) for t in pre[1:]
+        )
+        return Edit(*ctx.stmt_span(inst.stmt), text)
+    return ctx.stmt_edit(inst.stmt, pre)
+
+
+def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
+    """The statement removed; ``pass`` where it was alone in its block."""
+    block = ctx.parents.get(stmt)
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        return ctx.stmt_edit(stmt, [stmt.with_changes(body=[cst.Pass()])])
+    return removed_stmt(ctx, stmt)
+
+
+def _pull_holders(
+    ctx: FileContext, use: IteratorUse
+) -> tuple[cst.BaseAssignTargetExpression, cst.BaseAssignTargetExpression]:
+    """Where the iterator was kept (``self._iterator``), and a fresh place next to it for the
+    loader (``self._loader``)."""
+    # (the target of the assignment that kept it: a name or an attribute of self)
+    holder = use.holder
+    assert isinstance(holder, cst.BaseAssignTargetExpression)
+    if isinstance(holder, cst.Attribute):
+        cls = ctx.parents.get(holder)
+        while cls is not None and not isinstance(cls, cst.ClassDef):
+            cls = ctx.parents.get(cls)
+        taken = {n.attr.value for n in walk(cls or ctx.module) if isinstance(n, cst.Attribute)}
+        base = "_loader" if holder.attr.value.startswith("_") else "loader"
+        return holder, holder.with_changes(attr=cst.Name(fresh_name(base, taken)))
+    scope_names = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
+    return holder, cst.Name(fresh_name("loader", scope_names))
+
+
+def _again(
+    holder: cst.BaseAssignTargetExpression, loader: cst.BaseExpression
+) -> cst.SimpleStatementLine:
+    """``holder = iter(loader)``: a new pass over the loader, as reset() started a new epoch."""
+    call = cst.Call(cst.Name("iter"), [cst.Arg(loader.deep_clone())])
+    return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(holder.deep_clone())], call)])
