@@ -85,10 +85,16 @@ class Follower:
         anywhere else, is a reason."""
         ctx, attr = self.ctx, target.attr.value
         cls = enclosing(ctx, target, cst.ClassDef)
+        related = _related_classes(ctx, cls)
         reads = []
         for node in ctx.nodes_of(cst.Attribute):
             if node.attr.value != attr or node is target or _in_import(ctx, node):
                 continue
+            if (
+                _self_attr(ctx, node) is not None
+                and id(enclosing(ctx, node, cst.ClassDef)) not in related
+            ):
+                continue  # ``self.x`` of another class's objects
             stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
             if (
                 not stored
@@ -371,6 +377,30 @@ def _parameter(
         return next((p for p in params if p.name.value == arg.keyword.value), None)
     index = [a for a in call.args if a.keyword is None].index(arg)
     return params[index] if index < len(params) else None
+
+
+def _related_classes(ctx: FileContext, cls: cst.CSTNode | None) -> set[int]:
+    """The ids of ``cls`` and of the classes of the module it derives from or that derive from
+    it, at any depth (their objects may be ``cls`` objects). A base named other than by a plain
+    name (``torch.utils.data.DataLoader``) is not a class of the module."""
+    classes = list(ctx.nodes_of(cst.ClassDef))
+    if not isinstance(cls, cst.ClassDef):
+        return {id(c) for c in classes} | {id(None)}
+    bases = {
+        id(c): {b.value.value for b in c.bases if isinstance(b.value, cst.Name)} for c in classes
+    }
+    related, grew = {id(cls)}, True
+    while grew:
+        names = {c.name.value for c in classes if id(c) in related}
+        more = {
+            id(c)
+            for c in classes
+            if id(c) not in related
+            and (bases[id(c)] & names or any(c.name.value in bases[r] for r in related))
+        }
+        related |= more
+        grew = bool(more)
+    return related
 
 
 def _self_attr(ctx: FileContext, node: cst.CSTNode) -> str | None:
