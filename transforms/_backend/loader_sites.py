@@ -13,8 +13,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import fresh_name, remove_args, source_of, walk
-from .arguments import PIPELINE_ARGS, set_threads_stmt
+from .._cst import fresh_name, source_of, walk
+from .arguments import set_threads_stmt
 from .dataset_generator import dataset_edit
 from .edits import removed_stmt
 from .handles import metadata_value
@@ -22,7 +22,7 @@ from .iterator_checks import made_elsewhere
 from .iterator_use import IteratorUse
 from .layout import fit
 from .model import Instance
-from .sites import device_todo_line, enclosing_blocks
+from .sites import batch_size_named, device_todo_line, enclosing_blocks, kept_args
 
 
 def loader_site_edits(
@@ -53,19 +53,7 @@ def loader_site_edits(
     meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
-    keep = args
-    if keep is None:
-        keep = remove_args(
-            list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
-        )
-    keep = [
-        (
-            a.with_changes(keyword=cst.Name("batch_size"))
-            if a.keyword and a.keyword.value == "max_batch_size"
-            else a
-        )
-        for a in keep
-    ]
+    keep = batch_size_named(kept_args(inst, params) if args is None else args)
     made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if kept:
         return edits + _kept_edits(ctx, inst, use, pre, made_loader)

@@ -45,15 +45,7 @@ def pipeline_def_instance_edits(
         blocks = enclosing_blocks(ctx, inst.stmt)
         threads = None if any(b in threads_set for b in blocks) else threads
         threads_set.add(blocks[0])
-    keep = remove_args(
-        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
-    )
-    keep = [
-        a.with_changes(keyword=cst.Name("batch_size"))
-        if a.keyword and a.keyword.value == "max_batch_size"
-        else a
-        for a in keep
-    ]
+    keep = batch_size_named(kept_args(inst, params))
     new_call = inst.call.with_changes(args=keep)
     joint = _Joint(inst.stmt) if shared is None else shared.part(ctx, inst)
     if inst.handle_names and inst.assign is not None:
@@ -378,3 +370,22 @@ def enclosing_blocks(ctx: FileContext, stmt: cst.CSTNode) -> list[int]:
             break
         node = ctx.parents.get(node)
     return out or [id(ctx.module)]
+
+
+def kept_args(inst: Instance, params: set[str]) -> list[cst.Arg]:
+    """The arguments of the call that made the pipeline that the generator (or loader) takes:
+    not those of the Pipeline that dynamic mode has no use for (``params``: the function's own
+    parameters of those names are kept)."""
+    return remove_args(
+        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+    )
+
+
+def batch_size_named(args: list[cst.Arg]) -> list[cst.Arg]:
+    """``max_batch_size=`` becomes ``batch_size=`` (the parameter the generator takes)."""
+    return [
+        a.with_changes(keyword=cst.Name("batch_size"))
+        if a.keyword and a.keyword.value == "max_batch_size"
+        else a
+        for a in args
+    ]
