@@ -261,8 +261,24 @@ STAYS = {
         "show(loader)\n    show(None)",
         "`print(x)` in `show()` uses `x` in a way the tool cannot follow",
     ),
-    "size from a name the loader lacks": (None, "reads `samples`, which the loader cannot have"),
 }
+
+
+@pytest.mark.dali
+@pytest.mark.parametrize("policy", ["FILL", "PARTIAL", "DROP"])
+def test_size_from_a_name_of_the_caller_is_given_to_the_loader(policy, numbers) -> None:
+    """``size=samples``, a name the code that makes the iterator has: the loader takes it as an
+    argument there, and counts its epochs as DALI's iterator did."""
+    pytest.importorskip("nvidia.dali")
+    old = _program(4, 1, 0, False, False, policy, None, False, None, True)
+    old = old.replace('reader_name="R"', "size=samples").replace(
+        "pipe = numbers", "samples = 10\n    pipe = numbers"
+    )
+    new = migrate_source(old).code
+    assert "TODO" not in new and "NumbersLoader(root, size=samples)" in new, new
+    for n in (9, 10):
+        root = numbers(n)
+        assert _run(new, root) == _run(old, root)
 
 
 @pytest.mark.parametrize("shape", STAYS, ids=list(STAYS))
@@ -270,14 +286,9 @@ def test_shapes_that_stay_get_a_todo(shape: str) -> None:
     """Uses the loader cannot take keep the iterator, with a TODO that says why (no crash)."""
     extra, why = STAYS[shape]
     old = _program(4, 1, 0, False, False, "FILL", None, False, None, True)
-    if extra is None:
-        old = old.replace('reader_name="R"', "size=samples").replace(
-            "pipe = numbers", "samples = 10\n    pipe = numbers"
-        )
-    else:
-        old = "def show(x):\n    print(x)\n\n" + old.replace(
-            "    return out\n", f"    {extra}\n    return out\n"
-        )
+    old = "def show(x):\n    print(x)\n\n" + old.replace(
+        "    return out\n", f"    {extra}\n    return out\n"
+    )
     result = migrate_source(old)
     assert why in result.code or any(why in d.message for d in result.diagnostics), result.code
 

@@ -126,7 +126,9 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
             return [f"{what.format(wanted)} does not name the reader of the pipeline"]
     if use.size is not None and isinstance(graph.container, cst.FunctionDef):
         _, missing = size_parameters(use, inst, graph.container)
-        if missing:
+        if missing and _size_at_site(ctx, inst, use):
+            use.size_param = "size"  # (named in the loader's __init__)
+        elif missing:
             return [
                 f"size={source_of(use.size)} reads `{missing[0]}`, which the loader cannot have: give "
                 "the reader a name and pass reader_name= instead, or pass it to the pipeline"
@@ -328,6 +330,17 @@ def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> No
 
 #: calls allowed in a size= expression besides the pipeline's epoch_size()
 SIZE_BUILTINS = {"int", "round", "len", "min", "max", "abs"}
+
+
+def _size_at_site(ctx: FileContext, inst: Instance, use: IteratorUse) -> bool:
+    """``size=`` can be computed where the loader is made, from what the iterator's call sees:
+    the loader is made in its place (not where the pipeline was kept, nor in a wrapper), and
+    the expression does not read the pipeline."""
+    if use.size is None or use.size_reader is not None or use.wrapper is not None:
+        return False
+    if ctx.enclosing_statement(use.site) is inst.stmt or made_elsewhere(ctx, inst, use):
+        return False
+    return inst.variable not in free_names(use.size)
 
 
 def size_parameters(

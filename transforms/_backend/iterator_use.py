@@ -71,6 +71,9 @@ class IteratorUse:
     #: ``reset()`` it: the loader is then a drop-in iterator (``dropin``), and every use of it
     #: stays as written
     opaque: list[cst.CSTNode] = field(default_factory=list)
+    #: ``size=`` reads names only the code that makes the iterator has (``size=len(files)``):
+    #: the loader takes it as this keyword parameter, given where the loader is made
+    size_param: str | None = None
 
     @property
     def site(self) -> cst.Call:

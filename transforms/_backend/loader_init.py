@@ -175,6 +175,8 @@ def _size_text(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> str:
     is ``... // num_shards``)."""
     size = c.use.size
     assert size is not None
+    if c.use.size_param is not None:  # computed where the loader is made
+        return c.use.size_param
     given, _ = size_parameters(c.use, inst, fn)
     meta = f'{c.body.reader}.get_metadata()["epoch_size_padded"]'
 

@@ -13,7 +13,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import fresh_name, source_of, walk
+from .._cst import fresh_name, kwarg, source_of, walk
 from .arguments import set_threads_stmt
 from .dataset_generator import dataset_edit
 from .edits import removed_stmt
@@ -54,6 +54,8 @@ def loader_site_edits(
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
     keep = batch_size_named(kept_args(inst, params) if args is None else args)
+    if use.size_param is not None and use.size is not None:  # computed here, as it was
+        keep = [*keep, kwarg(use.size_param, use.size.deep_clone())]
     made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
     if kept:
         return edits + _kept_edits(ctx, inst, use, pre, made_loader)

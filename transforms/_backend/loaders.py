@@ -173,6 +173,8 @@ def loader_definition(
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
     params = init_params(fn, params)
+    if use.size_param is not None:
+        params = _with_size_param(params, use, names_in(fn))
     param_names = [p.name.value for p in [*params.params, *params.kwonly_params]][1:]
     if "self" in param_names:
         raise Refused("the pipeline function has a parameter named self")
@@ -247,6 +249,35 @@ def _dropin_methods(use: IteratorUse) -> list[cst.FunctionDef]:
         method_def("__iter__", start),
         method_def("__next__", take),
     ]
+
+
+def _with_size_param(params: cst.Parameters, use: IteratorUse, taken: set[str]) -> cst.Parameters:
+    """``__init__`` takes the iterator's ``size=`` as a keyword parameter, under a name the
+    pipeline function does not use."""
+    names = taken | {p.name.value for p in [*params.params, *params.kwonly_params]}
+    use.size_param = next(n for n in ("size", "epoch_samples", "iterator_size") if n not in names)
+    size = cst.Param(cst.Name(use.size_param))
+    star = params.star_arg
+    if isinstance(star, cst.MaybeSentinel):
+        star = cst.ParamStar()
+    inner = [*params.params, *params.kwonly_params]
+    if len(inner) >= 2 and _own_lines(inner[-2].comma) and _own_lines(inner[-1].comma):
+        # one per line, and a trailing comma, as they are written
+        between, end = inner[-2].comma, inner[-1].comma
+        if isinstance(params.star_arg, cst.MaybeSentinel):
+            star = cst.ParamStar(comma=between)  # type: ignore[arg-type]
+        size = size.with_changes(comma=end)
+        last = inner[-1].with_changes(comma=between)
+        if params.kwonly_params:
+            params = params.with_changes(kwonly_params=[*params.kwonly_params[:-1], last])
+        else:
+            params = params.with_changes(params=[*params.params[:-1], last])
+    return params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, size])
+
+
+def _own_lines(comma: cst.Comma | cst.MaybeSentinel) -> bool:
+    """A comma followed by a new line (parameters written one per line)."""
+    return isinstance(comma, cst.Comma) and "\n" in cst.Module([]).code_for_node(comma)
 
 
 def _renamed_def(fn: cst.FunctionDef, old: str, new: str) -> cst.FunctionDef:
