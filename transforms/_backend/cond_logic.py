@@ -42,7 +42,8 @@ class ValueCode(SampleCode):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         before: list[cst.BaseStatement] = []
         target = _assigned_name(stmt)
-        if target is not None and values[0] is stmt.body[0].value:  # type: ignore[attr-defined]
+        first = stmt.body[0]  # `target = <value>` when there is a target
+        if target is not None and isinstance(first, cst.Assign) and values[0] is first.value:
             self.value(values[0], target, env, before)
             last = before[-1]
             assert isinstance(last, cst.SimpleStatementLine)

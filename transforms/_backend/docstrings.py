@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -23,7 +25,7 @@ def generator_doc(
     ctx: FileContext,
     outputs: list[cst.BaseExpression],
     kind: str,
-    fed: list[cst.Name] = (),  # type: ignore[assignment]
+    fed: Sequence[cst.Name] = (),
 ) -> cst.SimpleStatementLine:
     """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
     ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the

@@ -66,8 +66,9 @@ def emit_generator_body(
     if e.device_ctx is not None:
         body.append(e.device_stmt())
     body.append(loop)
-    if e.fed:
-        body.append(statement(cst.Return(cst.Name(loop.name.value))))  # type: ignore[attr-defined]
+    if e.fed:  # the loop is the function `run` that takes one batch per call
+        run = cst.ensure_type(loop, cst.FunctionDef)
+        body.append(statement(cst.Return(cst.Name(run.name.value))))
     return body, sorted(e.fired - {"DM200"})
 
 
