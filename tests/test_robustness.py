@@ -418,6 +418,26 @@ out = pipe.run()
     assert migrate_source(result.code).code == result.code
 
 
+def test_a_bytes_string_first_in_a_pipeline_returning_handles_is_no_crash():
+    """TypeError: startswith first arg must be bytes, out of docstrings.is_generated_doc."""
+    code = """\
+from nvidia.dali import fn, pipeline_def
+
+@pipeline_def(batch_size=2, num_threads=1, device_id=0)
+def p(data_dir):
+    b"doc"
+    jpegs, labels = fn.readers.file(file_root=data_dir, name="Reader")
+    return jpegs, labels
+
+pipe = p("/data")
+pipe.build()
+print(pipe.epoch_size("Reader"))
+out = pipe.run()
+"""
+    result = migrate_source(code)
+    assert 'b"doc"' in result.code and "ndd.readers.File(" in result.code
+
+
 FIXED_POINT_SHAPES = {
     "crlf-annotated": (
         "from nvidia.dali import fn\r\n\r\ndef h(x):\r\n    x: 'fn.DataNode' = fn.foo(x)\r\n"

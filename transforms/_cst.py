@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import libcst as cst
 from libcst.metadata.scope_provider import Access
@@ -310,6 +310,23 @@ def block_statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
         return [cst.SimpleStatementLine([s.with_changes(semicolon=semicolon)]) for s in block.body]
     assert isinstance(block, cst.IndentedBlock)  # the other kind of suite
     return list(block.body)
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The blank and comment lines above a statement (both kinds of statement have them)."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    return stmt.leading_lines
+
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
+
+
+def visited(node: _Node, visitor: cst.CSTVisitorT) -> _Node:
+    """``node.visit(visitor)`` for a visitor that replaces nodes one for one: it never removes
+    ``node`` nor flattens it into several."""
+    out = node.visit(visitor)
+    assert not isinstance(out, (cst.RemovalSentinel, cst.FlattenSentinel))
+    return out
 
 
 def statement(small: cst.BaseSmallStatement, **changes: Any) -> cst.SimpleStatementLine:

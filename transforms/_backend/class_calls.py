@@ -7,13 +7,14 @@ merger that rewrites code; ``class_merge.Merger`` reads the class)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 import libcst as cst
 
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import OPS_PREFIX, FileContext
 
-from .._cst import walk
+from .._cst import visited, walk
 from .class_helpers import undefined_root
 from .op_arguments import merge_arguments
 
@@ -28,6 +29,9 @@ _PIPELINE_ATTRS = {
 
 #: the if statements around an assignment, True: in its body
 IfPath = tuple[tuple[cst.If, bool], ...]
+
+
+_Kind = TypeVar("_Kind", bound=cst.CSTNode)
 
 
 @dataclass
@@ -83,13 +87,28 @@ class OpCalls:
 
     def _rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """``self.op(x)`` calls inlined, ``self.x`` made ``x``, ``self.helper(...)`` made ``helper(...)``."""
-        new = node.visit(_Rewriter(self))
+        new = visited(node, _Rewriter(self))
         if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(new)) and not isinstance(
             new, cst.FunctionDef
         ):
             self.reasons.append(
                 "self is used other than to reach operators, attributes and helper methods"
             )
+        return new
+
+    def _rewrite_as(self, node: cst.CSTNode, kind: type[_Kind]) -> _Kind:
+        """``_rewrite`` of a node that stays of its ``kind``: an argument, a function, or a
+        call whose function is no ``self.<op>``."""
+        return cst.ensure_type(self._rewrite(node), kind)
+
+    def _rewrite_stmt(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
+        new = self._rewrite(stmt)
+        assert isinstance(new, cst.BaseStatement)  # the rewriter changes expressions only
+        return new
+
+    def _rewrite_expr(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        new = self._rewrite(expr)
+        assert isinstance(new, cst.BaseExpression)  # expressions become expressions
         return new
 
     def _op_call(self, op: OpInfo, ctor: cst.Call, call: cst.Call) -> cst.Call:
@@ -141,22 +160,27 @@ class _Rewriter(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         m = self.m
         if is_self_attr(original.func):
-            name = original.func.attr.value  # type: ignore[attr-defined]
+            name = original.func.attr.value
             variants = m.ops.get(name)
             if variants and len(variants) == 1 and not variants[0].path:
                 v = variants[0]
-                return m._op_call(v.op, v.ctor.visit(_Rewriter(m)), updated)  # type: ignore[arg-type]
+                return m._op_call(v.op, self._ctor(v), updated)
             if variants:
                 return m._conditional_call(
-                    [Variant(v.path, v.op, v.ctor.visit(_Rewriter(m))) for v in variants], updated
-                )  # type: ignore[arg-type]
+                    [Variant(v.path, v.op, self._ctor(v)) for v in variants], updated
+                )
             if name in m.attrs and name not in m.helpers:
                 m.reasons += m.not_an_operator(name)
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)
             if op is not None:
-                return m._op_call(op, updated.func, updated)  # type: ignore[arg-type]
+                # the constructor call, left a call: its function is `ops.<X>`, not `self.<x>`
+                return m._op_call(op, cst.ensure_type(updated.func, cst.Call), updated)
         return updated
+
+    def _ctor(self, v: Variant) -> cst.Call:
+        """The constructor call of ``v`` rewritten: ``ops.<X>(...)`` stays a call."""
+        return cst.ensure_type(v.ctor.visit(_Rewriter(self.m)), cst.Call)
 
     def leave_Attribute(
         self, original: cst.Attribute, updated: cst.Attribute
@@ -195,7 +219,7 @@ def _condition(path: IfPath) -> cst.BaseExpression:
     return expr
 
 
-def is_self_attr(node: cst.CSTNode) -> bool:
+def is_self_attr(node: cst.CSTNode) -> TypeGuard[cst.Attribute]:
     return (
         isinstance(node, cst.Attribute)
         and isinstance(node.value, cst.Name)

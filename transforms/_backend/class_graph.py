@@ -30,15 +30,18 @@ def graph_function(
     (``__init__``'s less ``self``), its graph and whether conditionals are enabled. Refused with
     every reason when the graph cannot migrate."""
     params = init.params.with_changes(params=init.params.params[1:])
-    doc = [cls.body.body[0]] if cls.body.body and is_docstring(cls.body.body[0]) else []
+    doc: list[cst.BaseStatement] = []
+    if isinstance(cls.body, cst.IndentedBlock) and cls.body.body and is_docstring(cls.body.body[0]):
+        doc = [cls.body.body[0]]  # a one-line class body has no docstring
     fn = cst.FunctionDef(cst.Name(_GRAPH_FN), params, cst.IndentedBlock(doc + body_stmts))
     imports = _module_imports(ctx) + [
-        cst.parse_statement("import nvidia.dali.fn"),
-        cst.parse_statement(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
+        _line("import nvidia.dali.fn"),
+        _line(f"import nvidia.dali.experimental.dynamic as {ctx.ndd}"),
     ]
     mini = FileContext(cst.Module(body=[*imports, fn]).code, ctx.path, ctx.catalog)
-    mini_fn = mini.module.body[-1]
-    last = mini_fn.body.body[-1]
+    mini_fn = cst.ensure_type(mini.module.body[-1], cst.FunctionDef)  # `fn`, parsed again
+    mini_body = cst.ensure_type(mini_fn.body, cst.IndentedBlock)
+    last = mini_body.body[-1]
     ret = (
         last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
     )
@@ -46,7 +49,7 @@ def graph_function(
     reasons += _list_outputs(mini_fn, outputs)
     conditionals = truthy(kwargs.get("enable_conditionals"))
     if conditionals:
-        reasons += branch_reasons(mini, list(mini_fn.body.body), collect_nodes(mini, mini_fn))
+        reasons += branch_reasons(mini, list(mini_body.body), collect_nodes(mini, mini_fn))
     graph = analyse_graph(
         mini, mini_fn, last if isinstance(ret, cst.Return) else None, outputs, reasons
     )
@@ -83,11 +86,15 @@ def _built_list(fn: cst.FunctionDef, name: str) -> bool:
     return False
 
 
-def _module_imports(ctx: FileContext) -> list[cst.BaseStatement]:
+def _line(code: str) -> cst.SimpleStatementLine:
+    return cst.ensure_type(cst.parse_statement(code), cst.SimpleStatementLine)
+
+
+def _module_imports(ctx: FileContext) -> list[cst.SimpleStatementLine]:
     """The module's imports, also those inside a top-level ``try``/``if`` (``try: import
     nvidia.dali.fn as fn except ImportError: ...``), and the names it binds to DALI by a
     wrapper call (``dali = try_import_dali()``), as plain statements."""
-    out: list[cst.BaseStatement] = []
+    out: list[cst.SimpleStatementLine] = []
     wrappers = {id(w.statement) for w in ctx.wrappers.values() if w.followed}
     for stmt in ctx.module.body:
         for node in walk(stmt) if isinstance(stmt, (cst.Try, cst.If)) else [stmt]:

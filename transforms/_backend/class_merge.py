@@ -24,7 +24,7 @@ import libcst as cst
 from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext
 
-from .._cst import block_statements, free_names, is_docstring, walk
+from .._cst import block_statements, free_names, is_docstring, leading_lines, walk
 from .arguments import pipeline_ctor_kwargs
 from .class_calls import IfPath, OpCalls, Variant, is_self_attr
 from .class_helpers import factory_ctor, helper_call, inline
@@ -108,7 +108,7 @@ class Merger(OpCalls):
         graph = [s for stmt in body for s in self._graph_statement(stmt)]
         rest = self.notes.pop("", [])
         if rest and graph:
-            graph[0] = graph[0].with_changes(leading_lines=[*rest, *graph[0].leading_lines])
+            graph[0] = graph[0].with_changes(leading_lines=[*rest, *leading_lines(graph[0])])
         if self._called_helpers(init):  # __init__ calls them: defined before its code
             return helpers + prefix + graph
         return prefix + helpers + graph
@@ -125,10 +125,11 @@ class Merger(OpCalls):
             if call is None or call[0] not in data:
                 out.append(stmt)
                 continue
+            assert isinstance(stmt, cst.SimpleStatementLine)  # helper_call found one
             others = [f for n, f in self.helpers.items() if n != call[0]]
             rest = [init, *out, *body[i + 1 :], *others]
             taken = set().union(*(plain_names(n) for n in rest)) | self.attrs | set(self.helpers)
-            done = inline(stmt, self.helpers[call[0]], taken)  # type: ignore[arg-type]
+            done = inline(stmt, self.helpers[call[0]], taken)
             if done is None:
                 out.append(stmt)
                 continue
@@ -136,7 +137,7 @@ class Merger(OpCalls):
             code = self._inline_readers(init, done.body)
             code = done.bindings + code + ([done.result] if done.result is not None else [])
             if code:
-                code[0] = code[0].with_changes(leading_lines=stmt.leading_lines)
+                code[0] = code[0].with_changes(leading_lines=leading_lines(stmt))
             out += code
         return out
 
@@ -146,7 +147,7 @@ class Merger(OpCalls):
             if not isinstance(node, cst.Call):
                 continue
             if is_self_attr(node.func):
-                name = node.func.attr.value  # type: ignore[attr-defined]
+                name = node.func.attr.value
                 if any(_reads(v.op) for v in self.ops.get(name, [])):
                     return True
                 helper = self.helpers.get(name)
@@ -189,7 +190,7 @@ class Merger(OpCalls):
             or value.args
         ):
             return False
-        variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
+        variants = self.ops.get(value.func.attr.value, [])
         return bool(variants) and all(v.op.fn_path == EXTERNAL_SOURCE for v in variants)
 
     def _collect(self, node: cst.FunctionDef | cst.If | cst.Else, path: IfPath) -> None:
@@ -250,7 +251,7 @@ class Merger(OpCalls):
             return None
         if made[2] & self.local_names:  # its globals must mean the same in the merged function
             return None
-        self.factories.add(value.func.value)  # type: ignore[attr-defined]
+        self.factories.add(cst.ensure_type(value.func, cst.Name).value)  # as factory_ctor found
         return op, made[1]
 
     def _collect_else(self, owner: cst.If, orelse: cst.If | cst.Else, path: IfPath) -> None:
@@ -304,7 +305,7 @@ class Merger(OpCalls):
             if isinstance(kept, cst.RemovalSentinel):  # its comments wait for its first call
                 continue
             if pending:
-                kept = kept.with_changes(leading_lines=[*pending, *kept.leading_lines])
+                kept = kept.with_changes(leading_lines=[*pending, *leading_lines(kept)])
                 pending = []
             out.append(kept)
         if pending:  # nothing follows in the block: above the code of the graph
@@ -319,10 +320,10 @@ class Merger(OpCalls):
         call = _super_init(stmt) if top else None
         if call is not None:
             self.found_super = True
-            owner = call.func.value  # type: ignore[attr-defined]
+            owner = cst.ensure_type(call.func, cst.Attribute).value  # `<owner>.__init__`
             args = call.args[1:] if not isinstance(owner, cst.Call) else call.args
             # seed=12 + self.rank (the others stay the nodes of the file, which notes quote)
-            args = [self._rewrite(a) if _uses_self(a) else a for a in args]  # type: ignore
+            args = [self._rewrite_as(a, cst.Arg) if _uses_self(a) else a for a in args]
             self.kwargs = pipeline_ctor_kwargs(
                 call.with_changes(args=args), self.reasons, "the Pipeline constructor call"
             )
@@ -330,15 +331,17 @@ class Merger(OpCalls):
         target, value = _self_assignment(stmt)
         if target is not None and target in self.ops and not self._plain(stmt):
             if target in self.flags:  # tested: True says that the object was made
-                made = cst.Module([]).code_for_node(value.func)  # type: ignore[union-attr]
-                return flag_statement(stmt, target, made)  # type: ignore[arg-type]
+                # `self.<target> = <call>` (_self_assignment), the call making an object
+                assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(value, cst.Call)
+                made = cst.Module([]).code_for_node(value.func)
+                return flag_statement(stmt, target, made)
             self.notes.setdefault(target, []).extend(_comment_lines(stmt))
             return cst.RemovalSentinel.REMOVE
         if target is not None and isinstance(value, cst.Name) and value.value == target:
             return None  # self.size = size: the parameter already has the name
         if isinstance(stmt, cst.If):
             return self._init_if(stmt)
-        return self._rewrite(stmt)  # type: ignore[return-value]
+        return self._rewrite_stmt(stmt)
 
     def _plain(self, stmt: cst.BaseStatement) -> bool:
         target, value = _self_assignment(stmt)
@@ -375,7 +378,7 @@ class Merger(OpCalls):
             params=fn.params.with_changes(params=params if is_static else params[1:]),
             leading_lines=[],
         )
-        return self._rewrite(new)  # type: ignore[return-value]
+        return self._rewrite_as(new, cst.FunctionDef)
 
     def _graph_statement(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         """A statement of ``define_graph`` (with the comments of the operator objects it is the
@@ -386,26 +389,23 @@ class Merger(OpCalls):
             line
             for n in walk(stmt)
             if isinstance(n, cst.Call) and is_self_attr(n.func)
-            for line in self.notes.pop(n.func.attr.value, [])  # type: ignore[attr-defined]
+            for line in self.notes.pop(n.func.attr.value, [])
         ]
         if notes and out:
-            out[0] = out[0].with_changes(leading_lines=[*out[0].leading_lines, *notes])
+            out[0] = out[0].with_changes(leading_lines=[*leading_lines(out[0]), *notes])
         return out
 
     def _graph_code(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
-        small = (
-            stmt.body[0]
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            else None
-        )
-        value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-        if isinstance(value, cst.Call) and is_self_attr(value.func):
-            variants = self.ops.get(value.func.attr.value, [])  # type: ignore[attr-defined]
-            if len(variants) > 1 or (variants and variants[0].path):
-                tree = self._branches(stmt, small, value, variants, 0)
-                if tree is not None:
-                    return [tree.with_changes(leading_lines=stmt.leading_lines)]
-        return [self._rewrite(stmt)]
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            small = stmt.body[0]
+            value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
+            if isinstance(value, cst.Call) and is_self_attr(value.func):
+                variants = self.ops.get(value.func.attr.value, [])
+                if len(variants) > 1 or (variants and variants[0].path):
+                    tree = self._branches(stmt, small, value, variants, 0)
+                    if tree is not None:
+                        return [tree.with_changes(leading_lines=stmt.leading_lines)]
+        return [self._rewrite_stmt(stmt)]
 
     def _branches(
         self,
@@ -434,7 +434,8 @@ class Merger(OpCalls):
                 return None
             single = inner[0] if len(inner) == 1 and isinstance(inner[0], cst.If) else None
             orelse = single if single is not None else cst.Else(cst.IndentedBlock(inner))
-        return cst.If(self._rewrite(node.test), cst.IndentedBlock(body), orelse=orelse)  # type: ignore[arg-type]
+        test = self._rewrite_expr(node.test)
+        return cst.If(test, cst.IndentedBlock(body), orelse=orelse)
 
     def _branch_body(
         self,
@@ -448,10 +449,9 @@ class Merger(OpCalls):
             return [cst.SimpleStatementLine([cst.Pass()])]
         if len(variants) == 1 and len(variants[0].path) == depth:
             v = variants[0]
-            args = self._rewrite(
-                call.with_changes(func=cst.Name("_"))
-            )  # its arguments, self.x made x
-            new_call = self._op_call(v.op, self._rewrite(v.ctor), args)  # type: ignore[arg-type]
+            # its arguments, self.x made x
+            args = self._rewrite_as(call.with_changes(func=cst.Name("_")), cst.Call)
+            new_call = self._op_call(v.op, self._rewrite_as(v.ctor, cst.Call), args)
             return [stmt.with_changes(body=[small.with_changes(value=new_call)], leading_lines=[])]
         tree = self._branches(stmt, small, call, variants, depth)
         return [tree] if tree is not None else None
@@ -459,7 +459,7 @@ class Merger(OpCalls):
     def _makes_node(self, call: cst.Call) -> bool:
         """``call`` gives data nodes: it calls an operator object or a DALI operator."""
         if is_self_attr(call.func):
-            return call.func.attr.value in self.ops  # type: ignore[attr-defined]
+            return call.func.attr.value in self.ops
         q = self.ctx.qualname(call.func)
         return bool(q and q.startswith((FN_PREFIX, MATH_PREFIX)))
 
@@ -481,7 +481,7 @@ def _indented(block: cst.BaseSuite, body: list[cst.BaseStatement]) -> cst.BaseSu
     if not isinstance(block, cst.SimpleStatementSuite):
         return block.with_changes(body=body)
     if all(isinstance(s, cst.SimpleStatementLine) for s in body):
-        smalls = [small for s in body for small in s.body]  # type: ignore[attr-defined]
+        smalls = [small for s in body if isinstance(s, cst.SimpleStatementLine) for small in s.body]
         return block.with_changes(body=smalls)
     return cst.IndentedBlock(body=body)
 
@@ -549,7 +549,7 @@ def _self_assignment(stmt: cst.CSTNode) -> tuple[str | None, cst.BaseExpression 
     ):
         assign = stmt.body[0]
         if len(assign.targets) == 1 and is_self_attr(assign.targets[0].target):
-            return assign.targets[0].target.attr.value, assign.value  # type: ignore[attr-defined]
+            return assign.targets[0].target.attr.value, assign.value
     return None, None
 
 
@@ -564,7 +564,7 @@ def _footer_comments(fn: cst.FunctionDef) -> list[cst.EmptyLine]:
 
 def _comment_lines(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
     """The comment lines above ``stmt`` and its trailing comment, as lines."""
-    lines = [ln for ln in stmt.leading_lines if ln.comment is not None]
+    lines = [ln for ln in leading_lines(stmt) if ln.comment is not None]
     tail = getattr(stmt, "trailing_whitespace", None)
     if tail is not None and tail.comment is not None:
         lines.append(cst.EmptyLine(comment=tail.comment))

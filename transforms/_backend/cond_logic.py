@@ -10,6 +10,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import leading_lines
 from .._local import LocalEnv
 from .cond_reasons import VALUE, enclosed_logic_reason, pred_reasons
 from .cond_sample import LowerNode, SampleCode
@@ -41,7 +42,8 @@ class ValueCode(SampleCode):
             raise Refused("; ".join(dict.fromkeys(reasons)))
         before: list[cst.BaseStatement] = []
         target = _assigned_name(stmt)
-        if target is not None and values[0] is stmt.body[0].value:  # type: ignore[attr-defined]
+        first = stmt.body[0]  # `target = <value>` when there is a target
+        if target is not None and isinstance(first, cst.Assign) and values[0] is first.value:
             self.value(values[0], target, env, before)
             last = before[-1]
             assert isinstance(last, cst.SimpleStatementLine)
@@ -70,7 +72,7 @@ def _lead(before: list[cst.BaseStatement], stmt: cst.SimpleStatementLine) -> Non
     """The comments above ``stmt`` go above the code that replaces it."""
     if stmt.leading_lines:
         first = before[0]
-        before[0] = first.with_changes(leading_lines=[*stmt.leading_lines, *first.leading_lines])
+        before[0] = first.with_changes(leading_lines=[*stmt.leading_lines, *leading_lines(first)])
 
 
 def lower_logic(

@@ -7,12 +7,13 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import walk
+from .._cst import leading_lines, visited, walk
 from .._local import LocalEnv
 from .cond_logic import ValueCode
 from .cond_reasons import if_reasons
 from .cond_sample import LowerNode, Rename, stmt_of
 from .cond_tree import (
+    Branch,
     assigned,
     branches,
     is_data_if,
@@ -33,7 +34,7 @@ class _Lowerer(ValueCode):
         take, skip, size = self._split(stmt.test, env, out)
         if stmt.leading_lines:
             out[0] = out[0].with_changes(
-                leading_lines=list(stmt.leading_lines) + list(out[0].leading_lines)
+                leading_lines=list(stmt.leading_lines) + list(leading_lines(out[0]))
             )
         then, orelse = branches(stmt)
         names = [assigned(b) for b in (then, orelse)]
@@ -76,7 +77,7 @@ class _Lowerer(ValueCode):
 
     def _branch(
         self,
-        branch: list[cst.BaseStatement],
+        branch: Branch,
         idx: str,
         own: list[str],
         samples: dict[str, str],
@@ -91,13 +92,15 @@ class _Lowerer(ValueCode):
         body = self.sub_batches(reads, idx, rename)
         for s in branch:
             if isinstance(s, cst.If):  # validated: an `if` on data (nested, or an elif)
-                body += [n.visit(Rename(rename)) for n in self.lower_if(s, sub_env)]
+                body += [visited(n, Rename(rename)) for n in self.lower_if(s, sub_env)]
             else:  # a simple statement: its and/or/not values on data computed first
                 assert isinstance(s, cst.SimpleStatementLine)
                 done = self.statement(s, sub_env)
-                body += [n.visit(Rename(rename)) for n in done.before]
+                body += [visited(n, Rename(rename)) for n in done.before]
                 if not done.whole:
-                    body.append(self.lower_node(s, done.env).visit(Rename(rename)))
+                    lowered = self.lower_node(s, done.env)
+                    assert isinstance(lowered, cst.BaseStatement)  # the rules keep a statement
+                    body.append(visited(lowered, Rename(rename)))
         for n in dict.fromkeys(own):
             body.append(
                 stmt_of(
@@ -112,7 +115,7 @@ class _Lowerer(ValueCode):
         )
 
 
-def _runs_something(branch: list[cst.BaseStatement]) -> bool:
+def _runs_something(branch: Branch) -> bool:
     return bool(branch) and not all(
         isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body)
         for s in branch
@@ -138,8 +141,8 @@ def lower_branches(
         ):
             raise Refused("an `if`/`while` on data inside other statements is not migrated yet")
         return None
+    assert isinstance(stmt, cst.If)  # an `if` on data
     reasons = if_reasons(ctx, stmt, nodes)
     if reasons:
         raise Refused("; ".join(dict.fromkeys(reasons)))
-    assert isinstance(stmt, cst.If)
     return _Lowerer(ctx, lower_node, taken, nodes).lower_if(stmt, env)

@@ -62,7 +62,7 @@ def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[s
     # and/or/not values computed before the simple statement they are in
     handled: set[int] = set()
     for stmt in body:
-        if is_data_if(ctx, stmt, nodes):
+        if isinstance(stmt, cst.If) and is_data_if(ctx, stmt, nodes):
             reasons += if_reasons(ctx, stmt, nodes)
             handled |= handled_ids(ctx, stmt, nodes)
         for simple in _value_statements(ctx, stmt, nodes):
@@ -147,13 +147,13 @@ def _branches_on(
     for n in walk(fn.body):
         if isinstance(n, (cst.If, cst.While, cst.IfExp)) and is_data_test(ctx, n.test, inside):
             return n.test
-        if is_logical(n) and is_data_test(ctx, n, inside):  # type: ignore[arg-type]
+        if is_logical(n) and is_data_test(ctx, n, inside):
             return n
     return None
 
 
 def _value_statements(
-    ctx: FileContext, stmt: cst.BaseStatement, nodes: set[str]
+    ctx: FileContext, stmt: cst.BaseStatement | cst.BaseSmallStatement, nodes: set[str]
 ) -> list[cst.SimpleStatementLine]:
     """The simple statements whose ``and``/``or``/``not`` values on data are lowered: ``stmt``
     itself, or those in the branches of ``stmt``, an ``if`` on data, and of the ``if``s on data
@@ -173,7 +173,7 @@ def handled_ids(ctx: FileContext, stmt: cst.If, nodes: set[str]) -> set[int]:
     ids = {id(stmt)} | {id(n) for n in walk(stmt.test) if is_logical(n)}
     for branch in branches(stmt):
         for s in branch:
-            if is_data_if(ctx, s, nodes):
+            if isinstance(s, cst.If) and is_data_if(ctx, s, nodes):
                 ids |= handled_ids(ctx, s, nodes)
     return ids
 
@@ -240,7 +240,7 @@ def if_reasons(ctx: FileContext, stmt: cst.If, nodes: set[str]) -> list[str]:
     for branch in branches(stmt):
         names_: list[str] = []
         for s in branch:
-            if is_data_if(ctx, s, nodes):
+            if isinstance(s, cst.If) and is_data_if(ctx, s, nodes):
                 # nested (or elif): its test and branches run on this branch's sub-batch
                 reasons += if_reasons(ctx, s, nodes)
                 reasons += call_reasons(ctx, s.test, nodes)

@@ -10,7 +10,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import fresh_name
+from .._cst import fresh_name, visited
 from .._local import LocalEnv
 from .cond_tree import logic_values, ordered_names, random_calls, strip_not
 from .model import Refused
@@ -187,8 +187,8 @@ class SampleCode:
         body = self.sub_batches(reads, idx, rename)
         inner: list[cst.BaseStatement] = []
         sub_env = self.inner_values(expr, self.sub_env(idx, env), inner)
-        body += [s.visit(Rename(rename)) for s in inner]
-        value = self.lower_node(expr, sub_env).visit(Rename(rename))
+        body += [visited(s, Rename(rename)) for s in inner]
+        value = visited(self.lower_node(expr, sub_env), Rename(rename))
         body.append(assign(cond, _bare(value)))
         body.append(stmt_of(f"for i, p in zip({idx}, {cond}.tensors):\n    {holds}[i] = {truth}\n"))
         return cst.If(

@@ -5,6 +5,7 @@ assign and read (no code is generated here; see ``conditionals.py``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -99,7 +100,7 @@ def is_data_if(ctx: FileContext, node: cst.CSTNode, nodes: set[str]) -> bool:
     return isinstance(node, cst.If) and is_data_test(ctx, node.test, nodes)
 
 
-def is_logical(node: cst.CSTNode) -> bool:
+def is_logical(node: cst.CSTNode) -> TypeGuard[cst.BooleanOperation | cst.UnaryOperation]:
     """``a and b``, ``a or b`` or ``not a``."""
     return isinstance(node, cst.BooleanOperation) or (
         isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
@@ -122,12 +123,18 @@ def atoms(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [test]
 
 
-def branches(stmt: cst.If) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+# The statements of a branch: those of its block, or the small statements of a one-line
+# ``if c: a = 1; b = 2`` (the reasons refuse those where a statement line is needed)
+Branch = list[cst.BaseStatement | cst.BaseSmallStatement]
+
+
+def branches(stmt: cst.If) -> tuple[Branch, Branch]:
     """The statements of both branches; an ``elif`` is an ``else`` holding one nested ``if``."""
     orelse = stmt.orelse
+    then: Branch = list(stmt.body.body)
     if isinstance(orelse, cst.If):
-        return list(stmt.body.body), [orelse]
-    return list(stmt.body.body), list(orelse.body.body) if isinstance(orelse, cst.Else) else []
+        return then, [orelse]
+    return then, list(orelse.body.body) if isinstance(orelse, cst.Else) else []
 
 
 def is_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -> bool:
@@ -176,7 +183,7 @@ def random_calls(ctx: FileContext, body: Sequence[cst.CSTNode]) -> int:
     )
 
 
-def assigned(branch: list[cst.BaseStatement]) -> list[str]:
+def assigned(branch: Branch) -> list[str]:
     """Names a branch assigns, those of the ``if``s nested in it included."""
     found: list[str] = []
     for s in branch:
@@ -200,9 +207,7 @@ def assigned(branch: list[cst.BaseStatement]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def outer_reads(
-    branch: list[cst.BaseStatement], nodes: set[str], bound: set[str] | None = None
-) -> list[str]:
+def outer_reads(branch: Branch, nodes: set[str], bound: set[str] | None = None) -> list[str]:
     """Data nodes a branch reads before assigning them: they need the branch's sub-batch. A
     nested ``if`` reads its test, what its branches read, and the names only one of its
     branches assigns (their other samples are kept)."""
@@ -249,8 +254,8 @@ def logic_values(ctx: FileContext, stmt: cst.CSTNode, nodes: set[str]) -> list[c
         n = stack.pop()
         if isinstance(n, cst.Lambda):
             continue
-        if is_logical(n) and is_data_test(ctx, n, nodes):  # type: ignore[arg-type]
-            found.append(n)  # type: ignore[arg-type]
+        if is_logical(n) and is_data_test(ctx, n, nodes):
+            found.append(n)
             continue
         stack.extend(reversed(children(n)))
     return found

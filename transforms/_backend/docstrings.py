@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -9,20 +11,21 @@ from dali_migrate.context import FileContext
 
 def is_generated_doc(doc: cst.BaseStatement | None) -> bool:
     """The docstring the structural rules give a migrated pipeline ("Yields (...) ... as Pipeline.run() did")."""
-    return (
+    if not (
         isinstance(doc, cst.SimpleStatementLine)
         and isinstance(doc.body[0], cst.Expr)
         and isinstance(doc.body[0].value, cst.SimpleString)
-        and doc.body[0].value.evaluated_value.startswith("Yields (")
-        and "as Pipeline.run() did" in doc.body[0].value.evaluated_value
-    )
+    ):
+        return False
+    text = doc.body[0].value.evaluated_value  # bytes for a b"..." string: never ours
+    return isinstance(text, str) and text.startswith("Yields (") and "as Pipeline.run() did" in text
 
 
 def generator_doc(
     ctx: FileContext,
     outputs: list[cst.BaseExpression],
     kind: str,
-    fed: list[cst.Name] = (),  # type: ignore[assignment]
+    fed: Sequence[cst.Name] = (),
 ) -> cst.SimpleStatementLine:
     """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
     ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -13,7 +15,7 @@ from .model import Refused
 def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
     """Delete a statement but keep the comments above it; an emptied block gets ``pass``."""
     block = ctx.parents.get(stmt)
-    siblings = getattr(block, "body", ())
+    siblings: Sequence[cst.CSTNode] = getattr(block, "body", ())  # the statements of the block
     owner = ctx.parents.get(block)
     if (
         _only_builds(siblings)
@@ -31,7 +33,7 @@ def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
     return Edit(*ctx.stmt_span(stmt), kept)
 
 
-def _only_builds(siblings: tuple[cst.CSTNode, ...] | list[cst.CSTNode]) -> bool:
+def _only_builds(siblings: Sequence[cst.CSTNode]) -> bool:
     """Every statement of the block is ``<something>.build()``."""
     return all(
         isinstance(s, cst.SimpleStatementLine)

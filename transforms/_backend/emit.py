@@ -14,7 +14,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
-from .._cst import comment_line, fresh_name, kwarg, statement, walk
+from .._cst import comment_line, fresh_name, kwarg, leading_lines, statement, walk
 from .._local import LocalEnv, LocalRule, lower
 from .conditionals import lower_branches, lower_logic
 from .current import CurrentReadsRule
@@ -44,7 +44,7 @@ def emit_generator_body(
     hoisted = e.readers() + e.sources()
     if plan.dropped and hoisted:
         hoisted[0] = hoisted[0].with_changes(
-            leading_lines=list(hoisted[0].leading_lines) + plan.dropped
+            leading_lines=list(leading_lines(hoisted[0])) + plan.dropped
         )
     loop = e.loop(e.lowered())
     if plan.dropped and not hoisted:
@@ -66,8 +66,9 @@ def emit_generator_body(
     if e.device_ctx is not None:
         body.append(e.device_stmt())
     body.append(loop)
-    if e.fed:
-        body.append(statement(cst.Return(cst.Name(loop.name.value))))  # type: ignore[attr-defined]
+    if e.fed:  # the loop is the function `run` that takes one batch per call
+        run = cst.ensure_type(loop, cst.FunctionDef)
+        body.append(statement(cst.Return(cst.Name(run.name.value))))
     return body, sorted(e.fired - {"DM200"})
 
 
@@ -107,7 +108,7 @@ class _Emitter(InputPhases, LoopPhase):
         """What a reader called inside an expression becomes there: the batch of the loop (one
         reader), or the reader called for one batch (several)."""
         if self.single:
-            return use.target  # type: ignore[return-value]
+            return use.target
         return cst.Call(
             cst.Name(self.reader_vars[id(use.call)]),
             args=[kwarg("batch_size", self.plan.batch_size)],
@@ -153,13 +154,13 @@ class _Emitter(InputPhases, LoopPhase):
             )
         made = [u for u in graph.sources if u.inline_at is s]
         if made:  # the batches of the sources called in it first, bound to their names
-            out = []
+            out: list[cst.BaseStatement] = []
             for u in made:
                 stmts = _source_statements(
                     ctx, u, self.iteration, self.data_var, self.plan.batch_size
                 )
                 if not out:
-                    stmts[0] = stmts[0].with_changes(leading_lines=s.leading_lines)
+                    stmts[0] = stmts[0].with_changes(leading_lines=leading_lines(s))
                 out += self._parallel_todo(u, stmts)
             rest = self._statement_rest(s, env, rules)
             if rest:  # its comments went above the sources' statements
@@ -185,7 +186,7 @@ class _Emitter(InputPhases, LoopPhase):
         self.notes.append(Diagnostic(rule, text, self.ctx.line_of(use.call), 0, "todo"))
         todo = comment_line(f"{TODO_PREFIX} {rule}: {text}")
         first = stmts[0]
-        stmts[0] = first.with_changes(leading_lines=[*first.leading_lines, todo])
+        stmts[0] = first.with_changes(leading_lines=[*leading_lines(first), todo])
         return stmts
 
     def _statement_rest(
@@ -226,7 +227,9 @@ class _Emitter(InputPhases, LoopPhase):
             )
             if branched is not None:
                 return branched
-        return [self._lower(s, env, rules)]
+        lowered = self._lower(s, env, rules)
+        assert isinstance(lowered, cst.BaseStatement)  # the local rules rewrite expressions
+        return [lowered]
 
     def _branches(self, s: cst.If, env: LocalEnv, rules: list[LocalRule]) -> cst.If:
         """The ``if`` on configuration that ends the graph code, each branch yielding its own
@@ -363,10 +366,10 @@ def _loop_target(
         if not all(isinstance(e, cst.Name) for e in elements):
             raise Refused("the reader's outputs are not unpacked into plain names")
         first = elements[0]
-        bare = {"lpar": [], "rpar": []} if len(elements) > 1 else {}
-        return cst.Tuple([cst.Element(e) for e in elements], **bare), cst.Attribute(
-            first, cst.Name("batch_size")
-        )
+        batch = cst.Tuple([cst.Element(e) for e in elements])
+        if len(elements) > 1:  # `for a, b in ...`
+            batch = batch.with_changes(lpar=[], rpar=[])
+        return batch, cst.Attribute(first, cst.Name("batch_size"))
     if not isinstance(target, cst.Name):
         raise Refused("the reader's outputs are not assigned to plain names")
     if op.fn_path == "readers.tfrecord":

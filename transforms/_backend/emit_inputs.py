@@ -58,10 +58,7 @@ class InputPhases(EmitState):
                 guarded[id(use.top)] = {}
                 hoisted.append(use.top)
             guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
-        return [
-            (skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s  # type: ignore[misc]
-            for s in hoisted
-        ]
+        return [(skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s for s in hoisted]
 
     def _reader_name(self, use: ReaderUse) -> str:
         """The variable of a reader built before the loop; readers made in different branches
@@ -152,7 +149,7 @@ class InputPhases(EmitState):
             f"{var} = {text}() if inspect.isgeneratorfunction({text}) else {text}\n"
             f"try:\n    {var} = iter({var})\nexcept TypeError:\n    {var} = iter({var}, None)\n"
         )
-        stmts = list(cst.parse_module(code).body)
+        stmts: list[cst.BaseStatement] = list(cst.parse_module(code).body)
         comment = [
             cst.EmptyLine(comment=cst.Comment(line))
             for line in (
@@ -177,15 +174,16 @@ def _imports_inspect(module: cst.Module) -> bool:
 
 
 def first_name(target: cst.BaseAssignTargetExpression) -> str:
-    while isinstance(target, (cst.Tuple, cst.List)):
-        target = target.elements[0].value
-    return target.value if isinstance(target, cst.Name) else "input"
+    first: cst.BaseExpression = target
+    while isinstance(first, (cst.Tuple, cst.List)):
+        first = first.elements[0].value
+    return first.value if isinstance(first, cst.Name) else "input"
 
 
 def _reader_var(use: ReaderUse) -> str:
     """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
     fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
-    target = use.target
+    target: cst.BaseExpression = use.target
     small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         target = small.targets[0].target

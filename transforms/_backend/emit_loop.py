@@ -8,7 +8,7 @@ import libcst as cst
 
 from dali_migrate.context import attr_chain
 
-from .._cst import free_names, fresh_name, kwarg, names_in, statement, walk
+from .._cst import free_names, fresh_name, kwarg, leading_lines, names_in, statement, visited, walk
 from .devices import move_cpu_operands
 from .emit_state import EmitState, walk_outside_defs
 from .model import Graph
@@ -48,7 +48,7 @@ class LoopPhase(EmitState):
             plan.captured = self.capture
         if not self.capture:
             evaluated = _Evaluated(self._computed_already())
-            lowered = [s.visit(evaluated) for s in lowered]
+            lowered = [visited(s, evaluated) for s in lowered]
             self.evaluated = evaluated.wrapped > 0
         if plan.device is not None and free_names(plan.device) & self.per_batch_names:
             plan.device = None  # set per batch: the front end keeps its TODO
@@ -136,7 +136,7 @@ class LoopPhase(EmitState):
             stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
         first = inside[0]
         block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
-        return [block.with_changes(leading_lines=first.leading_lines), stmt, *stmts[at + 1 :]]
+        return [block.with_changes(leading_lines=leading_lines(first)), stmt, *stmts[at + 1 :]]
 
     def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
         """What the loop's form means: capture mode, or outputs evaluated before the yield."""
@@ -176,9 +176,11 @@ class _Evaluated(cst.CSTTransformer):
         return False
 
     def leave_Yield(self, original: cst.Yield, updated: cst.Yield) -> cst.Yield:
+        # the loop's own `yield <outputs>` (pipeline code that yields is refused): no `yield from`
+        value = updated.value
         return (
-            updated.with_changes(value=self._values(updated.value))
-            if updated.value is not None
+            updated.with_changes(value=self._values(value))
+            if isinstance(value, cst.BaseExpression)
             else updated
         )
 

@@ -12,11 +12,12 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic
 
-from .._cst import assigned_names, fresh_name, names_in
+from .._cst import assigned_names, fresh_name, leading_lines, names_in
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .current import Current, CurrentReadsRule, self_assignments
 from .external_source import RAISE_REASON
 from .model import Graph, PipelinePlan, Refused
+from .random_helpers import RandomHelper
 from .run_once import run_once
 
 
@@ -39,7 +40,7 @@ class EmitState:
         self.single = len(graph.readers) == 1 and not graph.readers[0].guards
         self.nodes = collect_nodes(ctx, graph.container)
         self.fired: set[str] = set()
-        self.helpers: dict[str, object] = {}
+        self.helpers: dict[str, RandomHelper] = {}
         self.reader_vars: dict[int, str] = {}
         #: comment lines of dropped statements, by id of the statement they now go above
         self.carried: dict[int, list[cst.EmptyLine]] = {}
@@ -113,7 +114,7 @@ class EmitState:
         lines: list[cst.EmptyLine] = []  # the comments above a dropped statement stay
         for s in self.graph.body:
             if any(s is d for d in dropped):
-                lines += [line for line in s.leading_lines if line.comment is not None]
+                lines += [line for line in leading_lines(s) if line.comment is not None]
                 continue
             if lines:
                 self.carried[id(s)], lines = lines, []

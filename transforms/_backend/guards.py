@@ -118,7 +118,7 @@ def exclusive(one: list[Guard], other: list[Guard]) -> bool:
 
 
 def skeleton(
-    stmt: cst.BaseStatement, made: dict[int, list[cst.BaseStatement]]
+    stmt: cst.BaseStatement | cst.BaseSmallStatement, made: dict[int, list[cst.BaseStatement]]
 ) -> cst.BaseStatement | None:
     """The ``if`` statement ``stmt`` of the graph code with only the statements ``made`` gives
     (by id of the statement they replace) in its branches, each where that statement was: the
@@ -145,8 +145,11 @@ def skeleton(
 
 
 def _kept(
-    stmts: Sequence[cst.BaseStatement], made: dict[int, list[cst.BaseStatement]]
+    stmts: Sequence[cst.BaseStatement] | Sequence[cst.BaseSmallStatement],
+    made: dict[int, list[cst.BaseStatement]],
 ) -> list[cst.BaseStatement]:
+    """What ``made`` gives for ``stmts``, the statements of a block (or the small statements
+    of a one-line block, which make no reader)."""
     out: list[cst.BaseStatement] = []
     for s in stmts:
         if id(s) in made:

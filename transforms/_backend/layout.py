@@ -21,6 +21,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from .._cst import visited
+
 #: the longest line the back end writes where it can
 LIMIT = 100
 
@@ -28,7 +30,7 @@ LIMIT = 100
 def fit(node: cst.CSTNode, indent: str, depth: int) -> cst.CSTNode:
     """``node`` (a statement) with its lines longer than :data:`LIMIT` split; ``depth`` is the
     number of blocks around it and ``indent`` one level of indentation."""
-    return node.visit(_Fit(indent, depth))
+    return visited(node, _Fit(indent, depth))
 
 
 def render(node: cst.CSTNode, indent: str, depth: int) -> str:
@@ -85,7 +87,7 @@ def _split_statement(
         return None
     small = stmt.body[0]
     value = getattr(small, "value", None)
-    holder = small
+    holder: cst.BaseSmallStatement | cst.Yield = small
     if isinstance(value, cst.Yield):
         holder, value = value, value.value
     if value is None:
