@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, cast
+from typing import Literal, NamedTuple, cast
 
 import libcst as cst
 
@@ -58,7 +58,7 @@ def optional_ndd_edits(
     return _in_functions(ctx, sites, new_code, taken)
 
 
-def _imports_dali(small: cst.BaseSmallStatement) -> bool:
+def _imports_dali(small: cst.CSTNode) -> bool:
     if isinstance(small, cst.Import):
         return any(_is_dali(dotted(a.name)) for a in small.names)
     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
@@ -100,7 +100,7 @@ def _sites(ctx: FileContext) -> list[_Site] | None:
     return sorted(sites, key=lambda s: ctx.positions[s.statement].start.line)
 
 
-def _where(ctx: FileContext, line: cst.CSTNode) -> cst.FunctionDef | None | bool:
+def _where(ctx: FileContext, line: cst.CSTNode) -> cst.FunctionDef | None | Literal[False]:
     """The innermost function around ``line``; None at module level; False in a class body or
     under ``if TYPE_CHECKING:``."""
     child, cur = line, ctx.parents.get(line)
@@ -157,7 +157,7 @@ def _after_block(
         return None
     indent = "".join(ctx.indents(last.statement))
     text = _import_text(ctx, last, indent)
-    edits = []
+    edits: list[Edit] = []
     for site in dict.fromkeys(s.statement for s in here):
         start, end = ctx.stmt_span(site)
         pruned = None

@@ -502,7 +502,7 @@ def _constant_sample(
     if from_numpy:
         raise _Unsupported("np.array(...) with shape=")
     sample = _emit(ctx, value, dtype, shape)  # ndd.as_tensor(<sample>, dtype=...)
-    return cst.parse_expression(sample).args[0].value, dtype
+    return cst.ensure_type(cst.parse_expression(sample), cst.Call).args[0].value, dtype
 
 
 def _kind_of(flat) -> str:

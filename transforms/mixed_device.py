@@ -413,7 +413,9 @@ def _join(state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
         if ctx.suppressed("DM102", fix.line or fix.span.start_line):
             continue  # dropped later anyway
         node = nodes_of.get(id(fix))
-        call = ctx.parents.get(node) if isinstance(node, cst.Arg) else None
+        if not isinstance(node, cst.Arg):
+            continue
+        call = ctx.parents.get(node)
         if isinstance(call, cst.Call) and ctx.is_fn_ref(call.func):
             # device="gpu" on a pipeline-mode decoder is as wrong as "mixed" on an ndd one
             state.fixes.remove(fix)

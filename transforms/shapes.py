@@ -68,7 +68,7 @@ class Shapes(LocalRule[cst.Call]):
             and not positional(original)
         ):
             what = f"{original.func.value.value}.shape()"
-            node = updated.func.value
+            node = cst.ensure_type(updated.func, cst.Attribute).value
         else:
             return None
         kw = kwargs_of(updated)

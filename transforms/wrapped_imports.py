@@ -79,11 +79,11 @@ class WrappedImports(Rule):
                 continue
             stmt = ctx.enclosing_statement(node)
             found.setdefault(id(stmt), (node, reached[0].call, []))[2].append(chain)
-        for node, call, chains in found.values():
+        for site, call, chains in found.values():
             uses = ", ".join(f"`{c}`" for c in dict.fromkeys(chains))
             name = chains[0].partition(".")[0]
             message = f"{uses}: pipeline-mode API reached through `{name} = {call}`, {_ADVICE}"
-            state.diagnostics.append(ctx.todo(self.id, node, message))
+            state.diagnostics.append(ctx.todo(self.id, site, message))
 
 
 def _pipeline_api(qualified: str) -> bool:

@@ -119,7 +119,7 @@ def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
 def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
     """The dtypes (and shapes) must say how many outputs there are: tuples (or names bound once
     to tuples) with one entry per output, or a single dtype for a single output."""
-    shapes, dtypes = use.signature
+    shapes, dtypes = _signature(use)
     d = _literal(ctx, dtypes)
     s = _literal(ctx, shapes) if shapes is not None else None
     if isinstance(d, (cst.Tuple, cst.List)):
@@ -139,6 +139,12 @@ def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[
     ]
 
 
+def _signature(use: IteratorUse) -> tuple[cst.BaseExpression | None, cst.BaseExpression]:
+    """``(output_shapes, output_dtypes)`` as :func:`dataset_use` recorded them (a ``tf`` use)."""
+    assert use.signature is not None, "a DALIDataset use has its signature"
+    return use.signature
+
+
 def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """``expr``, or the value of the name it is when that name is bound once in its scope."""
     if not isinstance(expr, cst.Name):
@@ -154,7 +160,7 @@ def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpre
 def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
     """``(tf.TensorSpec(shape, dtype), ...)`` for literal tuples, ``tuple(tf.TensorSpec(s, d) for s,
     d in zip(shapes, dtypes))`` for names, ``tf.TensorSpec(shape, dtype)`` for one output."""
-    shapes, dtypes = use.signature
+    shapes, dtypes = _signature(use)
     none = cst.Name("None")
     if isinstance(dtypes, (cst.Tuple, cst.List)) and (
         shapes is None or isinstance(shapes, (cst.Tuple, cst.List))

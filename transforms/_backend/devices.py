@@ -40,9 +40,10 @@ def move_cpu_operands(
     gpu: set[str] = set()
     unknown: set[str] = set()  # data on the device of a device= expression
     nodes = set(nodes)
-    out = []
+    out: list[cst.BaseStatement] = []
     for stmt in stmts:
         new = stmt.visit(_Mover(gpu, nodes, unknown))
+        assert isinstance(new, cst.BaseStatement)  # _Mover rewrites expressions only
         for node in walk(new):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
@@ -66,7 +67,9 @@ class _Mover(cst.CSTTransformer):
         self.nodes = nodes
         self.unknown = unknown
 
-    def leave_BinaryOperation(self, original, updated):
+    def leave_BinaryOperation(
+        self, original: cst.BinaryOperation, updated: cst.BinaryOperation
+    ) -> cst.BinaryOperation:
         left, right = updated.left, updated.right
         if _on_gpu(left, self.gpu) and self._cpu_data(right):
             return updated.with_changes(right=_to_gpu(right))
@@ -74,7 +77,7 @@ class _Mover(cst.CSTTransformer):
             return updated.with_changes(left=_to_gpu(left))
         return updated
 
-    def leave_Comparison(self, original, updated):
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.Comparison:
         operands = [updated.left, *(c.comparator for c in updated.comparisons)]
         if not any(_on_gpu(o, self.gpu) for o in operands):
             return updated

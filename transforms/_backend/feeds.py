@@ -47,7 +47,10 @@ def match_feeds(
 ) -> None:
     """Pair each ``pipe.run()`` of ``inst`` with the ``feed_input`` calls before it; what cannot
     be paired becomes a follow-up (and is not rewritten)."""
-    by_name = {u.feed_name: u for u in fed}
+    by_name: dict[str, SourceUse] = {}
+    for u in fed:
+        assert u.feed_name is not None  # an external source fed by feed_input has a literal name
+        by_name[u.feed_name] = u
     feeds = {id(ctx.enclosing_statement(c)): c for c in inst.feeds}
     runs = {id(ctx.enclosing_statement(r)) for r in inst.runs}
     matched: set[int] = set()
@@ -64,11 +67,15 @@ def match_feeds(
             )
             continue
         args = [_argument(ctx, by_name[n], call) for n, call in given.items()]
-        inst.run_calls[id(run)] = cst.Call(run.func.value, args=args)  # type: ignore[attr-defined]
+        inst.run_calls[id(run)] = cst.Call(
+            cst.ensure_type(run.func, cst.Attribute).value, args=args
+        )
         matched |= {id(c) for c in given.values()}
     for call in inst.feeds:
         if id(call) in matched:
-            inst.feed_stmts.append(ctx.enclosing_statement(call))
+            stmt = ctx.enclosing_statement(call)
+            assert isinstance(stmt, cst.BaseStatement)  # a feed_input() call is in a statement
+            inst.feed_stmts.append(stmt)
         else:
             followups.append(
                 FollowUp(call, "this feed_input() is not followed by a run() in the same block")
@@ -80,7 +87,7 @@ def _feeds_before(
     block: cst.CSTNode | None,
     feeds: dict[int, cst.Call],
     runs: set[int],
-    by_name: dict[str | None, SourceUse],
+    by_name: dict[str, SourceUse],
 ) -> dict[str, cst.Call]:
     """The ``feed_input`` calls in ``block`` between the previous ``run()`` and ``stmt``."""
     siblings = list(getattr(block, "body", ()))
@@ -94,7 +101,7 @@ def _feeds_before(
         if call is None:
             continue
         name = _fed_name(call)
-        if name in by_name and name not in given:
+        if name is not None and name in by_name and name not in given:
             given[name] = call
     return given
 
@@ -106,7 +113,8 @@ def _fed_name(call: cst.Call) -> str | None:
         else kwargs_of(call).get("data_node")
     )
     value = first.value if isinstance(first, cst.Arg) else first
-    return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    return text if isinstance(text, str) else None  # a bytes name names no source
 
 
 def _argument(ctx: FileContext, use: SourceUse, call: cst.Call) -> cst.Arg:

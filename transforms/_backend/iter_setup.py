@@ -29,9 +29,11 @@ pipeline's runs; ``self.x`` are local names, as everywhere in the merged code.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
-from .._cst import statement, walk
+from .._cst import block_statements, statement, walk
 
 #: the operator of an external source object (``ops.ExternalSource()``)
 EXTERNAL_SOURCE = "external_source"
@@ -46,7 +48,7 @@ def fed_nodes(iter_setup: cst.FunctionDef) -> list[str] | None:
             target = node.args[0].value if node.args else None
             if not (_self_attr(target) and len(node.args) >= 2):
                 return None
-            names.append(target.attr.value)  # type: ignore[union-attr]
+            names.append(target.attr.value)
     return names or None
 
 
@@ -57,7 +59,7 @@ def inline_block(
     ``self.x = ndd.as_batch(data, ...)``, ``raise StopIteration`` made ``return``, the whole in a
     ``try`` that ends the generator where the data ends (a ``StopIteration`` out of a generator
     would be a RuntimeError)."""
-    body = [s.visit(_Feeds(ndd)) for s in _strip_doc(list(iter_setup.body.body))]
+    body = [_fed(s, ndd) for s in _strip_doc(block_statements(iter_setup.body))]
     if len(body) == 1 and _ends_on_stop(body[0]):
         return body[0]  # its own `except StopIteration:` already ends the data (now with return)
     if not any(_may_stop(n) for s in body for n in walk(s)):
@@ -68,6 +70,12 @@ def inline_block(
         whitespace_after_except=cst.SimpleWhitespace(" "),
     )
     return cst.Try(body=cst.IndentedBlock(body), handlers=[handler])
+
+
+def _fed(stmt: cst.BaseStatement, ndd: str) -> cst.BaseStatement:
+    new = stmt.visit(_Feeds(ndd))
+    assert isinstance(new, cst.BaseStatement)  # _Feeds rewrites lines into lines
+    return new
 
 
 class _Feeds(cst.CSTTransformer):
@@ -81,7 +89,9 @@ class _Feeds(cst.CSTTransformer):
         small = updated.body[0] if len(updated.body) == 1 else None
         call = small.value if isinstance(small, cst.Expr) else None
         if isinstance(call, cst.Call) and _is_feed(call):
-            target, data = call.args[0].value, call.args[1].value
+            # fed_nodes vouched for each feed: ``self.feed_input(self.<name>, data, ...)``
+            target = cst.ensure_type(call.args[0].value, cst.Attribute)
+            data = call.args[1].value
             kwargs = [
                 a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 for a in call.args[2:]
@@ -148,10 +158,10 @@ def _ends_on_stop(stmt: cst.BaseStatement) -> bool:
 
 def _is_feed(call: cst.Call) -> bool:
     func = call.func
-    return _self_attr(func) and func.attr.value == "feed_input"  # type: ignore[union-attr]
+    return _self_attr(func) and func.attr.value == "feed_input"
 
 
-def _self_attr(node: cst.CSTNode | None) -> bool:
+def _self_attr(node: cst.CSTNode | None) -> TypeGuard[cst.Attribute]:
     return (
         isinstance(node, cst.Attribute)
         and isinstance(node.value, cst.Name)

@@ -128,7 +128,7 @@ def _targets(
 ) -> list[tuple[str, cst.BaseExpression, bool]]:
     """(name, value, unpacked) for each name or ``self.`` attribute ``target`` binds."""
     if isinstance(target, (cst.Tuple, cst.List)):
-        out = []
+        out: list[tuple[str, cst.BaseExpression, bool]] = []
         for e in target.elements:
             if isinstance(e, cst.StarredElement):  # a list of the outputs: never a data node
                 out += [(n, cst.Tuple([]), False) for n, _, _ in _targets(e.value, value)]

@@ -110,7 +110,7 @@ class _Tracker:
     def size(self) -> int:
         return len(self.tuples) + len(self.lists)
 
-    def bind(self, target: cst.BaseAssignTargetExpression, whole_tuple: bool) -> None:
+    def bind(self, target: cst.BaseExpression, whole_tuple: bool) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and whole_tuple:
             for e in target.elements:
                 self.bind(e.value, False)
@@ -200,7 +200,7 @@ class _Tracker:
         if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
             binds.append((holder.targets[0].target, False))
         elif outer is None and _unknown_attribute(ctx, expr):
-            attr = ctx.parents.get(expr).attr.value  # type: ignore[union-attr]
+            attr = cst.ensure_type(ctx.parents.get(expr), cst.Attribute).attr.value
             todos.append(
                 ctx.todo(
                     "DM200",
@@ -211,7 +211,8 @@ class _Tracker:
                 )
             )
         elif outer is None and _handed_over(ctx, expr):
-            callee = ctx.text(ctx.parents.get(ctx.parents.get(expr)).func)  # type: ignore[union-attr]
+            call = cst.ensure_type(ctx.parents.get(ctx.parents.get(expr)), cst.Call)
+            callee = ctx.text(call.func)
             todos.append(
                 ctx.todo(
                     "DM200",
@@ -229,14 +230,15 @@ def _unnamed_output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnosti
     parent = ctx.parents.get(run)
     if isinstance(parent, cst.Expr):
         return []  # the batch is dropped
-    batch = cst.Call(func=cst.Name("next"), args=[cst.Arg(run.func.value)])
+    pipe = cst.ensure_type(run.func, cst.Attribute).value  # pipe.run()
+    batch = cst.Call(func=cst.Name("next"), args=[cst.Arg(pipe)])
     if isinstance(parent, cst.Subscript) and parent.value is run and int_index(parent) is not None:
         outer, new = tensorlist_use(ctx, parent, cst.Subscript(value=batch, slice=parent.slice))
-        if outer is not None and _ends_conversion(new):
+        if outer is not None and new is not None and _ends_conversion(new):
             return [ctx.expr_edit(outer, new)]
     if _unread_list(ctx, run):
         return []  # `warmup = [pipe.run() for _ in range(3)]` and never read
-    what = ctx.text(run.func.value)
+    what = ctx.text(pipe)
     notes.append(
         ctx.todo(
             "DM200",
@@ -261,9 +263,9 @@ def _unread_list(ctx: FileContext, run: cst.Call) -> bool:
         and isinstance(assign, cst.Assign)
     ):
         return False
-    targets = [t.target for t in assign.targets]
+    targets = [t.target for t in assign.targets if isinstance(t.target, cst.Name)]
     scope = ctx.scopes.get(assign)
-    if scope is None or not all(isinstance(t, cst.Name) for t in targets):
+    if scope is None or len(targets) != len(assign.targets):
         return False
     return all(not a.references for t in targets for a in scope.assignments[t.value] if a.node is t)
 

@@ -116,9 +116,10 @@ def helper_edits(
         env = LocalEnv(
             batch_size=cst.Name("batch_size"), rng=cst.Name("rng"), nodes=collect_nodes(ctx, h.fn)
         )
-        new, diags = lower(ctx, h.fn, env, rules, fired)
+        lowered, diags = lower(ctx, h.fn, env, rules, fired)
         if diags:
             raise Refused("; ".join(dict.fromkeys(d.message for d in diags)))
+        new = cst.ensure_type(lowered, cst.FunctionDef)  # the rules rewrite what is inside it
         extra = [cst.Param(cst.Name("rng"))] + (
             [cst.Param(cst.Name("batch_size"))] if h.needs_batch_size else []
         )
@@ -149,6 +150,8 @@ class HelperCalls(LocalRule[cst.Call]):
     ) -> cst.CSTNode | Diagnostic | None:
         if not (isinstance(original.func, cst.Name) and original.func.value in self.helpers):
             return None
+        # the rule lowers generator bodies, whose env names the RNG and the batch size
+        assert env.rng is not None and env.batch_size is not None
         args = append_arg(list(updated.args), kwarg("rng", env.rng))
         if self.helpers[original.func.value].needs_batch_size:
             args = append_arg(args, kwarg("batch_size", env.batch_size))

@@ -9,6 +9,7 @@ which follows every use of the objects.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 import libcst as cst
 
@@ -23,6 +24,10 @@ from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
 from .guards import guards_of
 from .model import Graph, ReaderUse
+
+#: a statement of a block: a line or a compound statement, or one of a one-line suite (``def
+#: f(): return x``)
+_Statement: TypeAlias = "cst.BaseStatement | cst.BaseSmallStatement"
 
 # -- the graph ------------------------------------------------------------------------------------
 
@@ -55,8 +60,9 @@ def analyse_graph(
         else:
             last = container.body.body[-1]
             branched = branch_outputs(ctx, container, last, outputs_of, reasons)
-        if branched is not None:  # each branch yields its own
-            outputs_stmt, outputs = container.body.body[-1], next(iter(branched.values()))
+        if branched is not None:  # each branch of the final `if` yields its own
+            last_if = cst.ensure_type(container.body.body[-1], cst.If)
+            outputs_stmt, outputs = last_if, next(iter(branched.values()))
     # the statements that give the outputs of the branches of the final `if`
     ends = [n for n in walk(body_end) if id(n) in branched] if branched and body_end else []
     ends += [body_end] if chosen is not None and body_end is not None else []
@@ -67,12 +73,15 @@ def analyse_graph(
             continue  # the outputs of one branch of the final `if`
         else:
             _node_reasons(ctx, container, node, outputs_stmt, current, current_ok, reasons)
-    body = list(container.body.body)
+    body: list[_Statement] = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
+    first = body[0] if body else None
     docstring = (
-        body[0]
-        if body and isinstance(container, cst.FunctionDef) and is_docstring(body[0])
+        first
+        if isinstance(first, cst.BaseStatement)
+        and isinstance(container, cst.FunctionDef)
+        and is_docstring(first)
         else None
     )
     if docstring is not None:
@@ -97,11 +106,27 @@ def analyse_graph(
     if reasons:
         return None
     assert isinstance(outputs_stmt, (cst.SimpleStatementLine, cst.If))
-    graph = Graph(container, docstring, body, outputs_stmt, outputs, readers, sources)  # type: ignore[arg-type]
+    graph = Graph(
+        container,
+        docstring,
+        _indented(body),
+        outputs_stmt,  # type: ignore[arg-type]  # the final `if` of branch_outputs too
+        outputs,
+        readers,
+        sources,
+    )
     graph.current = current
     graph.unpacked = unpacked
     graph.branch_outputs = branched
     return graph
+
+
+def _indented(body: list[_Statement]) -> list[cst.BaseStatement]:
+    """``body`` that ends with its outputs statement (a line or an ``if``): the statements of
+    an indented block, never those of a one-line suite."""
+    statements = [s for s in body if isinstance(s, cst.BaseStatement)]
+    assert len(statements) == len(body)
+    return statements
 
 
 def _node_reasons(
@@ -139,8 +164,8 @@ def _node_reasons(
             "counterpart of"
         )
     elif isinstance(node, cst.Attribute) and _builds_or_runs(ctx, node, container):
-        call = ctx.text(ctx.parents[node])
-        reasons.append(f"`{call}` builds or runs a pipeline inside the code that defines one")
+        built = ctx.text(ctx.parents[node])
+        reasons.append(f"`{built}` builds or runs a pipeline inside the code that defines one")
 
 
 def _inputs_and_ops(
@@ -274,7 +299,8 @@ def _unpacked(
         for e in v.elements  # type: ignore[union-attr]
     ):
         return None
-    data = {t for u in [*readers, *sources] for t in names_in(u.target)}
+    uses: list[ReaderUse | SourceUse] = [*readers, *sources]
+    data = {t for u in uses for t in names_in(u.target)}
     taken = {n.value for n in walk(container) if isinstance(n, cst.Name)} - data
     first = values[0].elements  # type: ignore[union-attr]
     names = []
@@ -322,13 +348,15 @@ def _inline_source(
 def chosen_outputs(
     ctx: FileContext,
     container: cst.CSTNode,
-    stmt: cst.BaseStatement,
+    stmt: _Statement,
     outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
 ) -> tuple[cst.SimpleStatementLine, list[cst.BaseExpression]] | None:
     """The graph code ends with ``if cuda: return a.gpu(), b`` / ``else: return a, b`` (each
     branch, ``elif`` ones too, only the outputs statement, with as many outputs; a test on no
     data node): one outputs statement, ``return (a.gpu() if cuda else a), b``, each output a
     conditional expression where the branches differ. None for any other statement."""
+    if not isinstance(stmt, cst.If):
+        return None
     branches = _output_branches(ctx, container, stmt, outputs_of)
     if branches is None or len({len(values) for _, values in branches}) != 1:
         return None
@@ -336,9 +364,15 @@ def chosen_outputs(
     for i in range(len(branches[-1][1])):
         value = branches[-1][1][i]
         for test, values in reversed(branches[:-1]):
+            assert test is not None  # only the last branch (the `else`) has no test
             if not values[i].deep_equals(value):
-                paren = {"lpar": [cst.LeftParen()], "rpar": [cst.RightParen()]}
-                value = cst.IfExp(test=test, body=values[i], orelse=value, **paren)
+                value = cst.IfExp(
+                    test=test,
+                    body=values[i],
+                    orelse=value,
+                    lpar=[cst.LeftParen()],
+                    rpar=[cst.RightParen()],
+                )
         outputs.append(value)
     elements = [cst.Element(v) for v in outputs]
     ret = cst.Return(cst.Tuple(elements) if len(outputs) != 1 else outputs[0])
@@ -348,7 +382,7 @@ def chosen_outputs(
 def branch_outputs(
     ctx: FileContext,
     container: cst.CSTNode,
-    stmt: cst.BaseStatement,
+    stmt: _Statement,
     outputs_of: Callable[[cst.BaseStatement], list[cst.BaseExpression] | None],
     reasons: list[str],
 ) -> dict[int, list[cst.BaseExpression]] | None:
@@ -411,7 +445,7 @@ def _output_branches(
     ``else`` branch's test is None), or None when it is not of that form."""
     if isinstance(stmt, cst.Else):
         only = stmt.body.body[0] if len(stmt.body.body) == 1 else None
-        values = outputs_of(only) if only is not None else None
+        values = outputs_of(only) if isinstance(only, cst.BaseStatement) else None
         return [(None, values)] if values else None
     if not (isinstance(stmt, cst.If) and stmt.orelse is not None and len(stmt.body.body) == 1):
         return None
@@ -420,12 +454,13 @@ def _output_branches(
         isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(stmt.test)
     ):
         return None  # an `if` on data: a conditional of the pipeline (enable_conditionals)
-    values = outputs_of(stmt.body.body[0])
+    first = stmt.body.body[0]
+    values = outputs_of(first) if isinstance(first, cst.BaseStatement) else None
     rest = _output_branches(ctx, container, stmt.orelse, outputs_of)
     return [(stmt.test, values), *rest] if values and rest else None
 
 
-def _outside_data(ctx: FileContext, container: cst.CSTNode) -> list[str]:
+def _outside_data(ctx: FileContext, container: cst.FunctionDef | cst.With) -> list[str]:
     """A graph without reader or external source that unpacks data nodes made elsewhere
     (``images, labels = plugin_reader``: a plugin's reader, or a reader of the enclosing code):
     the generator would yield pipeline-mode nodes."""
@@ -457,7 +492,9 @@ def _fresh_output(ctx: FileContext, container: cst.CSTNode, ndd_path: str | None
 def _pipeline_api(ctx: FileContext, node: cst.Attribute) -> bool:
     """``Pipeline.current()`` and the like: the Pipeline class used inside graph code."""
     q = ctx.qualname(node.value)
-    return bool(q) and (q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline"))
+    return q is not None and (
+        q in PIPELINE_CLASSES or q.startswith("nvidia.dali.pipeline.Pipeline")
+    )
 
 
 def _builds_or_runs(ctx: FileContext, node: cst.Attribute, container: cst.CSTNode) -> bool:

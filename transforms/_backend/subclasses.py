@@ -111,7 +111,7 @@ def _next_reasons(ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef) 
     return []
 
 
-def _is_doc_or_pass(s: cst.BaseStatement) -> bool:
+def _is_doc_or_pass(s: cst.CSTNode) -> bool:
     if not isinstance(s, cst.SimpleStatementLine) or len(s.body) != 1:
         return False
     small = s.body[0]
@@ -154,10 +154,12 @@ def folded_next(
     ``self.output_map`` the names, ending in ``yield`` where it returned."""
     method = next(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
     names = cst.List([cst.Element(cst.SimpleString(f'"{n}"')) for n in output_map])
-    stmts = [s.visit(_Fold(batch, names)) for s in method.body.body if not _is_doc_or_pass(s)]
+    # an indented block that ends with `return <batch>` (``_next_reasons``)
+    block = cst.ensure_type(method.body, cst.IndentedBlock)
+    stmts = [_visited(s, _Fold(batch, names)) for s in block.body if not _is_doc_or_pass(s)]
     stmts = _inline_dicts(stmts)
-    last = stmts[-1]
-    ret = last.body[0]
+    last = cst.ensure_type(stmts[-1], cst.SimpleStatementLine)
+    ret = cst.ensure_type(last.body[0], cst.Return)
     stmts[-1] = last.with_changes(body=[cst.Expr(cst.Yield(ret.value))])
     return [s.with_changes(leading_lines=[]) if i == 0 else s for i, s in enumerate(stmts)]
 
@@ -167,6 +169,12 @@ def body_names(cls: cst.ClassDef) -> tuple[set[str], set[str]]:
     method = next(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
     bound = set().union(*(assigned_names(s) for s in method.body.body))
     return bound, free_names(method.body) - bound - {"self", "super"}
+
+
+def _visited(stmt: cst.BaseStatement, visitor: cst.CSTTransformer) -> cst.BaseStatement:
+    new = stmt.visit(visitor)
+    assert isinstance(new, cst.BaseStatement)  # _Fold and _Inline rewrite expressions only
+    return new
 
 
 class _Fold(cst.CSTTransformer):
@@ -247,7 +255,7 @@ def _inline_dicts(stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
             continue
         if any(name in assigned_names(r) for r in rest):
             continue
-        folded = [r.visit(_Inline(name, small.value)) for r in rest]
+        folded = [_visited(r, _Inline(name, small.value)) for r in rest]
         return _inline_dicts(stmts[:i] + folded)
     return stmts
 
