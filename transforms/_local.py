@@ -197,7 +197,13 @@ def _bind(
 
 def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = None) -> set[str]:
     """Names assigned DALI data nodes anywhere in ``body`` (flow-insensitive, in source order)."""
-    found: set[str] = set() if nodes is None else nodes
+    if nodes is None:  # (asked of the same code again and again: once per file)
+        return set(ctx.memo(("collect_nodes", body), lambda: frozenset(_collect(ctx, body, set()))))
+    return _collect(ctx, body, nodes)
+
+
+def _collect(ctx: FileContext, body: cst.CSTNode, found: set[str]) -> set[str]:
+    """``found`` with the names ``body`` assigns data nodes to added (and rebound ones dropped)."""
 
     class Collector(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, overload
 
@@ -49,6 +49,7 @@ _SUPPRESS = re.compile(r"#\s*dali-migrate:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 
 #: a type of node (``nodes_of(cst.Call)`` gives a list of calls)
 _Node = TypeVar("_Node", bound=cst.CSTNode)
+_Value = TypeVar("_Value")
 
 
 @dataclass
@@ -84,6 +85,7 @@ class FileContext:
         self._by_type: dict | None = None
         self._indent_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
+        self._memo: dict[Hashable, Any] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
         #: the target of each assignment of a wrapper call (``dali = try_import_dali()``)
@@ -225,6 +227,16 @@ class FileContext:
         if len({(w.module, w.followed) for w in found}) != 1:
             return None
         return found[0]
+
+    def memo(self, key: Hashable, make: Callable[[], _Value]) -> _Value:
+        """``make()``, computed once per file for ``key``: for analyses that depend only on the
+        module (its nodes never change) and are asked again and again. The value is shared by
+        every caller: hand out a copy of anything mutable."""
+        try:
+            return cast("_Value", self._memo[key])
+        except KeyError:
+            value = self._memo[key] = make()
+            return value
 
     def module_nodes(self) -> list[cst.CSTNode]:
         """Every node of the module in pre-order (the order of a walk over ``children``)."""
