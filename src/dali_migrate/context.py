@@ -24,6 +24,7 @@ from libcst.metadata import (
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .catalog import Catalog, OpInfo, get_catalog
+from .cst_walk import index
 from .dali_wrappers import Wrapper, dotted, wrapper_targets
 from .fixes import (
     TODO_PREFIX,
@@ -157,47 +158,22 @@ class FileContext:
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
         a cheap filter before the (costlier) qualified-name lookup. The same walk lists every
-        node of the module (:meth:`module_nodes`), so that rules need not walk it again."""
+        node of the module (:meth:`module_nodes`) and its parents, so that rules need not walk
+        it again."""
+        self._nodes, self._parents = index(self.module)
         names = set()
-        nodes: list[cst.CSTNode] = []
-        append = nodes.append
-        parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        stack: list[cst.CSTNode] = []
-
-        class V(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                append(node)
-                if stack:
-                    parents[node] = stack[-1]
-                stack.append(node)
-                if isinstance(node, cst.Import):
-                    for a in node.names:
-                        if dotted(a.name).startswith("nvidia"):
-                            names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
-                elif isinstance(node, cst.ImportFrom):
-                    if (
-                        node.module is not None
-                        and dotted(node.module).startswith("nvidia")
-                        and not isinstance(node.names, cst.ImportStar)
-                    ):
-                        for a in node.names:
-                            names.add(a.evaluated_alias or dotted(a.name))
-                return True
-
-            def on_leave(self, original_node: cst.CSTNode) -> None:
-                stack.pop()
-
-            def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-                pass
-
-            def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-                pass
-
-        self.module.visit(V())
-        self._nodes = nodes
-        self._parents = (
-            parents  # what ParentNodeProvider computes (a child's parent: the node visiting it)
-        )
+        for node in self.nodes_of(cst.Import):
+            for a in node.names:
+                if dotted(a.name).startswith("nvidia"):
+                    names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
+        for node in self.nodes_of(cst.ImportFrom):
+            if (
+                node.module is not None
+                and dotted(node.module).startswith("nvidia")
+                and not isinstance(node.names, cst.ImportStar)
+            ):
+                for a in node.names:
+                    names.add(a.evaluated_alias or dotted(a.name))
         return frozenset(names)
 
     def _wrapper_targets(self) -> dict[cst.Name, Wrapper]:
