@@ -174,10 +174,27 @@ x = {"key_one": 1, "key_two": 2, "key_three": 3, "key_four": 4, "key_five": 5, "
 # a comment at the end, long enough to be wrapped by the comment wrapper at the smaller limits
 '''
 
+#: every long line in a simple statement alone on its lines: wrapped one statement at a time
+PLAIN_MODULE = '''import nvidia.dali.experimental.dynamic as ndd
+def f(data_dir, rank, n):
+    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n)
+    while True:
+        for jpegs, labels in reader:
+            images = ndd.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=0.65)
+            images = ndd.resize(images, resize_x=224, resize_y=224, interp_type=types.INTERP_LINEAR)  # why
+            s = g("""multi
+            line string""", ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, name="R"))
+            yield ndd.crop_mirror_normalize(images, crop=(224, 224), mean=[0.485 * 255, 0.456 * 255], std=[58.4, 57.1])
+x = {"key_one": 1, "key_two": 2, "key_three": 3, "key_four": 4, "key_five": 5, "key_six": 6}
+'''
+
 
 @pytest.mark.parametrize(
     "code",
     [
+        PLAIN_MODULE,
+        PLAIN_MODULE.replace("\n", "\r\n"),
+        PLAIN_MODULE.replace("    ", "\t"),
         ODD_MODULE,
         ODD_MODULE.replace("\n", "\r\n"),
         ODD_MODULE.replace("    ", "\t"),
@@ -185,10 +202,13 @@ x = {"key_one": 1, "key_two": 2, "key_three": 3, "key_four": 4, "key_five": 5, "
         ODD_MODULE.replace("\n", "\r\n", 1),  # a newline of another kind further down
         ODD_MODULE.replace("x = {", "\x0cx = {"),  # a line break that Python does not count
     ],
-    ids=["lf", "crlf", "tabs", "no-final-newline", "mixed-newlines", "form-feed"],
+    ids=["plain", "plain-crlf", "plain-tabs"]
+    + ["lf", "crlf", "tabs", "no-final-newline", "mixed-newlines", "form-feed"],
 )
-@pytest.mark.parametrize("limit", [30, 60, 90])
-def test_wrapping_statement_by_statement_is_wrapping_the_whole_module(code: str, limit: int) -> None:
+@pytest.mark.parametrize("limit", [30, 44, 60, 72, 90, 104])
+def test_wrapping_statement_by_statement_is_wrapping_the_whole_module(
+    code: str, limit: int
+) -> None:
     from dali_migrate.cst_text import split_trailing_comments
     from dali_migrate.wrap import _code_lines, _long_new_lines, _wrap_module
 
