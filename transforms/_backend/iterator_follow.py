@@ -11,7 +11,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import in_source_order, scope_label, use_text, walk
+from .._cst import children, in_source_order, scope_label, use_text, walk
 from .iterator_use import IteratorUse
 from .wrappers import binding_of
 
@@ -513,4 +513,4 @@ def _walk_loop(node: cst.CSTNode):
                 x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise))
             )
             continue
-        stack.extend(reversed(n.children))
+        stack.extend(reversed(children(n)))
