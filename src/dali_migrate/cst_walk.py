@@ -15,10 +15,11 @@ import libcst as cst
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``node`` (itself included), in source order."""
     stack = [node]
+    pop, push = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         yield n
-        stack.extend(reversed(children(n)))
+        push(reversed(children(n)))
 
 
 class _FieldOrder(cst.CSTVisitor):
@@ -43,7 +44,12 @@ _FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 def _field_order(node: cst.CSTNode) -> tuple[tuple[str, ...], tuple[str, ...]]:
     order = _FieldOrder()
     node._visit_and_replace_children(order)
-    rest = tuple(f.name for f in dataclasses.fields(node) if f.name not in order.fields)
+    # a field of text or a flag (it has one now) never holds a node: libcst types none as both
+    rest = tuple(
+        f.name
+        for f in dataclasses.fields(node)
+        if f.name not in order.fields and not isinstance(getattr(node, f.name), (str, bool))
+    )
     _FIELDS[type(node)] = (tuple(order.fields), rest)
     return _FIELDS[type(node)]
 
@@ -61,7 +67,8 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, name)
         kind = type(value)
         if kind is list or kind is tuple:
-            out.extend(v for v in value if _NODE_TYPES.get(type(v)) or _is_node_type(type(v)))
+            if value:
+                out.extend([v for v in value if _NODE_TYPES.get(type(v)) or _is_node_type(type(v))])
         elif _NODE_TYPES.get(kind) or _is_node_type(kind):
             out.append(value)
         elif isinstance(value, (list, tuple)):  # (a subclass of one)
@@ -73,7 +80,7 @@ def _more_fields(node: cst.CSTNode, rest: tuple[str, ...]) -> bool:
     """Whether a field of ``rest`` (not seen visited) holds a node (a string never does)."""
     for name in rest:
         value = getattr(node, name)
-        if type(value) is not str and _nodes_in(value):
+        if value is not None and type(value) is not str and _nodes_in(value):
             return True
     return False
 
