@@ -166,13 +166,13 @@ class FileContext:
             for a in node.names:
                 if dotted(a.name).startswith("nvidia"):
                     names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
-        for node in self.nodes_of(cst.ImportFrom):
+        for imp in self.nodes_of(cst.ImportFrom):
             if (
-                node.module is not None
-                and dotted(node.module).startswith("nvidia")
-                and not isinstance(node.names, cst.ImportStar)
+                imp.module is not None
+                and dotted(imp.module).startswith("nvidia")
+                and not isinstance(imp.names, cst.ImportStar)
             ):
-                for a in node.names:
+                for a in imp.names:
                     names.add(a.evaluated_alias or dotted(a.name))
         return frozenset(names)
 

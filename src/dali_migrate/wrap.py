@@ -65,7 +65,7 @@ def _wrap_module(
     old: set[str], head: str, tail: str, lines: set[int], limit: int, code: str
 ) -> str:
     """:func:`wrap_new_lines` over the whole module at once (``code``: ``head + tail``)."""
-    wrapped = _passes(old, head, lines, limit) if lines else head
+    wrapped = (_passes(old, head, lines, limit) or head) if lines else head
     wrapped = _wrap_comments(old, wrapped + tail, limit)
     if wrapped != code and _meaning(wrapped) != _meaning(code):
         return code
