@@ -167,3 +167,69 @@ def test_lowering_to_cpu_keeps_the_comment_lines_that_end_a_file() -> None:
     code = 'if x:\n    f(device="gpu")\n   # one\n   # two\n'
     out = lower_to_cpu(code)
     assert out.code == 'if x:\n    f(device="cpu")\n   # one\n   # two\n'
+
+
+ODD_MODULE = '''import nvidia.dali.experimental.dynamic as ndd
+def f(data_dir, rank, n):
+    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n)
+    a = 1; b = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n)
+    if a: c = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n)
+    s = g("""multi
+line string""", ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, name="R"))
+    t = h(x,  # a comment
+          ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n))
+    u = ["élément"] + [ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank)]
+    for x in ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank).next_epoch():
+        pass
+    w = k(a,
+  b, ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n))
+@decorator(argument_one=1, argument_two=2, argument_three=3, argument_four=4, argument_five=5)
+class C:
+    def m(self, alpha_parameter, beta_parameter, gamma_parameter, delta_parameter, epsilon=None):
+        return [y for y in range(100000000000000000000) if y % 3 == 0 and y % 5 == 0 and y % 7]
+x = {"key_one": 1, "key_two": 2, "key_three": 3, "key_four": 4, "key_five": 5, "key_six": 6}
+# a comment at the end, long enough to be wrapped by the comment wrapper at the smaller limits
+'''
+
+#: every long line in a simple statement alone on its lines: wrapped one statement at a time
+PLAIN_MODULE = '''import nvidia.dali.experimental.dynamic as ndd
+def f(data_dir, rank, n):
+    reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, num_shards=n)
+    while True:
+        for jpegs, labels in reader:
+            images = ndd.decoders.image(jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=0.65)
+            images = ndd.resize(images, resize_x=224, resize_y=224, interp_type=types.INTERP_LINEAR)  # why
+            s = g("""multi
+            line string""", ndd.readers.File(file_root=data_dir, random_shuffle=True, shard_id=rank, name="R"))
+            yield ndd.crop_mirror_normalize(images, crop=(224, 224), mean=[0.485 * 255, 0.456 * 255], std=[58.4, 57.1])
+x = {"key_one": 1, "key_two": 2, "key_three": 3, "key_four": 4, "key_five": 5, "key_six": 6}
+'''
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        PLAIN_MODULE,
+        PLAIN_MODULE.replace("\n", "\r\n"),
+        PLAIN_MODULE.replace("    ", "\t"),
+        ODD_MODULE,
+        ODD_MODULE.replace("\n", "\r\n"),
+        ODD_MODULE.replace("    ", "\t"),
+        ODD_MODULE.rstrip("\n"),
+        ODD_MODULE.replace("\n", "\r\n", 1),  # a newline of another kind further down
+        ODD_MODULE.replace("x = {", "\x0cx = {"),  # a line break that Python does not count
+    ],
+    ids=["plain", "plain-crlf", "plain-tabs"]
+    + ["lf", "crlf", "tabs", "no-final-newline", "mixed-newlines", "form-feed"],
+)
+@pytest.mark.parametrize("limit", [30, 44, 60, 72, 90, 104])
+def test_wrapping_statement_by_statement_is_wrapping_the_whole_module(
+    code: str, limit: int
+) -> None:
+    from dali_migrate.cst_text import split_trailing_comments
+    from dali_migrate.wrap import _code_lines, _long_new_lines, _wrap_module
+
+    head, tail = split_trailing_comments(code)
+    lines = _code_lines(_long_new_lines(set(), code, limit), head)
+    whole = _wrap_module(set(), head, tail, lines, limit, code)
+    assert wrap_new_lines("", code, limit) == whole

@@ -6,74 +6,15 @@ Nothing here knows about DALI; the rules and the back end build on these.
 from __future__ import annotations
 
 import ast
-import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import libcst as cst
 from libcst.metadata.scope_provider import Access
 
 from dali_migrate.context import FileContext
-
-# -- walking the tree ------------------------------------------------------------------------------
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` (itself included), in source order."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed(children(n)))
-
-
-class _FieldOrder(cst.CSTVisitor):
-    """Records the fields a node visits its children through, in order, without descending."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: list[str] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return False
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        if attribute not in self.fields:
-            self.fields.append(attribute)
-
-
-#: node type -> (the fields visited, in order; the fields not seen visited yet)
-_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-
-
-def _field_order(node: cst.CSTNode) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    order = _FieldOrder()
-    node._visit_and_replace_children(order)
-    rest = tuple(f.name for f in dataclasses.fields(node) if f.name not in order.fields)
-    _FIELDS[type(node)] = (tuple(order.fields), rest)
-    return _FIELDS[type(node)]
-
-
-def children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``node.children`` without rebuilding the node (libcst's property visits it, which makes a
-    new node each time): the fields are read in the order libcst visits them, learnt per node
-    type (again from a node that has a value in a field not seen visited: some are visited only
-    when set)."""
-    known = _FIELDS.get(type(node))
-    if known is None or any(_nodes_in(getattr(node, name)) for name in known[1]):
-        known = _field_order(node)
-    out: list[cst.CSTNode] = []
-    for name in known[0]:
-        out.extend(_nodes_in(getattr(node, name)))
-    return out
-
-
-def _nodes_in(value: object) -> list[cst.CSTNode]:
-    if isinstance(value, cst.CSTNode):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, cst.CSTNode)]
-    return []
+from dali_migrate.cst_walk import children as children  # (where the rules take it from)
+from dali_migrate.cst_walk import walk as walk
 
 
 def in_source_order(ctx: FileContext, refs: Iterable[Access]) -> list[Access]:

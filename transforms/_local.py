@@ -13,6 +13,7 @@ from typing import ClassVar, Generic, TypeVar, cast
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.cst_walk import children
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
@@ -197,24 +198,25 @@ def _bind(
 
 def collect_nodes(ctx: FileContext, body: cst.CSTNode, nodes: set[str] | None = None) -> set[str]:
     """Names assigned DALI data nodes anywhere in ``body`` (flow-insensitive, in source order)."""
-    found: set[str] = set() if nodes is None else nodes
+    if nodes is None:  # (asked of the same code again and again: once per file)
+        return set(ctx.memo(("collect_nodes", body), lambda: frozenset(_collect(ctx, body, set()))))
+    return _collect(ctx, body, nodes)
 
-    class Collector(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is body
 
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Assign(self, node: cst.Assign) -> None:
+def _collect(ctx: FileContext, body: cst.CSTNode, found: set[str]) -> set[str]:
+    """``found`` with the names ``body`` assigns data nodes to added (and rebound ones dropped)."""
+    stack: list[cst.CSTNode] = [body]  # pre-order, as a visitor would go (without its cost)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.ClassDef) or isinstance(node, cst.FunctionDef) and node is not body:
+            continue  # (code that runs later, or in a class of its own)
+        if isinstance(node, cst.Assign):
             for t in node.targets:
                 _bind(t.target, node.value, ctx, found)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        elif isinstance(node, cst.AugAssign):
             if isinstance(node.target, cst.Name) and produces_node(ctx, node.value, found):
                 found.add(node.target.value)
-
-    body.visit(Collector())
+        stack.extend(reversed(children(node)))
     return found
 
 

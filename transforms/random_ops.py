@@ -32,7 +32,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from ._cst import append_arg, insert_arg, kwarg, remove_args
+from ._cst import append_arg, children, insert_arg, kwarg, remove_args
 from ._local import LocalEnv, LocalRule, collect_nodes, produces_node
 
 
@@ -141,7 +141,7 @@ def _data_parameter(ctx: FileContext, call: cst.Call) -> str | None:
                 ):
                     return one.value
         if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(reversed(node.children))
+            stack.extend(reversed(children(node)))
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, overload
 
@@ -24,6 +24,7 @@ from libcst.metadata import (
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .catalog import Catalog, OpInfo, get_catalog
+from .cst_walk import index
 from .dali_wrappers import Wrapper, dotted, wrapper_targets
 from .fixes import (
     TODO_PREFIX,
@@ -49,6 +50,7 @@ _SUPPRESS = re.compile(r"#\s*dali-migrate:\s*ignore(?:\[([A-Z0-9, ]+)\])?")
 
 #: a type of node (``nodes_of(cst.Call)`` gives a list of calls)
 _Node = TypeVar("_Node", bound=cst.CSTNode)
+_Value = TypeVar("_Value")
 
 
 @dataclass
@@ -84,6 +86,7 @@ class FileContext:
         self._by_type: dict | None = None
         self._indent_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
         self._anchor_cache: dict[cst.CSTNode, tuple[str, ...]] = {}
+        self._memo: dict[Hashable, Any] = {}
         self.lines = LineIndex(self.source)
         self.dali_names = self._dali_import_names()
         #: the target of each assignment of a wrapper call (``dali = try_import_dali()``)
@@ -155,47 +158,22 @@ class FileContext:
     def _dali_import_names(self) -> frozenset[str]:
         """Local names bound by imports of ``nvidia`` / ``nvidia.dali...`` anywhere in the file:
         a cheap filter before the (costlier) qualified-name lookup. The same walk lists every
-        node of the module (:meth:`module_nodes`), so that rules need not walk it again."""
+        node of the module (:meth:`module_nodes`) and its parents, so that rules need not walk
+        it again."""
+        self._nodes, self._parents = index(self.module)
         names = set()
-        nodes: list[cst.CSTNode] = []
-        append = nodes.append
-        parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        stack: list[cst.CSTNode] = []
-
-        class V(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                append(node)
-                if stack:
-                    parents[node] = stack[-1]
-                stack.append(node)
-                if isinstance(node, cst.Import):
-                    for a in node.names:
-                        if dotted(a.name).startswith("nvidia"):
-                            names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
-                elif isinstance(node, cst.ImportFrom):
-                    if (
-                        node.module is not None
-                        and dotted(node.module).startswith("nvidia")
-                        and not isinstance(node.names, cst.ImportStar)
-                    ):
-                        for a in node.names:
-                            names.add(a.evaluated_alias or dotted(a.name))
-                return True
-
-            def on_leave(self, original_node: cst.CSTNode) -> None:
-                stack.pop()
-
-            def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-                pass
-
-            def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-                pass
-
-        self.module.visit(V())
-        self._nodes = nodes
-        self._parents = (
-            parents  # what ParentNodeProvider computes (a child's parent: the node visiting it)
-        )
+        for node in self.nodes_of(cst.Import):
+            for a in node.names:
+                if dotted(a.name).startswith("nvidia"):
+                    names.add(a.evaluated_alias or dotted(a.name).split(".")[0])
+        for imp in self.nodes_of(cst.ImportFrom):
+            if (
+                imp.module is not None
+                and dotted(imp.module).startswith("nvidia")
+                and not isinstance(imp.names, cst.ImportStar)
+            ):
+                for a in imp.names:
+                    names.add(a.evaluated_alias or dotted(a.name))
         return frozenset(names)
 
     def _wrapper_targets(self) -> dict[cst.Name, Wrapper]:
@@ -225,6 +203,16 @@ class FileContext:
         if len({(w.module, w.followed) for w in found}) != 1:
             return None
         return found[0]
+
+    def memo(self, key: Hashable, make: Callable[[], _Value]) -> _Value:
+        """``make()``, computed once per file for ``key``: for analyses that depend only on the
+        module (its nodes never change) and are asked again and again. The value is shared by
+        every caller: hand out a copy of anything mutable."""
+        try:
+            return cast("_Value", self._memo[key])
+        except KeyError:
+            value = self._memo[key] = make()
+            return value
 
     def module_nodes(self) -> list[cst.CSTNode]:
         """Every node of the module in pre-order (the order of a walk over ``children``)."""

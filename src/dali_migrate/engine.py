@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Literal
 
 from .api import migrate_source
+from .catalog import get_catalog
 from .fixes import TODO_PREFIX, Diagnostic, Result, SourceParseError, one_line
 from .project import ModuleInfo, plan
+from .registry import all_rules
 from .sourcefile import (
     WRITE_LOCK,
     SourceError,
@@ -368,7 +370,11 @@ WATCHDOG_INTERVAL_S = 0.2
 
 
 def worker_pool(jobs: int) -> ProcessPoolExecutor:
-    """``jobs`` worker processes that leave Ctrl-C to their parent and end when it ends."""
+    """``jobs`` worker processes that leave Ctrl-C to their parent and end when it ends. The
+    rules and the catalog are loaded here first: workers forked from this process start with
+    them instead of each importing them again (workers start at the first task)."""
+    all_rules()
+    get_catalog()
     return ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init)
 
 

@@ -43,28 +43,196 @@ def wrap_new_lines(source: str, code: str, limit: int = DEFAULT_LINE_LENGTH) -> 
     if not lines:
         return code
     try:
-        wrapped, tail = split_trailing_comments(code)
-        lines = _code_lines(lines, wrapped)
-        for _ in range(_PASSES if lines else 0):  # (long comment lines need no tree)
-            tree = cst.parse_module(wrapped)
-            if tree.code != wrapped:
-                break  # (not seen once the comments at the end are set aside)
-            module = MetadataWrapper(tree, unsafe_skip_copy=True)
-            found = _Candidates(lines, wrapped.splitlines())
-            module.visit(found)
-            text = module.module.visit(_Wrapper(found.chosen(), limit)).code
-            if text == wrapped:
-                break
-            wrapped = text
-            lines = _code_lines(_long_new_lines(old, wrapped, limit), wrapped)
-            if not lines:
-                break
-        wrapped = _wrap_comments(old, wrapped + tail, limit)
-        if wrapped != code and _meaning(wrapped) != _meaning(code):
+        head, tail = split_trailing_comments(code)
+        lines = _code_lines(lines, head)
+        pieces = _by_statement(old, head, lines, limit)
+        if pieces is None:
+            return _wrap_module(old, head, tail, lines, limit, code)
+        before, after = pieces[-1]
+        pieces[-1] = (before + tail, after + tail)
+        pieces = [(before, _wrap_comments(old, after, limit)) for before, after in pieces]
+        if any(
+            before != after and _meaning(after, k == 0) != _meaning(before, k == 0)
+            for k, (before, after) in enumerate(pieces)
+        ):
             return code
     except (SyntaxError, cst.ParserSyntaxError, RecursionError, ValueError, tokenize.TokenError):
         return code
+    return "".join(after for _, after in pieces)
+
+
+def _wrap_module(
+    old: set[str], head: str, tail: str, lines: set[int], limit: int, code: str
+) -> str:
+    """:func:`wrap_new_lines` over the whole module at once (``code``: ``head + tail``)."""
+    wrapped = (_passes(old, head, lines, limit) or head) if lines else head
+    wrapped = _wrap_comments(old, wrapped + tail, limit)
+    if wrapped != code and _meaning(wrapped) != _meaning(code):
+        return code
     return wrapped
+
+
+def _by_statement(
+    old: set[str], code: str, lines: set[int], limit: int
+) -> list[tuple[str, str]] | None:
+    """Each top-level statement of ``code`` (with the lines above it) and what it becomes with
+    the calls on ``lines`` wrapped. A line is wrapped by what is on it, so only the statements
+    that hold such a line are parsed: a simple statement alone on its lines (moved to the left
+    margin), else the top-level statement it is in, and each comes out as from the passes over
+    the whole module. None when ``code`` is better wrapped as a whole (see :func:`_pieces`)."""
+    cut = _pieces(code, lines)
+    if cut is None:
+        return None
+    source, statements = cut
+    first = _FIRST_NEWLINE.search(code)
+    newline = first.group(0) if first else "\n"  # (libcst's when there is none)
+    out = []
+    for pieces in statements:
+        before, after = [], []
+        for piece in pieces:
+            wrapped = _wrap_piece(old, source, piece, limit, newline)
+            if wrapped is None:  # (not seen) the statements alone do not read back as they were
+                return None
+            before.append("".join(source[piece[0] : piece[1]]))
+            after.append(wrapped)
+        out.append(("".join(before), "".join(after)))
+    return out
+
+
+#: lines ``start`` to ``end`` (0-based, end excluded) of a module, the lines among them to
+#: wrap (counted from 1 at ``start``) and the indentation all of them start with
+_Piece = tuple[int, int, set[int], str]
+
+
+def _wrap_piece(
+    old: set[str], source: list[str], piece: _Piece, limit: int, newline: str
+) -> str | None:
+    """The lines of ``piece`` wrapped; None when they cannot be wrapped on their own."""
+    start, end, targets, indent = piece
+    if not targets:
+        return "".join(source[start:end])
+    text = "".join(line[len(indent) :] for line in source[start:end])
+    if indent:  # moved to the left margin: the limit moves with it
+        old = {line[len(indent) :] for line in old if line.startswith(indent)}
+    try:
+        wrapped = _passes(old, text, targets, limit - len(indent), newline)
+    except cst.ParserSyntaxError:
+        return None
+    if wrapped is None or not indent:
+        return wrapped
+    return "".join(indent + line for line in wrapped.splitlines(keepends=True))
+
+
+def _passes(
+    old: set[str], code: str, lines: set[int], limit: int, newline: str | None = None
+) -> str | None:
+    """Up to ``_PASSES`` passes of wrapping over ``code``, a whole module; or with ``newline``,
+    statements of a module whose line break is ``newline``: then None when libcst does not
+    give them back as they were or reads another newline."""
+    wrapped = code
+    for _ in range(_PASSES):
+        tree = cst.parse_module(wrapped)
+        if tree.code != wrapped or newline is not None and tree.default_newline != newline:
+            if newline is not None:
+                return None
+            break  # (not seen once the comments at the end are set aside)
+        module = MetadataWrapper(tree, unsafe_skip_copy=True)
+        found = _Candidates(lines, wrapped.splitlines())
+        module.visit(found)
+        text = module.module.visit(_Wrapper(found.chosen(), limit)).code
+        if text == wrapped:
+            break
+        wrapped = text
+        lines = _code_lines(_long_new_lines(old, wrapped, limit), wrapped)
+        if not lines:
+            break
+    return wrapped
+
+
+#: the first line break of a module: the one libcst writes for the breaks it adds
+_FIRST_NEWLINE = re.compile(r"\r\n?|\n")
+#: line breaks of ``str.splitlines`` that end no line for Python (and libcst)
+_ODD_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _pieces(code: str, lines: set[int]) -> tuple[list[str], list[list[_Piece]]] | None:
+    """The lines of ``code`` and the pieces of each top-level statement (no two statements
+    share a line; the lines above one go with it): the statement whole, or cut around the
+    simple statements that hold ``lines`` when all its lines of ``lines`` are in such ones.
+    None when ``code`` cannot be cut so (a line break that ``str.splitlines`` sees and Python
+    does not would shift the numbers)."""
+    if _ODD_BREAKS.search(code):
+        return None
+    tree = ast.parse(code)
+    ends: list[int] = []  # the last line of each top-level statement
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        if ends and first <= ends[-1]:
+            ends[-1] = max(ends[-1], stmt.end_lineno or stmt.lineno)
+        else:
+            ends.append(stmt.end_lineno or stmt.lineno)
+    source = code.splitlines(keepends=True)
+    if not ends or ends[-1] > len(source):
+        return None
+    ends[-1] = len(source)  # what follows the last statement goes with it
+    inner = _simple_statements(tree.body, source, lines)
+    statements: list[list[_Piece]] = []
+    start = 0
+    for end in ends:
+        held = {n for n in lines if start < n <= end}
+        if held and all(n in inner for n in held):
+            pieces: list[_Piece] = []
+            at = start
+            for first, last, indent in sorted({inner[n] for n in held}):
+                if at < first:
+                    pieces.append((at, first, set(), ""))
+                pieces.append((first, last, {n - first for n in held if first < n <= last}, indent))
+                at = last
+            if at < end:
+                pieces.append((at, end, set(), ""))
+            statements.append(pieces)
+        else:
+            statements.append([(start, end, {n - start for n in held}, "")])
+        start = end
+    return source, statements
+
+
+def _simple_statements(
+    body: list[ast.stmt], source: list[str], lines: set[int]
+) -> dict[int, tuple[int, int, str]]:
+    """For each of ``lines`` in a simple statement of ``body`` (nested ones too) that is alone
+    on its lines, all of them indented at least as its first: the statement's lines (0-based,
+    end excluded) and the indentation of its first."""
+    touching: dict[int, list[ast.stmt]] = {}
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        held = [n for n in lines if node.lineno <= n <= (node.end_lineno or node.lineno)]
+        if not held:
+            continue
+        blocks = [getattr(node, f, None) for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(node, "handlers", ())]
+        blocks += [c.body for c in getattr(node, "cases", ())]
+        if hasattr(node, "body") or hasattr(node, "cases"):  # compound: its blocks
+            stack.extend(s for block in blocks if isinstance(block, list) for s in block)
+            continue
+        for n in held:
+            touching.setdefault(n, []).append(node)
+    out: dict[int, tuple[int, int, str]] = {}
+    for n, stmts in touching.items():
+        stmt = stmts[0]
+        first, last = stmt.lineno - 1, stmt.end_lineno or stmt.lineno
+        text = source[first]
+        indent = text[: len(text) - len(text.lstrip(" \t"))]
+        rest = source[last - 1].encode("utf-8")[stmt.end_col_offset or 0 :].strip()
+        if (
+            len(stmts) == 1
+            and len(indent.encode("utf-8")) == stmt.col_offset
+            and (not rest or rest.startswith(b"#"))
+            and all(line.startswith(indent) for line in source[first:last])
+        ):
+            out[n] = (first, last, indent)
+    return out
 
 
 def _wrap_comments(old: set[str], code: str, limit: int) -> str:
@@ -126,11 +294,14 @@ def _words(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
-def _meaning(code: str) -> str:
+def _meaning(code: str, first: bool = True) -> str:
     """The tree of ``code`` and the words of its comments, docstrings compared by their words
-    (a wrapped comment or docstring means the same)."""
+    (a wrapped comment or docstring means the same). ``first``: ``code`` starts the module
+    (else it is statements further down, and its first one is no docstring)."""
     tree = ast.parse(code)
     for node in ast.walk(tree):
+        if node is tree and not first:
+            continue
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
             doc = body[0].value

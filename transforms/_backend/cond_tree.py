@@ -54,6 +54,12 @@ def data_names(ctx: FileContext, container: cst.CSTNode, nodes: set[str]) -> set
     """``nodes`` and every name assigned from a DALI operator call or from other data names
     anywhere in ``container`` (flow-insensitive; ops whose output count the catalog leaves open,
     like resize, still give data)."""
+    given = frozenset(nodes)
+    key = ("data_names", container, given)
+    return set(ctx.memo(key, lambda: frozenset(_data_names(ctx, container, given))))
+
+
+def _data_names(ctx: FileContext, container: cst.CSTNode, nodes: frozenset[str]) -> set[str]:
     found = set(nodes)
     assigns = [
         (t.target.value, n.value)

@@ -41,9 +41,12 @@ def move_cpu_operands(
     unknown: set[str] = set()  # data on the device of a device= expression
     nodes = set(nodes)
     out: list[cst.BaseStatement] = []
+    moved = False
     for stmt in stmts:
-        new = stmt.visit(_Mover(gpu, nodes, unknown))
+        mover = _Mover(gpu, nodes, unknown)
+        new = stmt.visit(mover)
         assert isinstance(new, cst.BaseStatement)  # _Mover rewrites expressions only
+        moved = moved or mover.moved
         for node in walk(new):
             if isinstance(node, cst.Assign):
                 for t in node.targets:
@@ -57,7 +60,7 @@ def move_cpu_operands(
                 for name in _names(node.target):
                     gpu.discard(name)
         out.append(new)
-    return out, any(not a.deep_equals(b) for a, b in zip(out, stmts))
+    return out, moved
 
 
 class _Mover(cst.CSTTransformer):
@@ -66,27 +69,35 @@ class _Mover(cst.CSTTransformer):
         self.gpu = gpu
         self.nodes = nodes
         self.unknown = unknown
+        #: an operand was moved (the statement is not what it was)
+        self.moved = False
 
     def leave_BinaryOperation(
         self, original: cst.BinaryOperation, updated: cst.BinaryOperation
     ) -> cst.BinaryOperation:
         left, right = updated.left, updated.right
         if _on_gpu(left, self.gpu) and self._cpu_data(right):
-            return updated.with_changes(right=_to_gpu(right))
+            return updated.with_changes(right=self._to_gpu(right))
         if _on_gpu(right, self.gpu) and self._cpu_data(left):
-            return updated.with_changes(left=_to_gpu(left))
+            return updated.with_changes(left=self._to_gpu(left))
         return updated
 
     def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.Comparison:
         operands = [updated.left, *(c.comparator for c in updated.comparisons)]
         if not any(_on_gpu(o, self.gpu) for o in operands):
             return updated
-        left = _to_gpu(updated.left) if self._cpu_data(updated.left) else updated.left
+        left = self._to_gpu(updated.left) if self._cpu_data(updated.left) else updated.left
         comparisons = [
-            c.with_changes(comparator=_to_gpu(c.comparator)) if self._cpu_data(c.comparator) else c
+            c.with_changes(comparator=self._to_gpu(c.comparator))
+            if self._cpu_data(c.comparator)
+            else c
             for c in updated.comparisons
         ]
         return updated.with_changes(left=left, comparisons=comparisons)
+
+    def _to_gpu(self, expr: cst.BaseExpression) -> cst.Call:
+        self.moved = True
+        return _to_gpu(expr)
 
     def _cpu_data(self, expr: cst.BaseExpression) -> bool:
         return (

@@ -12,7 +12,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic
 
-from .._cst import assigned_names, fresh_name, leading_lines, names_in
+from .._cst import assigned_names, children, fresh_name, leading_lines, names_in
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .current import Current, CurrentReadsRule, self_assignments
 from .external_source import RAISE_REASON
@@ -164,7 +164,7 @@ def walk_outside_defs(
             continue
         yield n
         if n is node or not isinstance(n, (cst.Lambda, cst.FunctionDef)):
-            stack.extend(reversed(n.children))
+            stack.extend(reversed(children(n)))
 
 
 def _runs_dali(

@@ -13,7 +13,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic
 
-from .._cst import in_source_order, scope_label, use_text, walk
+from .._cst import children, in_source_order, scope_label, use_text, walk
 from .iterator_use import IteratorUse
 from .wrappers import binding_of
 
@@ -622,7 +622,7 @@ def _walk_loop(node: cst.CSTNode):
                 x for x in walk(n.body) if isinstance(x, (cst.Return, cst.Yield, cst.Raise))
             )
             continue
-        stack.extend(reversed(n.children))
+        stack.extend(reversed(children(n)))
 
 
 def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> list[Diagnostic]:

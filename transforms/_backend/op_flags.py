@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from .._cst import walk
+from .._cst import children, walk
 
 
 def value_reads(fns: Iterable[cst.CSTNode], names: set[str]) -> dict[str, bool]:
@@ -31,7 +31,7 @@ def value_reads(fns: Iterable[cst.CSTNode], names: set[str]) -> dict[str, bool]:
     them: name -> whether every such read is a test."""
     found: dict[str, bool] = {}
     for fn in fns:
-        parents = {c: n for n in walk(fn) for c in n.children}
+        parents = {c: n for n in walk(fn) for c in children(n)}
         for node in walk(fn):
             if not (_is_self_attr(node) and node.attr.value in names):  # type: ignore[attr-defined]
                 continue

@@ -20,6 +20,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.cst_walk import children
 
 
 def is_generator_function(ctx: FileContext, name: cst.Name) -> bool:
@@ -83,12 +84,12 @@ def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | No
 
 def _walk_own(fn: cst.FunctionDef) -> list[cst.CSTNode]:
     """The nodes of ``fn``'s body outside the functions and classes it defines."""
-    out, stack = [], list(fn.body.children)
+    out, stack = [], list(children(fn.body))
     while stack:
         n = stack.pop()
         out.append(n)
         if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(n.children)
+            stack.extend(children(n))
     return out
 
 
@@ -208,11 +209,11 @@ def _rebound_parameter(ctx: FileContext, use: cst.Name, bindings: list) -> list:
 
 
 def _yields(fn: cst.FunctionDef) -> bool:
-    stack = list(fn.body.children)
+    stack = list(children(fn.body))
     while stack:
         n = stack.pop()
         if isinstance(n, cst.Yield):
             return True
         if not isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            stack.extend(n.children)
+            stack.extend(children(n))
     return False
