@@ -264,7 +264,7 @@ def _block_graph(
         lambda stmt: _set_outputs_values(stmt, var),
     )
     if truthy(kwargs.get("enable_conditionals")):
-        reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
+        reasons += branch_reasons(ctx, block.body.body, collect_nodes(ctx, block))
     batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
     if batch_size is None or is_unset(batch_size.value):
         reasons.append("Pipeline(...) has no batch_size")
