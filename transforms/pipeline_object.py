@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import TypeAlias, TypeGuard
 
 import libcst as cst
 
@@ -72,6 +73,9 @@ from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipel
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
 
+#: the last statement of a ``with`` block: a line, or a small statement of a one-line block
+_Statement: TypeAlias = "cst.BaseStatement | cst.BaseSmallStatement"
+
 
 class PipelineObject(Rule):
     id = "DM201"
@@ -83,7 +87,7 @@ class PipelineObject(Rule):
         ctx = state.ctx
         followed = set()
         for ctor_stmt, assign, call in _pipeline_constructions(ctx):
-            block = _graph_block(ctx, ctor_stmt, assign.targets[0].target.value)
+            block = _graph_block(ctx, ctor_stmt, _target_name(assign))
             if block is None:
                 continue  # not built with a `with` block: refused below
             followed.add(id(call))
@@ -131,7 +135,7 @@ class PipelineObject(Rule):
         followups: list[FollowUp],
     ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
         ctx = state.ctx
-        var = assign.targets[0].target.value
+        var = _target_name(assign)
         graph, kwargs, batch_size = _block_graph(ctx, var, call, block)
         last = block.body.body[-1]
         prefix = graph_prefix(ctx, block)
@@ -140,7 +144,7 @@ class PipelineObject(Rule):
             graph = dataclasses.replace(graph, body=[*moved, *graph.body])
         inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
         own_refs = [block.items[0].item] + [
-            c.func.value  # type: ignore[attr-defined]
+            cst.ensure_type(c.func, cst.Attribute).value
             for c in walk(last)
             if _is_set_outputs(c, var)
         ]
@@ -258,7 +262,7 @@ def _block_graph(
     graph = analyse_graph(
         ctx,
         block,
-        last if outputs_call is not None else None,
+        last if isinstance(last, cst.SimpleStatementLine) and outputs_call is not None else None,
         outputs,
         reasons,
         lambda stmt: _set_outputs_values(stmt, var),
@@ -354,6 +358,11 @@ def _loader_edits(
     return edits + loader_site_edits(ctx, inst, name, rule_id, None, set(), notes, set(), args=[])
 
 
+def _target_name(assign: cst.Assign) -> str:
+    """The name ``pipe = Pipeline(...)`` binds (:func:`_pipeline_constructions` checked it)."""
+    return cst.ensure_type(assign.targets[0].target, cst.Name).value
+
+
 def _pipeline_constructions(
     ctx: FileContext,
 ) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign, cst.Call]]:
@@ -424,7 +433,7 @@ def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str)
     return None
 
 
-def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpression] | None:
+def _set_outputs_values(stmt: _Statement, var: str) -> list[cst.BaseExpression] | None:
     """The nodes ``var.set_outputs(...)`` names, when ``stmt`` is that call alone."""
     call = _set_outputs_call(stmt, var)
     if call is None or any(a.keyword is not None or a.star for a in call.args):
@@ -432,7 +441,8 @@ def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpre
     return [a.value for a in call.args]
 
 
-def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
+def _set_outputs_call(stmt: _Statement, var: str) -> cst.Call | None:
+    """``var.set_outputs(...)`` when ``stmt`` is that call alone on its line."""
     if (
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
@@ -440,11 +450,11 @@ def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
     ):
         call = stmt.body[0].value
         if _is_set_outputs(call, var):
-            return call  # type: ignore[return-value]
+            return call
     return None
 
 
-def _is_set_outputs(call: cst.CSTNode, var: str) -> bool:
+def _is_set_outputs(call: cst.CSTNode, var: str) -> TypeGuard[cst.Call]:
     """``call`` is ``var.set_outputs(...)``."""
     return (
         isinstance(call, cst.Call)
