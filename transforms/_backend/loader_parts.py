@@ -18,7 +18,7 @@ from dali_migrate.fixes import Edit
 from .._cst import assigned_names, fresh_name, names_in, source_of, walk
 from . import runtime
 from .iterator_use import IteratorUse
-from .layout import fit
+from .layout import fit, one_line_params
 from .model import Refused
 from .subclasses import body_names, folded_next
 
@@ -128,12 +128,14 @@ def init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
     added = list(params.kwonly_params)
     defaults = any(p.default is not None for p in params.params)
     if plain and (not defaults or all(p.default is not None for p in added)):
-        return params.with_changes(
-            params=[self_param, *params.params, *added],
-            kwonly_params=[],
-            star_arg=cst.MaybeSentinel.DEFAULT,
+        return one_line_params(
+            params.with_changes(
+                params=[self_param, *params.params, *added],
+                kwonly_params=[],
+                star_arg=cst.MaybeSentinel.DEFAULT,
+            )
         )
-    return params.with_changes(params=[self_param, *params.params])
+    return one_line_params(params.with_changes(params=[self_param, *params.params]))
 
 
 def method_def(
