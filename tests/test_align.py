@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dali_migrate.transforms._align import shift_continuation, visual_indent
+from dali_migrate.transforms._align import aligned_after, shift_continuation, visual_indent
 
 
 def _call(code: str) -> cst.Call:
@@ -43,3 +43,11 @@ def test_hanging_and_one_line_calls_are_left_alone():
 def test_nested_calls_move_with_the_outer_one():
     call = _call("f(g(a,\n    b),\n  c)")
     assert _code(shift_continuation(call, 1)) == "f(g(a,\n     b),\n   c)"
+
+
+def test_aligned_after_reads_the_columns_from_the_call():
+    call = _call("f(a,\n      b,\n      c)")  # as written after `x = ` (4 columns)
+    assert aligned_after(call, 4)
+    assert aligned_after(call, 3) and aligned_after(call, 5)  # one column off still counts
+    assert not aligned_after(call, 8)
+    assert not aligned_after(_call("f(\n    a,\n    b)"), 0)

@@ -14,7 +14,10 @@ on the bracket's column.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import libcst as cst
+from libcst.metadata import CodeRange
 
 from ._cst import visited
 
@@ -24,6 +27,33 @@ def visual_indent(call: cst.Call) -> bool:
     if not call.args or _newline_in(call.whitespace_before_args):
         return False
     return any(_newline_in(a) for a in call.args)
+
+
+def aligned_to_bracket(call: cst.Call, positions: Mapping[cst.CSTNode, CodeRange]) -> bool:
+    """``call`` (a node ``positions`` knows) is written in the visual-indent style and each line
+    of its arguments starts where its first argument does (or one column off)."""
+    if call not in positions or not visual_indent(call):
+        return False
+    first = positions[call.args[0]].start
+    starts = [positions[a].start for a in call.args[1:]]
+    return all(abs(p.column - first.column) <= 1 for p in starts if p.line != first.line)
+
+
+def aligned_after(call: cst.Call, head: int) -> bool:
+    """``call``, written ``head`` columns after the start of its statement, has the lines of
+    its arguments aligned with its first argument (or one column off)."""
+    if not visual_indent(call):
+        return False
+    code = cst.Module([]).code_for_node
+    first = head + len(code(call.func)) + len(code(call.whitespace_after_func)) + 1
+    first += len(code(call.whitespace_before_args))
+    starts = [
+        len(a.comma.whitespace_after.last_line.value)
+        for a in call.args[:-1]
+        if isinstance(a.comma, cst.Comma)
+        and isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace)
+    ]
+    return all(abs(col - first) <= 1 for col in starts)
 
 
 def shift_continuation(call: cst.Call, delta: int) -> cst.Call:

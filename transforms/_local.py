@@ -17,7 +17,7 @@ from dali_migrate.cst_walk import children
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
-from ._align import shift_continuation, visual_indent
+from ._align import aligned_to_bracket, shift_continuation
 
 
 class LocalEnv:
@@ -263,20 +263,10 @@ class _Lowering(cst.CSTTransformer):
         """``updated`` with its continuation lines moved as far as its bracket moved when a
         rule renamed the function (``fn.x(a,`` -> ``ndd.x(a,``); a call the tool made (not in
         the module) has no layout of its own to keep."""
-        if updated.func is original.func or not self._aligned_to_bracket(original):
+        if updated.func is original.func or not aligned_to_bracket(original, self.ctx.positions):
             return updated
         code = cst.Module([]).code_for_node
         return shift_continuation(updated, len(code(updated.func)) - len(code(original.func)))
-
-    def _aligned_to_bracket(self, call: cst.Call) -> bool:
-        """``call``, a node of the module, is written in the visual-indent style and each line
-        of its arguments starts where its first argument does (or one column off)."""
-        if call not in self.ctx.parents or not visual_indent(call):
-            return False
-        pos = self.ctx.positions
-        first = pos[call.args[0]].start
-        starts = [pos[a].start for a in call.args[1:]]
-        return all(abs(p.column - first.column) <= 1 for p in starts if p.line != first.line)
 
 
 def lower(

@@ -15,6 +15,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
+from .._align import aligned_after, shift_continuation
 from .._cst import assigned_names, fresh_name, names_in, source_of, walk
 from . import runtime
 from .iterator_use import IteratorUse
@@ -178,6 +179,23 @@ class ToSelf(cst.CSTTransformer):
         if self.skip or updated.value not in self.names:
             return updated
         return cst.Attribute(cst.Name("self"), cst.Name(updated.value))
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        """A call's argument lines aligned with its bracket move with it (``x = f(a,`` ->
+        ``self.x = f(a,``)."""
+        old, new = original.value, updated.value
+        if not (isinstance(old, cst.Call) and isinstance(new, cst.Call)):
+            return updated
+        head = _head(original)
+        delta = _head(updated) + len(source_of(new.func)) - head - len(source_of(old.func))
+        if delta == 0 or not aligned_after(old, head):
+            return updated
+        return updated.with_changes(value=shift_continuation(new, delta))
+
+
+def _head(assign: cst.Assign) -> int:
+    """The columns of ``a = b = `` before an assignment's value."""
+    return sum(len(source_of(t)) for t in assign.targets)
 
 
 def renamed(node: cst.CSTNode, names: set[str]) -> cst.CSTNode:
