@@ -466,8 +466,7 @@ def _always_a_node(ctx: FileContext, call: cst.Call, kind: str) -> bool:
 
 
 def _scalar_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
-    """A scalar constant given as an operator's keyword argument: pipeline mode passed its
-    value (converted to its dtype), as a plain argument."""
+    """A scalar constant as an operator's keyword argument: its value, converted to its dtype."""
     parent = ctx.parents.get(call)
     if not isinstance(parent, cst.Arg) or parent.keyword is None:
         return None
