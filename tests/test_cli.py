@@ -898,8 +898,11 @@ def test_explain():
     assert result.exit_code == EXIT_OK
     assert result.stdout.startswith("DM200 pipeline-def (safe)")
     assert "@pipeline_def" in result.stdout
-    assert "Before::" in result.stdout and "After::" in result.stdout
+    # the before/after is the rule's fixture pair, word for word (tests/test_rule_examples.py)
+    assert "Before (``fixtures/DM200/canonical.in.py``)::" in result.stdout
+    assert "After (``fixtures/DM200/canonical.out.py``)::" in result.stdout
     assert "ndd.readers.File" in result.stdout
+    assert "reader.next_epoch(batch_size=batch_size, capture=True)" in result.stdout
 
 
 def test_explain_by_name_and_unknown():

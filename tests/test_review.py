@@ -259,8 +259,8 @@ def test_question_mark_explains_the_rule_and_asks_again():
     out = result.stdout
     explained = out[out.index(PROMPT + "?") :]
     assert explained.startswith(PROMPT + "?\nDM101 fn-to-ndd (safe)\n")
-    assert "Before::" in explained and "After::" in explained
-    assert "ndd.decoders.image(jpegs)" in explained
+    assert "Before (``fixtures/DM101/" in explained and "After (``fixtures/DM101/" in explained
+    assert "ndd.flip(images, horizontal=1)" in explained
     assert prompts(result) == 3  # the same fix was asked again, then the next one
     assert path.read_text() == apply_fixes(HELPER, [DECODE_FN], todo_markers=False)
 

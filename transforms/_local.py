@@ -17,6 +17,8 @@ from dali_migrate.cst_walk import children
 from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._align import aligned_to_bracket, shift_continuation
+
 
 class LocalEnv:
     """What a local rewrite may rely on where it rewrites.
@@ -253,7 +255,18 @@ class _Lowering(cst.CSTTransformer):
                     self.fired.add(rule.id)
                     if not isinstance(out, type(original)):
                         break  # another kind of node now: the other rules are not about it
+        if isinstance(original, cst.Call) and isinstance(updated, cst.Call):
+            updated = self._aligned(original, updated)
         return updated
+
+    def _aligned(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """``updated`` with its continuation lines moved as far as its bracket moved when a
+        rule renamed the function (``fn.x(a,`` -> ``ndd.x(a,``); a call the tool made (not in
+        the module) has no layout of its own to keep."""
+        if updated.func is original.func or not aligned_to_bracket(original, self.ctx.positions):
+            return updated
+        code = cst.Module([]).code_for_node
+        return shift_continuation(updated, len(code(updated.func)) - len(code(original.func)))
 
 
 def lower(

@@ -1,30 +1,48 @@
 """DM107 constants: ``types.Constant`` and ``fn.constant`` in arithmetic become literals or ``ndd.as_tensor``.
 
-Before::
+Before (``fixtures/DM107/arithmetic.in.py``)::
 
-    scaled = images * types.Constant(2)
-    shifted = images + types.Constant(np.array([0.5, 0.25]))
-    masked = images & types.Constant(15, dtype=types.UINT8)
-    biased = images + fn.constant(idata=[1, 2, 3])
+    import numpy as np
+    from nvidia.dali import fn, types
 
-After (``images`` holds a batch)::
 
-    scaled = images * 2
-    shifted = images + ndd.as_tensor([0.5, 0.25], dtype=ndd.float32)
-    masked = images & ndd.as_tensor(15, dtype=ndd.uint8)
-    biased = images + ndd.as_tensor([1, 2, 3], dtype=ndd.int32)
+    def normalize(jpegs):
+        images = fn.decoders.image(jpegs)
+        scaled = images * types.Constant(2)
+        halved = types.Constant(0.5) * images
+        shifted = images + types.Constant(np.array([0.5, 0.25, 0.125]))
+        low = images & types.Constant(15, dtype=types.UINT8)
+        bias = images + fn.constant(idata=[1, 2, 3])
+        fill = images - types.Constant(3, shape=[3], dtype=types.UINT8)
+        bright = images > types.Constant(200)
+        return scaled, halved, shifted, low, bias, fill, bright
 
-Dynamic mode has no constant operator: a constant combined with a batch in arithmetic is a
-plain Python scalar or a tensor, broadcast to every sample as pipeline mode broadcast its
-constant batch. The dtype is always the one pipeline mode gave (its rules differ from numpy's:
-a float64 array became float32, an int64 array int32, a list of ints int32, a list with a
-float float32), so it is spelled out. Checked against DALI 2.4 on CPU for every form rewritten.
+After (``fixtures/DM107/arithmetic.out.py``)::
 
-Only literal values are rewritten (numbers, flat lists, ``np.array(<literal>)``, a scalar with
-``shape=``), with no ``dtype=`` or a literal ``types.X`` of the same kind, and only as an
-operand of arithmetic or a comparison whose other operand is a data node. Everything else gets
-a TODO: constants used elsewhere (``ndd.Batch.broadcast(value, batch_size)`` where a batch is
-expected), values the tool cannot read (their dtype decides the result), ``layout=``,
+    import numpy as np
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def normalize(jpegs):
+        images = ndd.decoders.image(jpegs)
+        scaled = images * 2
+        halved = 0.5 * images
+        shifted = images + ndd.as_tensor([0.5, 0.25, 0.125], dtype=ndd.float32)
+        low = images & ndd.as_tensor(15, dtype=ndd.uint8)
+        bias = images + ndd.as_tensor([1, 2, 3], dtype=ndd.int32)
+        fill = images - ndd.as_tensor(np.full([3], 3), dtype=ndd.uint8)
+        bright = images > 200
+        return scaled, halved, shifted, low, bias, fill, bright
+
+Dynamic mode has no constant operator: a constant in arithmetic with a batch is a Python scalar or a
+tensor, broadcast to every sample as pipeline mode did, with the dtype pipeline mode gave (float64
+arrays became float32, int64 arrays and lists of ints int32, lists with a float float32: not numpy's
+rules). Every form rewritten was checked against DALI 2.4 on CPU.
+
+Only literals are rewritten (numbers, flat lists, ``np.array(<literal>)``, a scalar with ``shape=``;
+no ``dtype=`` or a literal ``types.X`` of the same kind), as an operand of arithmetic or a
+comparison with a data node. Others get a TODO (``ndd.Batch.broadcast(value, batch_size)`` where a
+batch is expected), as do values the tool cannot read (their dtype decides the result), ``layout=``,
 ``device=``, float64 results and conversions that could round differently.
 
 Safety: safe.
@@ -95,11 +113,10 @@ class Constants(LocalRule[cst.Call]):
             return ctx.todo(
                 self.id,
                 original,
-                f"{what} outside arithmetic with a batch: use {ctx.ndd}.as_tensor(value, "
-                "dtype=...) where it is "
-                f"combined with a batch, or {ctx.ndd}.Batch.broadcast(value, batch_size) where a "
-                "batch is expected "
-                "(pipeline mode made float64 float32 and int64 int32)",
+                f"{what} outside arithmetic with a batch: use {ctx.ndd}.as_tensor(value, dtype=...)"
+                f" where it is combined with a batch, or {ctx.ndd}.Batch.broadcast(value, "
+                "batch_size) where a batch is expected (pipeline mode made float64 float32 and "
+                "int64 int32)",
             )
         try:
             return constant_batch(ctx, original, updated, kind, env.batch_size)
@@ -449,8 +466,7 @@ def _always_a_node(ctx: FileContext, call: cst.Call, kind: str) -> bool:
 
 
 def _scalar_argument(ctx: FileContext, call: cst.Call) -> cst.BaseExpression | None:
-    """A scalar constant given as an operator's keyword argument: pipeline mode passed its
-    value (converted to its dtype), as a plain argument."""
+    """A scalar constant as an operator's keyword argument: its value, converted to its dtype."""
     parent = ctx.parents.get(call)
     if not isinstance(parent, cst.Arg) or parent.keyword is None:
         return None

@@ -1,16 +1,27 @@
 """DM101 fn-to-ndd: pipeline-mode operators become dynamic-mode calls.
 
-Before::
+Before (``fixtures/DM101/aliases.in.py``)::
 
-    images = fn.decoders.image(jpegs)
-    images = fn.image_decoder(jpegs)          # deprecated alias
-    root = dali.math.sqrt(images)
+    import nvidia.dali as dali
+    from nvidia.dali import fn as dfn
+    from nvidia.dali.fn import rotate
 
-After::
 
-    images = ndd.decoders.image(jpegs)
-    images = ndd.decoders.image(jpegs)
-    root = ndd.math.sqrt(images)
+    def rotate_and_root(images, angle):
+        images = rotate(images, angle=angle, fill_value=0)
+        images = dfn.flip(images, horizontal=1)
+        return dali.math.sqrt(dali.fn.cast(images, dtype=dali.types.FLOAT))
+
+After (``fixtures/DM101/aliases.out.py``)::
+
+    import nvidia.dali as dali
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def rotate_and_root(images, angle):
+        images = ndd.rotate(images, angle=angle, fill_value=0)
+        images = ndd.flip(images, horizontal=1)
+        return ndd.math.sqrt(ndd.cast(images, dtype=dali.types.FLOAT))
 
 The operator names come from the catalog generated from DALI: deprecated aliases go to their
 modern name. Operators that dynamic mode lacks (``fn.python_function``, ``fn.shapes``,

@@ -1,14 +1,43 @@
 """DM100 imports: keep the imports right after the other fixes.
 
-Before::
+Before (``fixtures/DM100/keeps_types.in.py``)::
 
-    from nvidia.dali import fn, pipeline_def, types
-    import nvidia.dali.fn as fn
+    #!/usr/bin/env python
+    \"\"\"Module docstring.\"\"\"
+    from __future__ import annotations
 
-After (``types`` is still used, ``fn`` and ``pipeline_def`` are not)::
+    import os
 
+    # DALI imports
+    from nvidia.dali import fn, types
+    from nvidia.dali.types import DALIDataType  # unused before the migration: left alone
+
+
+    def to_float(images):
+        return fn.cast(images, dtype=types.FLOAT)
+
+
+    print(os.getcwd())
+
+After (``fixtures/DM100/keeps_types.out.py``)::
+
+    #!/usr/bin/env python
+    \"\"\"Module docstring.\"\"\"
+    from __future__ import annotations
+
+    import os
+
+    # DALI imports
     from nvidia.dali import types
+    from nvidia.dali.types import DALIDataType  # unused before the migration: left alone
     import nvidia.dali.experimental.dynamic as ndd
+
+
+    def to_float(images):
+        return ndd.cast(images, dtype=types.FLOAT)
+
+
+    print(os.getcwd())
 
 Adds ``import nvidia.dali.experimental.dynamic as ndd`` (and ``import numpy as np`` where a
 rewrite needs it) when the migrated code uses them, and removes the pipeline-mode names that the

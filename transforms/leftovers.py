@@ -1,26 +1,66 @@
 """DM205 leftovers: pipeline-mode API that no other rule migrated or marked gets a TODO where it
 stands, so no file is left silently half-migrated.
 
-Before (``loader.py``: ``TrainPipe`` comes from a module not given to the run)::
+Before (``fixtures/DM205/foreign_pipeline.in.py``)::
 
-    from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+    \"\"\"Pipelines from a module not given to the run: each use of pipeline-mode API gets a TODO.\"\"\"
+    from nvidia.dali import ops
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+
     from pipes import TrainPipe
 
-    pipe = TrainPipe(batch_size=64, num_threads=4, device_id=0)
-    pipe.build()
-    loader = DALIClassificationIterator(pipe, reader_name="Reader")
 
-After::
+    def make_loader(root, batch_size):
+        pipe = TrainPipe(root, batch_size=batch_size, num_threads=4, device_id=0)
+        pipe.build()
+        return DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
 
-    from nvidia.dali.plugin.pytorch import DALIClassificationIterator
+
+    def load_served(path):
+        return Pipeline.deserialize(filename=path)
+
+
+    class Flip:
+        \"\"\"A transform object built from the legacy operator API.\"\"\"
+
+        def __init__(self):
+            self.op = ops.Flip(horizontal=1)
+
+        def __call__(self, images):
+            return self.op(images)
+
+After (``fixtures/DM205/foreign_pipeline.out.py``)::
+
+    \"\"\"Pipelines from a module not given to the run: each use of pipeline-mode API gets a TODO.\"\"\"
+    from nvidia.dali import ops
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.plugin.pytorch import DALIClassificationIterator, LastBatchPolicy
+
     from pipes import TrainPipe
 
-    pipe = TrainPipe(batch_size=64, num_threads=4, device_id=0)
-    pipe.build()
-    # TODO(dali-migrate): DM205: pipeline-mode API left here: DALIClassificationIterator, a framework
-    # iterator: migrate the module that defines its pipeline in the same run, then loop over the
-    # pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)
-    loader = DALIClassificationIterator(pipe, reader_name="Reader")
+
+    def make_loader(root, batch_size):
+        pipe = TrainPipe(root, batch_size=batch_size, num_threads=4, device_id=0)
+        pipe.build()
+        # TODO(dali-migrate): DM205: pipeline-mode API left here: DALIClassificationIterator, LastBatchPolicy.PARTIAL, a framework iterator: migrate the module that defines its pipeline in the same run, then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)
+        return DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)
+
+
+    def load_served(path):
+        # TODO(dali-migrate): DM205: pipeline-mode API left here: Pipeline.deserialize, the Pipeline API, which dynamic mode has no counterpart of: run the operators directly (a serialized pipeline stays in pipeline mode for serving)
+        return Pipeline.deserialize(filename=path)
+
+
+    class Flip:
+        \"\"\"A transform object built from the legacy operator API.\"\"\"
+
+        def __init__(self):
+            # TODO(dali-migrate): DM205: pipeline-mode API left here: ops.Flip, a legacy operator object: where this runs in dynamic mode, make it functools.partial(ndd.flip, <the same arguments>) and call it as before
+            self.op = ops.Flip(horizontal=1)
+
+        def __call__(self, images):
+            return self.op(images)
 
 It runs after every other rule and looks at what they left: references to ``fn``, ``ops``,
 ``Pipeline``, ``pipeline_def``, the framework plugins and ``types.Constant`` outside the code a
@@ -28,7 +68,7 @@ fix rewrites and outside a pipeline another rule already marked. Types, ``tfreco
 and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines.
 
 Safety: safe (it only writes comments).
-"""
+"""  # noqa: E501 (the example is the fixture as the rule writes it)
 
 from __future__ import annotations
 

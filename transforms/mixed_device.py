@@ -1,12 +1,36 @@
 """DM102 mixed-device: ``device="mixed"`` becomes ``device="gpu"``.
 
-Before::
+Before (``fixtures/DM102/decode_helpers.in.py``)::
 
-    images = fn.decoders.image(jpegs, device="mixed")
+    from nvidia.dali import fn
 
-After::
 
-    images = ndd.decoders.image(jpegs, device="gpu")
+    def decode_gpu(jpegs):
+        return fn.decoders.image(jpegs, device='mixed', hw_decoder_load=0.65)
+
+
+    def decode_on(jpegs, device):
+        return fn.decoders.image(jpegs, device=device)
+
+
+    def not_dali(model):
+        return model.to(device="mixed")  # dali is not involved here
+
+After (``fixtures/DM102/decode_helpers.out.py``)::
+
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def decode_gpu(jpegs):
+        return ndd.decoders.image(jpegs, device='gpu', hw_decoder_load=0.65)
+
+
+    def decode_on(jpegs, device):
+        return ndd.decoders.image(jpegs, device="gpu" if device == "mixed" else device)
+
+
+    def not_dali(model):
+        return model.to(device="mixed")  # dali is not involved here
 
 Dynamic mode rejects ``"mixed"`` (``ValueError: Invalid device type: mixed``); ``"gpu"`` selects
 the same hybrid CPU/GPU decoding. A device held in a local variable is followed to its

@@ -1,16 +1,38 @@
 """DM103 node-indexing: indexing a data node becomes ``.slice[...]``.
 
-Before::
+Before (``fixtures/DM103/indexing.in.py``)::
 
-    xy = fn.random.uniform(range=[0, 1], shape=2)
-    crop_x = xy[0]
-    patch = images[10:20, :, 0]
+    from nvidia.dali import fn
 
-After::
 
-    xy = ndd.random.uniform(range=[0, 1], shape=2)
-    crop_x = xy.slice[0]
-    patch = images.slice[10:20, :, 0]
+    def crop_top_left(jpegs, images):
+        shape = fn.peek_image_shape(jpegs)
+        height = shape[0]
+        width = shape[1]
+        half = images[0 : height // 2, 0 : width // 2]
+        return half, height * width
+
+
+    def encode(boxes, labels, anchors):
+        encoded = fn.box_encoder(boxes, labels, anchors=anchors)
+        return encoded[0], encoded[1]  # a tuple of two outputs: plain indexing stays
+
+After (``fixtures/DM103/indexing.out.py``)::
+
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def crop_top_left(jpegs, images):
+        shape = ndd.peek_image_shape(jpegs)
+        height = shape.slice[0]
+        width = shape.slice[1]
+        half = images[0 : height // 2, 0 : width // 2]
+        return half, height * width
+
+
+    def encode(boxes, labels, anchors):
+        encoded = ndd.box_encoder(boxes, labels, anchors=anchors)
+        return encoded[0], encoded[1]  # a tuple of two outputs: plain indexing stays
 
 A ``Batch`` has no ``[]``: ``batch.slice[...]`` indexes inside every sample, as pipeline-mode
 node indexing did. Only names the tool can prove hold a single data node (assigned from a DALI

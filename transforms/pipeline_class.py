@@ -2,45 +2,86 @@
 ``ops.*`` objects created in ``__init__`` and called in ``define_graph``) becomes a dynamic-mode
 generator function of the same name, so ``pipe = TrainPipe(...)`` keeps working.
 
-Before::
+Before (``fixtures/DM202/legacy_ops.in.py``)::
 
-    class TrainPipe(Pipeline):
+    \"\"\"ResNet-style training input, written with the legacy class API.\"\"\"
+    import nvidia.dali.ops as ops
+    import nvidia.dali.types as types
+    from nvidia.dali.pipeline import Pipeline
+
+
+    class HybridTrainPipe(Pipeline):
         def __init__(self, batch_size, num_threads, device_id, data_dir, crop):
-            super().__init__(batch_size, num_threads, device_id, seed=12)
-            self.input = ops.readers.File(file_root=data_dir, random_shuffle=True)
-            self.decode = ops.decoders.Image(device="mixed")
-            self.rrc = ops.RandomResizedCrop(device="gpu", size=crop)
-            self.coin = ops.random.CoinFlip(probability=0.5)
-            self.flip = ops.Flip(device="gpu")
+            super(HybridTrainPipe, self).__init__(batch_size, num_threads, device_id, seed=12 + device_id)
+            self.input = ops.FileReader(file_root=data_dir, shard_id=device_id, num_shards=1, random_shuffle=True)
+            self.decode = ops.ImageDecoder(device="mixed", output_type=types.RGB)
+            self.res = ops.RandomResizedCrop(device="gpu", size=crop, random_area=[0.08, 1.25])
+            self.cmnp = ops.CropMirrorNormalize(
+                device="gpu",
+                dtype=types.FLOAT,
+                output_layout=types.NCHW,
+                crop=(crop, crop),
+                mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+            )
+            self.coin = ops.CoinFlip(probability=0.5)
 
         def define_graph(self):
-            jpegs, labels = self.input(name="Reader")
-            images = self.rrc(self.decode(jpegs))
-            images = self.flip(images, horizontal=self.coin())
-            return images, labels
+            rng = self.coin()
+            self.jpegs, self.labels = self.input(name="Reader")
+            images = self.decode(self.jpegs)
+            images = self.res(images)
+            output = self.cmnp(images.gpu(), mirror=rng)
+            return [output, self.labels]
 
-    pipe = TrainPipe(64, 4, 0, "/data", 224)
+
+    pipe = HybridTrainPipe(batch_size=256, num_threads=4, device_id=0, data_dir="/data/train", crop=224)
     pipe.build()
-    images, labels = pipe.run()
+    for _ in range(10):
+        images, labels = pipe.run()
 
-After::
+After (``fixtures/DM202/legacy_ops.out.py``)::
 
-    def TrainPipe(batch_size, num_threads, device_id, data_dir, crop):
-        \"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
-        ndd.set_num_threads(num_threads)
-        reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=12)
-        rng = ndd.random.RNG(seed=12)
+    \"\"\"ResNet-style training input, written with the legacy class API.\"\"\"
+    import nvidia.dali.experimental.dynamic as ndd
+    import nvidia.dali.types as types
+
+
+    def HybridTrainPipe(batch_size, num_threads, device_id, data_dir, crop):
+        \"\"\"Yields (output, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
+        reader = ndd.readers.File(
+            file_root=data_dir,
+            shard_id=device_id,
+            num_shards=1,
+            random_shuffle=True,
+            seed=12 + device_id,
+        )
+        rng_ = ndd.random.RNG(seed=12 + device_id)
+        # capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time
         while True:
-            for jpegs, labels in reader.next_epoch(batch_size=batch_size):
+            for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
+                rng = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng_)
+                images = ndd.decoders.image(jpegs, device="gpu", output_type=types.RGB)
                 images = ndd.random_resized_crop(
-                    ndd.decoders.image(jpegs, device="gpu"), device="gpu", size=crop, rng=rng
+                    images, device="gpu", size=crop, random_area=[0.08, 1.25], rng=rng_
                 )
-                flip = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
-                images = ndd.flip(images, horizontal=flip, device="gpu")
-                yield images, labels
+                output = ndd.crop_mirror_normalize(
+                    images.gpu(),
+                    device="gpu",
+                    dtype=types.FLOAT,
+                    output_layout=types.NCHW,
+                    crop=(crop, crop),
+                    mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                    std=[0.229 * 255, 0.224 * 255, 0.225 * 255],
+                    mirror=rng,
+                )
+                yield output, labels
 
-    pipe = TrainPipe(64, 4, 0, "/data", 224)
-    images, labels = next(pipe)
+
+    ndd.set_num_threads(4)
+    pipe = HybridTrainPipe(batch_size=256, num_threads=4, device_id=0, data_dir="/data/train", crop=224)
+    for _ in range(10):
+        images, labels = next(pipe)
 
 How: ``__init__`` and ``define_graph`` are merged into one graph function (each call of an
 operator object becomes the operator call with the object's arguments; ``self.x`` attributes

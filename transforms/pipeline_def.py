@@ -1,7 +1,10 @@
 """DM200 pipeline-def: a ``@pipeline_def`` function and its use sites become a dynamic-mode
 generator that yields what ``pipe.run()`` returned.
 
-Before::
+Before (``fixtures/DM200/canonical.in.py``)::
+
+    from nvidia.dali import pipeline_def, fn
+
 
     @pipeline_def(batch_size=64, num_threads=4, device_id=0, seed=12)
     def train_pipe(data_dir):
@@ -11,30 +14,38 @@ Before::
         images = fn.crop_mirror_normalize(images, crop=(224, 224), mirror=mirror)
         return images, labels
 
-    pipe = train_pipe(data_dir)
-    pipe.build()
-    for step in range(1000):
-        images, labels = pipe.run()
-        train_step(images.as_tensor(), labels.as_tensor())
 
-After::
+    def train(data_dir, train_step):
+        pipe = train_pipe(data_dir)
+        pipe.build()
+        for step in range(1000):
+            images, labels = pipe.run()
+            train_step(images.as_tensor(), labels.as_tensor())
+
+After (``fixtures/DM200/canonical.out.py``)::
+
+    import nvidia.dali.experimental.dynamic as ndd
+
 
     def train_pipe(data_dir, *, batch_size=64, seed=12):
         \"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
         reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=seed)
         rng = ndd.random.RNG(seed=seed)
+        # capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time
         while True:
-            for jpegs, labels in reader.next_epoch(batch_size=batch_size):
+            for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
                 images = ndd.decoders.image(jpegs, device="gpu")
                 mirror = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
                 images = ndd.crop_mirror_normalize(images, crop=(224, 224), mirror=mirror)
                 yield images, labels
 
-    ndd.set_num_threads(4)
-    pipe = train_pipe(data_dir)
-    for step in range(1000):
-        images, labels = next(pipe)
-        train_step(ndd.as_tensor(images), ndd.as_tensor(labels))
+
+    def train(data_dir, train_step):
+        ndd.set_num_threads(4)
+        pipe = train_pipe(data_dir)
+        for step in range(1000):
+            images, labels = next(pipe)
+            train_step(ndd.as_tensor(images), ndd.as_tensor(labels))
 
 The reader is built once, outside the per-batch code, and epochs are chained without end, which
 is exactly the stream ``pipe.run()`` produced (docs/dali-facts.md [epochs]). ``batch_size`` and
@@ -49,8 +60,8 @@ parameter without one (DALI could not build that pipeline) is the batch size. Ou
 through the TensorList API are rewritten to the Batch API.
 
 With ``enable_conditionals=True``, an ``if``/``else`` on data nodes becomes per-sample code:
-split by index, each branch on its sub-batch, merged back in order (``_conditionals.py`` says
-which shapes are supported; the others are refused).
+split by index, each branch on its sub-batch, merged back in order
+(``_backend/conditionals.py`` says which shapes are supported; the others are refused).
 
 Where a call site needs the reader or the pipeline's state (``pipe.epoch_size()``,
 ``pipe.reader_meta()``, ``pipe.checkpoint()``), the function builds them eagerly and returns them
@@ -58,7 +69,7 @@ before the generator of batches: ``reader, pipe = train_pipe(...)``, then
 ``reader.get_metadata()["epoch_size_padded"]``; checkpoints become an ``ndd.checkpoint.Checkpoint``
 (``ckpt.collect()``, ``ckpt.serialize()``; ``train_pipe(..., checkpoint=s)`` restores), whose JSON
 format is not the pipeline's. ``pipe.reset()`` of a pipeline without external sources does nothing
-and is removed (``_handles.py``).
+and is removed (``_backend/handles.py``).
 
 The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
 wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper

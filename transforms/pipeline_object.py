@@ -1,28 +1,55 @@
 """DM201 pipeline-object: a ``Pipeline(...)`` object whose graph is defined in a ``with pipe:``
 block becomes a dynamic-mode generator defined in place of that block.
 
-Before::
+Before (``fixtures/DM201/with_block.in.py``)::
 
-    pipe = Pipeline(batch_size=32, num_threads=4, device_id=0, seed=7)
-    with pipe:
-        jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)
-        images = fn.decoders.image(jpegs, device="mixed")
-        pipe.set_outputs(images, labels)
-    pipe.build()
-    images, labels = pipe.run()
+    import nvidia.dali.fn as fn
+    from nvidia.dali import Pipeline, types
 
-After::
 
-    ndd.set_num_threads(4)
-    def pipe_batches():
-        \"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
-        reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=7)
-        while True:
-            for jpegs, labels in reader.next_epoch(batch_size=32):
-                images = ndd.decoders.image(jpegs, device="gpu")
-                yield images, labels
-    pipe = pipe_batches()
-    images, labels = next(pipe)
+    def show(data_dir):
+        # the training pipeline
+        pipe = Pipeline(batch_size=32, num_threads=4, device_id=0, seed=7, prefetch_queue_depth=3)
+        with pipe:
+            jpegs, labels = fn.readers.file(file_root=data_dir, random_shuffle=True)
+            images = fn.decoders.image(jpegs, device="mixed", output_type=types.RGB)
+            flip = fn.random.coin_flip(probability=0.5)
+            images = fn.flip(images, horizontal=flip)
+            pipe.set_outputs(images, labels)
+        pipe.build()
+        for _ in range(3):
+            images, labels = pipe.run()
+            print(images.as_cpu().at(0).shape, labels.as_array())
+
+After (``fixtures/DM201/with_block.out.py``)::
+
+    import numpy as np
+    import nvidia.dali.experimental.dynamic as ndd
+    from nvidia.dali import types
+
+
+    def show(data_dir):
+        # the training pipeline
+        ndd.set_num_threads(4)
+
+        def pipe_batches():
+            \"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
+            # dali-migrate: dropped prefetch_queue_depth=3: dynamic mode runs each operator when it is
+            # called; there is no prefetch queue
+            reader = ndd.readers.File(file_root=data_dir, random_shuffle=True, seed=7)
+            rng = ndd.random.RNG(seed=7)
+            # capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time
+            while True:
+                for jpegs, labels in reader.next_epoch(batch_size=32, capture=True):
+                    images = ndd.decoders.image(jpegs, device="gpu", output_type=types.RGB)
+                    flip = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
+                    images = ndd.flip(images, horizontal=flip)
+                    yield images, labels
+
+        pipe = pipe_batches()
+        for _ in range(3):
+            images, labels = next(pipe)
+            print(np.asarray(images.cpu().tensors[0]).shape, np.asarray(ndd.as_tensor(labels)))
 
 The graph code runs when the first batch is asked for, not when the block ran: names it reads
 are read then (the same values unless the code reassigns them in between). ``batch_size`` and

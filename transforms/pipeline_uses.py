@@ -1,27 +1,54 @@
 """DM204 pipeline-uses: a ``@pipeline_def`` pipeline imported from another module of the
 project is built and run here; its use sites follow the migration of its definition.
 
-Before (``train.py``; ``pipelines.py`` defines ``train_pipe`` with ``@pipeline_def``)::
+The example is the loop module of a project whose ``pipelines.py`` defines ``train_pipe`` and
+``val_pipe`` with ``@pipeline_def``; DM200 migrates that module in the same run.
 
-    from pipelines import train_pipe
+Before (``fixtures/projects/training/old/trainer/loop.py``)::
 
-    pipe = train_pipe("/data", num_threads=4, prefetch_queue_depth=2)
-    pipe.build()
-    for step in range(100):
-        images, labels = pipe.run()
-        print(images.as_array().shape)
+    \"\"\"The training loop: it never mentions DALI, it only runs the pipelines.\"\"\"
+    from .pipelines import train_pipe, val_pipe
 
-After (``pipelines.py`` migrated by DM200 in the same run)::
 
+    def main(data_dir, iterations):
+        train = train_pipe(data_dir, size=24, prefetch_queue_depth=1)
+        train.build()
+        val = val_pipe(data_dir)
+        val.build()
+        results = []
+        for _ in range(iterations):
+            images, labels = train.run()
+            val_images, val_labels = val.run()
+            results.append((images.as_array(), labels.as_array(), val_images.as_array(), val_labels.as_array()))
+        return results
+
+After (``fixtures/projects/training/new/trainer/loop.py``)::
+
+    \"\"\"The training loop: it never mentions DALI, it only runs the pipelines.\"\"\"
+    from .pipelines import train_pipe, val_pipe
     import numpy as np
     import nvidia.dali.experimental.dynamic as ndd
-    from pipelines import train_pipe
 
-    ndd.set_num_threads(4)
-    pipe = train_pipe("/data")
-    for step in range(100):
-        images, labels = next(pipe)
-        print(np.asarray(ndd.as_tensor(images)).shape)
+
+    def main(data_dir, iterations):
+        ndd.set_num_threads(2)
+        # dali-migrate: dropped prefetch_queue_depth=1: dynamic mode runs each operator when it is
+        # called; there is no prefetch queue
+        train = train_pipe(data_dir, size=24)
+        val = val_pipe(data_dir)
+        results = []
+        for _ in range(iterations):
+            images, labels = next(train)
+            val_images, val_labels = next(val)
+            results.append(
+                (
+                    np.asarray(ndd.as_tensor(images)),
+                    np.asarray(ndd.as_tensor(labels)),
+                    np.asarray(ndd.as_tensor(val_images)),
+                    np.asarray(ndd.as_tensor(val_labels)),
+                )
+            )
+        return results
 
 The definition and its uses are found by a discovery pass over all the paths given to one run
 (``dali-migrate --write src/``): the uses here change when the definition migrates, and those

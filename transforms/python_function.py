@@ -1,20 +1,91 @@
 """DM105 python-function: ``fn.python_function`` becomes plain Python over the samples.
 
-Before::
+Before (``fixtures/DM105/per_sample.in.py``)::
 
-    inverted = fn.python_function(images, function=invert)
-    summed = fn.python_function(images, masks, function=lambda a, m: a * m)
-    hi, lo = fn.python_function(images, function=split, num_outputs=2)
-    scaled = fn.python_function(images, function=scale_batch, batch_processing=True)
-    fn.python_function(images, labels, function=log_batch, batch_processing=True, num_outputs=0)
+    \"\"\"Host-side steps written as Python functions, in helpers that build graph parts.\"\"\"
+    import numpy as np
+    from nvidia.dali import fn
 
-After (``images``, ``masks`` and ``labels`` hold batches)::
 
-    inverted = ndd.as_batch([invert(np.asarray(t)) for t in images.tensors])
-    summed = ndd.as_batch([a * m for a, m in zip(map(np.asarray, images.tensors), map(np.asarray, masks.tensors))])
-    hi, lo = [ndd.as_batch(list(o)) for o in zip(*[split(np.asarray(t)) for t in images.tensors])]
-    scaled = ndd.as_batch(scale_batch([np.asarray(t) for t in images.tensors]))
-    log_batch([np.asarray(t) for t in images.tensors], [np.asarray(t) for t in labels.tensors])
+    def invert(image):
+        return 255 - image
+
+
+    def split_channels(image):
+        return image[..., 0].copy(), image[..., 1:].copy()
+
+
+    def darken(jpegs):
+        images = fn.decoders.image(jpegs)
+        dark = fn.python_function(images, function=invert)
+        return fn.flip(dark, horizontal=1)
+
+
+    def blend(jpegs, other):
+        images = fn.decoders.image(jpegs)
+        others = fn.decoders.image(other)
+        mixed = fn.python_function(images, others, function=lambda a, b: a // 2 + b // 2)
+        return mixed
+
+
+    def channels(jpegs):
+        images = fn.decoders.image(jpegs)
+        first, rest = fn.python_function(images, function=split_channels, num_outputs=2)
+        return first, rest
+
+
+    def with_layout(jpegs):
+        images = fn.decoders.image(jpegs)
+        # the function keeps the HWC layout, which pipeline mode forgot unless told
+        return_value = fn.python_function(images, function=invert, output_layouts="HWC", preserve=True)
+        return return_value
+
+After (``fixtures/DM105/per_sample.out.py``)::
+
+    \"\"\"Host-side steps written as Python functions, in helpers that build graph parts.\"\"\"
+    import numpy as np
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def invert(image):
+        return 255 - image
+
+
+    def split_channels(image):
+        return image[..., 0].copy(), image[..., 1:].copy()
+
+
+    def darken(jpegs):
+        images = ndd.decoders.image(jpegs)
+        dark = ndd.as_batch([invert(np.asarray(t)) for t in images.tensors])
+        return ndd.flip(dark, horizontal=1)
+
+
+    def blend(jpegs, other):
+        images = ndd.decoders.image(jpegs)
+        others = ndd.decoders.image(other)
+        mixed = ndd.as_batch(
+            [
+                a // 2 + b // 2
+                for a, b in zip(map(np.asarray, images.tensors), map(np.asarray, others.tensors))
+            ]
+        )
+        return mixed
+
+
+    def channels(jpegs):
+        images = ndd.decoders.image(jpegs)
+        first, rest = [
+            ndd.as_batch(list(o)) for o in zip(*[split_channels(np.asarray(t)) for t in images.tensors])
+        ]
+        return first, rest
+
+
+    def with_layout(jpegs):
+        images = ndd.decoders.image(jpegs)
+        # the function keeps the HWC layout, which pipeline mode forgot unless told
+        return_value = ndd.as_batch([invert(np.asarray(t)) for t in images.tensors], layout="HWC")
+        return return_value
 
 Dynamic mode has no ``python_function``: the function is called on each sample as a numpy
 array, in sample order, exactly as pipeline mode did (``batch_processing=False``, the default),

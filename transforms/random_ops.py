@@ -1,14 +1,50 @@
 """DM104 random-ops: random operators get ``batch_size=`` and ``rng=``.
 
-Before::
+Before (``fixtures/DM104/in_pipeline.in.py``)::
 
-    mirror = fn.random.coin_flip(probability=0.5)
-    images = fn.random_resized_crop(images, size=(224, 224), seed=7)
+    from nvidia.dali import fn, pipeline_def
 
-After (inside a migrated pipeline whose reader yields ``jpegs``)::
 
-    mirror = ndd.random.coin_flip(batch_size=jpegs.batch_size, probability=0.5, rng=rng)
-    images = ndd.random_resized_crop(images, size=(224, 224), rng=rng)
+    @pipeline_def(batch_size=16, num_threads=2, device_id=None, seed=99)
+    def augmenting(root):
+        jpegs, labels = fn.readers.file(file_root=root)
+        images = fn.decoders.image(jpegs)
+        images = fn.random_resized_crop(images, size=(64, 64), seed=7)
+        angle = fn.random.uniform(range=(-10.0, 10.0))
+        shift = fn.random.uniform(range=(0, 4), shape=2)
+        images = fn.rotate(images, angle=angle, fill_value=0)
+        images = fn.noise.gaussian(images, stddev=5.0)
+        return images, shift, labels
+
+
+    pipe = augmenting("/data")
+    pipe.build()
+    images, shift, labels = pipe.run()
+
+After (``fixtures/DM104/in_pipeline.out.py``)::
+
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def augmenting(root, *, batch_size=16, seed=99):
+        \"\"\"Yields (images, shift, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"
+        reader = ndd.readers.File(file_root=root)
+        rng = ndd.random.RNG(seed=seed)
+        # capture=True: runs the loop as one prebuilt graph; one such loop can be active at a time
+        while True:
+            for jpegs, labels in reader.next_epoch(batch_size=batch_size, capture=True):
+                images = ndd.decoders.image(jpegs)
+                images = ndd.random_resized_crop(images, size=(64, 64), rng=rng)
+                angle = ndd.random.uniform(batch_size=jpegs.batch_size, range=(-10.0, 10.0), rng=rng)
+                shift = ndd.random.uniform(batch_size=jpegs.batch_size, range=(0, 4), shape=2, rng=rng)
+                images = ndd.rotate(images, angle=angle, fill_value=0)
+                images = ndd.noise.gaussian(images, stddev=5.0, rng=rng)
+                yield images, shift, labels
+
+
+    ndd.set_num_threads(2)
+    pipe = augmenting("/data")
+    images, shift, labels = next(pipe)
 
 Dynamic mode has no pipeline batch size to inherit: a random operator without a batch input
 needs ``batch_size=`` (without it, it returns one sample, broadcast to every sample where used

@@ -1,16 +1,54 @@
 """DM106 shapes: ``fn.shapes(x)`` and ``x.shape()`` become a batch built from ``x.shape``.
 
-Before::
+Before (``fixtures/DM106/shapes.in.py``)::
 
-    sizes = fn.shapes(images)
-    hw = fn.shapes(images, dtype=types.INT32)
-    dims = images.shape()
+    import nvidia.dali.fn as fn
+    import nvidia.dali.types as types
 
-After (``images`` holds a batch)::
 
-    sizes = ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
-    hw = ndd.as_batch([np.array(s, dtype=np.int32) for s in images.shape])
-    dims = ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
+    def sizes(jpegs):
+        images = fn.decoders.image(jpegs)
+        shape = fn.shapes(images)
+        hw = fn.shapes(images, dtype=types.INT32)
+        return shape, hw
+
+
+    def node_method(jpegs):
+        images = fn.decoders.image(jpegs)
+        return images.shape()
+
+
+    def crop_window(jpegs):
+        images = fn.decoders.image(jpegs)
+        return fn.slice(images, 0, images.shape(dtype=types.FLOAT) * 0.5, normalized_anchor=False, normalized_shape=False)
+
+After (``fixtures/DM106/shapes.out.py``)::
+
+    import numpy as np
+    import nvidia.dali.experimental.dynamic as ndd
+
+
+    def sizes(jpegs):
+        images = ndd.decoders.image(jpegs)
+        shape = ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
+        hw = ndd.as_batch([np.array(s, dtype=np.int32) for s in images.shape])
+        return shape, hw
+
+
+    def node_method(jpegs):
+        images = ndd.decoders.image(jpegs)
+        return ndd.as_batch([np.array(s, dtype=np.int64) for s in images.shape])
+
+
+    def crop_window(jpegs):
+        images = ndd.decoders.image(jpegs)
+        return ndd.slice(
+            images,
+            0,
+            ndd.as_batch([np.array(s, dtype=np.float32) for s in images.shape]) * 0.5,
+            normalized_anchor=False,
+            normalized_shape=False,
+        )
 
 Dynamic mode has no ``shapes`` operator (deprecated since DALI 1.44), and ``Batch.shape`` is a
 property: a Python list with one shape tuple per sample. Pipeline mode gave one 1-D tensor per
@@ -28,7 +66,7 @@ checked), and inputs the tool cannot prove are data nodes (function parameters, 
 assign them to a variable first).
 
 Safety: safe.
-"""
+"""  # noqa: E501 (the example is the fixture as the rule writes it)
 
 from __future__ import annotations
 

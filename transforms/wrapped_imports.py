@@ -8,30 +8,66 @@ migrate as if ``import nvidia.dali as dali`` had been written. This rule marks t
 callee whose name says it imports DALI but not that it returns the ``nvidia.dali`` package
 (``import_dali_lazily()``), and a name bound by wrapper calls of different modules.
 
-Before::
+Before (``fixtures/DM206/unfollowed_wrapper.in.py``)::
 
+    \"\"\"A helper whose name says it imports DALI, but not that it returns the nvidia.dali package:
+    the tool does not follow it and marks each pipeline-mode use.\"\"\"
     from .compat import import_dali_lazily
+    from .registry import load_pipeline_module
 
     dali = import_dali_lazily()
+    pipes = load_pipeline_module()
+
 
     def augment(images):
         return dali.fn.flip(images, horizontal=1)
 
-After::
 
+    def layout():
+        return dali.types.NHWC
+
+
+    def build(root, batch):
+        pipe = dali.Pipeline(batch_size=batch, num_threads=2, device_id=None)
+        with pipe:
+            jpegs, labels = dali.fn.readers.file(file_root=root)
+            pipe.set_outputs(dali.fn.decoders.image(jpegs), labels)
+        return pipe
+
+After (``fixtures/DM206/unfollowed_wrapper.out.py``)::
+
+    \"\"\"A helper whose name says it imports DALI, but not that it returns the nvidia.dali package:
+    the tool does not follow it and marks each pipeline-mode use.\"\"\"
     from .compat import import_dali_lazily
+    from .registry import load_pipeline_module
 
     dali = import_dali_lazily()
+    pipes = load_pipeline_module()
+
 
     def augment(images):
-        # TODO(dali-migrate): DM206: `dali.fn.flip`: pipeline-mode API reached through `dali =
-        # import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, ...
+        # TODO(dali-migrate): DM206: `dali.fn.flip`: pipeline-mode API reached through `dali = import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, or import DALI and run again
         return dali.fn.flip(images, horizontal=1)
+
+
+    def layout():
+        return dali.types.NHWC
+
+
+    def build(root, batch):
+        # TODO(dali-migrate): DM206: `dali.Pipeline`: pipeline-mode API reached through `dali = import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, or import DALI and run again
+        pipe = dali.Pipeline(batch_size=batch, num_threads=2, device_id=None)
+        with pipe:
+            # TODO(dali-migrate): DM206: `dali.fn.readers.file`: pipeline-mode API reached through `dali = import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, or import DALI and run again
+            jpegs, labels = dali.fn.readers.file(file_root=root)
+            # TODO(dali-migrate): DM206: `dali.fn.decoders.image`: pipeline-mode API reached through `dali = import_dali_lazily(...)`, which the tool does not follow: migrate it to ndd by hand, or import DALI and run again
+            pipe.set_outputs(dali.fn.decoders.image(jpegs), labels)
+        return pipe
 
 Other uses (``dali.types.FLOAT``) are not pipeline-mode API.
 
 Safety: safe (it only writes comments).
-"""
+"""  # noqa: E501 (the example is the fixture as the rule writes it)
 
 from __future__ import annotations
 

@@ -34,8 +34,10 @@ class FileState:
 class Rule:
     """A transform. Subclasses set the class attributes and implement :meth:`run`.
 
-    The class docstring is the rule's documentation: what it rewrites, a before/after, and
-    when its fix is unsafe. ``dali-migrate --explain DMxxx`` prints it.
+    The docstring of the rule's module is its documentation, which ``dali-migrate --explain
+    DMxxx`` prints: what it rewrites, a before/after, and when its fix is unsafe. The
+    before/after is one of the rule's fixture pairs, copied word for word under headers that
+    name the files (``tests/test_rule_examples.py`` holds the copies equal to the files).
     """
 
     id: ClassVar[str]

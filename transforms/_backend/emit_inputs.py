@@ -10,6 +10,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic
 
+from .._align import aligned_to_bracket, shift_continuation
 from .._cst import (
     append_arg,
     free_names,
@@ -17,6 +18,7 @@ from .._cst import (
     kwarg,
     names_in,
     remove_args,
+    source_of,
     statement,
     truthy,
 )
@@ -46,6 +48,7 @@ class InputPhases(EmitState):
             call = self.plain(use.call)
             assert isinstance(call, cst.Call)
             value = call.with_changes(func=cls, args=self._reader_args(use, list(call.args)))
+            value = self._realigned(use, value, f"{var} = ")
             assign = cst.Assign([cst.AssignTarget(cst.Name(var))], value)
             # (a guarded reader's statement stays in the loop with its comments)
             lines = [] if use.inline or use.guards else list(use.stmt.leading_lines)
@@ -59,6 +62,16 @@ class InputPhases(EmitState):
                 hoisted.append(use.top)
             guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
         return [(skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s for s in hoisted]
+
+    def _realigned(self, use: ReaderUse, value: cst.Call, head: str) -> cst.Call:
+        """The reader's call, now ``head`` + ``value``, with the lines of its arguments moved
+        as far as its bracket moved, where they were aligned with it."""
+        pos = self.ctx.positions
+        if not aligned_to_bracket(use.call, pos) or use.stmt not in pos:
+            return value
+        before = pos[use.call.args[0]].start.column - pos[use.stmt].start.column
+        after = len(head) + len(source_of(value.func)) + 1
+        return shift_continuation(value, after - before)
 
     def _reader_name(self, use: ReaderUse) -> str:
         """The variable of a reader built before the loop; readers made in different branches

@@ -185,3 +185,35 @@ def _spread(elements: list, indent: str, one_per_line: bool):
     ]
     out[-1] = out[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return out, _newline("")
+
+
+def one_line_params(params: cst.Parameters) -> cst.Parameters:
+    """``params`` written on one line, where they were spread over several lines without
+    comments: a parameter list made of the pipeline's parameters and new ones (``self``) would
+    otherwise mix the two layouts. A line that is then too long is wrapped with the others."""
+    code = cst.Module([]).code_for_node(params)
+    if "\n" not in code or "#" in code:
+        return params
+
+    def tight(p: cst.Param) -> cst.Param:
+        return p.with_changes(
+            comma=cst.MaybeSentinel.DEFAULT,
+            whitespace_after_star=cst.SimpleWhitespace(""),
+            whitespace_after_param=cst.SimpleWhitespace(""),
+        )
+
+    star = params.star_arg
+    if isinstance(star, cst.Param):
+        star = tight(star)
+    elif isinstance(star, cst.ParamStar):
+        star = cst.ParamStar()
+    return params.with_changes(
+        posonly_params=[tight(p) for p in params.posonly_params],
+        posonly_ind=cst.MaybeSentinel.DEFAULT
+        if isinstance(params.posonly_ind, cst.MaybeSentinel)
+        else cst.ParamSlash(),
+        params=[tight(p) for p in params.params],
+        star_arg=star,
+        kwonly_params=[tight(p) for p in params.kwonly_params],
+        star_kwarg=tight(params.star_kwarg) if params.star_kwarg is not None else None,
+    )

@@ -17,10 +17,11 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
+from .._align import aligned_after, shift_continuation
 from .._cst import assigned_names, fresh_name, names_in, source_of, visited, walk
 from . import runtime
 from .iterator_use import IteratorUse
-from .layout import fit
+from .layout import fit, one_line_params
 from .model import Refused
 from .subclasses import body_names, folded_next
 
@@ -136,12 +137,14 @@ def init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
     added = list(params.kwonly_params)
     defaults = any(p.default is not None for p in params.params)
     if plain and (not defaults or all(p.default is not None for p in added)):
-        return params.with_changes(
-            params=[self_param, *params.params, *added],
-            kwonly_params=[],
-            star_arg=cst.MaybeSentinel.DEFAULT,
+        return one_line_params(
+            params.with_changes(
+                params=[self_param, *params.params, *added],
+                kwonly_params=[],
+                star_arg=cst.MaybeSentinel.DEFAULT,
+            )
         )
-    return params.with_changes(params=[self_param, *params.params])
+    return one_line_params(params.with_changes(params=[self_param, *params.params]))
 
 
 def method_def(
@@ -184,6 +187,23 @@ class ToSelf(cst.CSTTransformer):
         if self.skip or updated.value not in self.names:
             return updated
         return cst.Attribute(cst.Name("self"), cst.Name(updated.value))
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        """A call's argument lines aligned with its bracket move with it (``x = f(a,`` ->
+        ``self.x = f(a,``)."""
+        old, new = original.value, updated.value
+        if not (isinstance(old, cst.Call) and isinstance(new, cst.Call)):
+            return updated
+        head = _head(original)
+        delta = _head(updated) + len(source_of(new.func)) - head - len(source_of(old.func))
+        if delta == 0 or not aligned_after(old, head):
+            return updated
+        return updated.with_changes(value=shift_continuation(new, delta))
+
+
+def _head(assign: cst.Assign) -> int:
+    """The columns of ``a = b = `` before an assignment's value."""
+    return sum(len(source_of(t)) for t in assign.targets)
 
 
 def renamed(node: _Node, names: set[str]) -> _Node:

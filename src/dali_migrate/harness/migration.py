@@ -87,7 +87,7 @@ def verify_migration(
     nothing of the file is written; ``line_length``: where the code written is wrapped when
     only some fixes are kept (the migration's default when None); ``options``: those of
     :func:`dali_migrate.verify`."""
-    from .. import apply_fixes, migrate_source
+    from ..api import apply_fixes, migrate_source
     from ..wrap import DEFAULT_LINE_LENGTH
 
     path = Path(path)

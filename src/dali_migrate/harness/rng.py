@@ -1,6 +1,6 @@
 """Record and replay of random states: what makes random operators comparable.
 
-Facts this rests on (``dali-semantics.md`` sections 2.1-2.5, checked on DALI 2.4.0):
+Facts this rests on (DALI 2.4.0; the probes are in `docs/dali-facts.md`, "Random operators"):
 
 * every dynamic-mode (ndd) random call draws exactly one 7-word state from its RNG, through the
   private ``nvidia.dali.experimental.dynamic.random._draw_state``, once per call (not per
