@@ -70,3 +70,19 @@ def test_leftovers_says_nothing_where_a_pipeline_refusal_already_did():
     )
     r = migrate_source(code)
     assert [d.rule for d in r.diagnostics if d.severity == "todo"] == ["DM200"]
+
+
+def test_a_bytes_reader_name_does_not_key_the_metadata():
+    # pipe.epoch_size() without a name gave {name: size}: a bytes name= is no name to key it by
+    code = (
+        "from nvidia.dali import fn, pipeline_def\n\n\n"
+        "@pipeline_def(batch_size=4, num_threads=2, device_id=None)\n"
+        "def numbers(root):\n"
+        '    return fn.readers.numpy(file_root=root, name=b"Reader")\n\n\n'
+        "pipe = numbers('/d')\npipe.build()\nsizes = pipe.epoch_size()\n"
+    )
+    out = migrate_source(code).code
+    assert "b'Reader'" not in out
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("sizes = "))
+    assert lines[i - 1].startswith(TODO) and "no name=" in lines[i - 1]

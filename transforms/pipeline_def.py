@@ -203,7 +203,10 @@ class PipelineDef(Rule):
             unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
             units.append(unit)
         runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
+        # where set_num_threads is written already: the blocks of the generators' sites, the
+        # (block, text) of the loaders' sites
         threads_set: set[int] = set()
+        loader_threads: set[tuple[int, str]] = set()
         shared = SharedStatements()  # pipes = [a(), b()]: one rewrite of the statement for both
         may_capture = _may_capture(ctx)
         taken = False  # DALI 2.4 lets one capture loop be active at a time: the first made gets it
@@ -212,7 +215,7 @@ class PipelineDef(Rule):
             unit.capture_elsewhere = alone and taken
             try:
                 unit.edits, unit.included = self._rewrite(
-                    state, unit, alone and not taken, runs, threads_set, shared
+                    state, unit, alone and not taken, runs, (threads_set, loader_threads), shared
                 )
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
@@ -275,7 +278,11 @@ class PipelineDef(Rule):
             else None
         )
         outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-        outputs_stmt = last if isinstance(ret, cst.Return) else None
+        outputs_stmt = (
+            last
+            if isinstance(last, cst.SimpleStatementLine) and isinstance(ret, cst.Return)
+            else None
+        )
         graph = analyse_graph(
             ctx, fn, outputs_stmt, outputs, reasons, returned_values, current_ok=True
         )
@@ -327,7 +334,7 @@ class PipelineDef(Rule):
         unit: _Unit,
         capture: bool,
         runs: tuple[cst.Call, ...],
-        threads_set: set[int],
+        threads_written: tuple[set[int], set[tuple[int, str]]],
         shared: SharedStatements,
     ) -> tuple[list[Edit], list[str]]:
         """The function and its followed use sites; ``capture``: its loop runs in capture mode
@@ -367,7 +374,7 @@ class PipelineDef(Rule):
         edits += loader_edits if loader else []
         kept = existing | ({RESTORE_PARAM} if needs.restore else set())
         edits += self._site_edits(
-            ctx, unit, cls if loader else None, kept, runs, threads_set, shared
+            ctx, unit, cls if loader else None, kept, runs, threads_written, shared
         )
         # the outputs of two instances' runs in one scope are found from each of them
         edits = list({(e.start, e.end, e.text): e for e in edits}.values())
@@ -456,18 +463,19 @@ class PipelineDef(Rule):
         loader_cls: str | None,
         kept: set[str],
         runs: tuple[cst.Call, ...],
-        threads_set: set[int],
+        threads_written: tuple[set[int], set[tuple[int, str]]],
         shared: SharedStatements,
     ) -> list[Edit]:
         """The edits of each use site: of a plain generator, or of the loader class
         ``loader_cls`` where the pipeline was iterated by a framework iterator."""
         dec_kwargs, notes = unit.dec_kwargs, unit.notes
+        threads_set, loader_threads = threads_written
         edits: list[Edit] = []
         for inst in unit.instances:
             if loader_cls is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
-                    ctx, inst, loader_cls, self.id, threads, kept, notes, threads_set
+                    ctx, inst, loader_cls, self.id, threads, kept, notes, loader_threads
                 )
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))

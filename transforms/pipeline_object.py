@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import TypeAlias, TypeGuard
 
 import libcst as cst
 
@@ -99,6 +100,9 @@ from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipel
 from ._cst import fresh_name, truthy, walk
 from ._local import collect_nodes
 
+#: the last statement of a ``with`` block: a line, or a small statement of a one-line block
+_Statement: TypeAlias = "cst.BaseStatement | cst.BaseSmallStatement"
+
 
 class PipelineObject(Rule):
     id = "DM201"
@@ -110,7 +114,7 @@ class PipelineObject(Rule):
         ctx = state.ctx
         followed = set()
         for ctor_stmt, assign, call in _pipeline_constructions(ctx):
-            block = _graph_block(ctx, ctor_stmt, assign.targets[0].target.value)
+            block = _graph_block(ctx, ctor_stmt, _target_name(assign))
             if block is None:
                 continue  # not built with a `with` block: refused below
             followed.add(id(call))
@@ -158,7 +162,7 @@ class PipelineObject(Rule):
         followups: list[FollowUp],
     ) -> tuple[list[Edit], list[str], Instance, list[cst.CSTNode]]:
         ctx = state.ctx
-        var = assign.targets[0].target.value
+        var = _target_name(assign)
         graph, kwargs, batch_size = _block_graph(ctx, var, call, block)
         last = block.body.body[-1]
         prefix = graph_prefix(ctx, block)
@@ -167,7 +171,7 @@ class PipelineObject(Rule):
             graph = dataclasses.replace(graph, body=[*moved, *graph.body])
         inst = Instance(ctor_stmt, assign, call, kwargs, label=var)
         own_refs = [block.items[0].item] + [
-            c.func.value  # type: ignore[attr-defined]
+            cst.ensure_type(c.func, cst.Attribute).value
             for c in walk(last)
             if _is_set_outputs(c, var)
         ]
@@ -285,13 +289,13 @@ def _block_graph(
     graph = analyse_graph(
         ctx,
         block,
-        last if outputs_call is not None else None,
+        last if isinstance(last, cst.SimpleStatementLine) and outputs_call is not None else None,
         outputs,
         reasons,
         lambda stmt: _set_outputs_values(stmt, var),
     )
     if truthy(kwargs.get("enable_conditionals")):
-        reasons += branch_reasons(ctx, list(block.body.body), collect_nodes(ctx, block))
+        reasons += branch_reasons(ctx, block.body.body, collect_nodes(ctx, block))
     batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
     if batch_size is None or is_unset(batch_size.value):
         reasons.append("Pipeline(...) has no batch_size")
@@ -381,6 +385,11 @@ def _loader_edits(
     return edits + loader_site_edits(ctx, inst, name, rule_id, None, set(), notes, set(), args=[])
 
 
+def _target_name(assign: cst.Assign) -> str:
+    """The name ``pipe = Pipeline(...)`` binds (:func:`_pipeline_constructions` checked it)."""
+    return cst.ensure_type(assign.targets[0].target, cst.Name).value
+
+
 def _pipeline_constructions(
     ctx: FileContext,
 ) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign, cst.Call]]:
@@ -451,7 +460,7 @@ def _graph_block(ctx: FileContext, ctor_stmt: cst.SimpleStatementLine, var: str)
     return None
 
 
-def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpression] | None:
+def _set_outputs_values(stmt: _Statement, var: str) -> list[cst.BaseExpression] | None:
     """The nodes ``var.set_outputs(...)`` names, when ``stmt`` is that call alone."""
     call = _set_outputs_call(stmt, var)
     if call is None or any(a.keyword is not None or a.star for a in call.args):
@@ -459,7 +468,8 @@ def _set_outputs_values(stmt: cst.BaseStatement, var: str) -> list[cst.BaseExpre
     return [a.value for a in call.args]
 
 
-def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
+def _set_outputs_call(stmt: _Statement, var: str) -> cst.Call | None:
+    """``var.set_outputs(...)`` when ``stmt`` is that call alone on its line."""
     if (
         isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
@@ -467,11 +477,11 @@ def _set_outputs_call(stmt: cst.BaseStatement, var: str) -> cst.Call | None:
     ):
         call = stmt.body[0].value
         if _is_set_outputs(call, var):
-            return call  # type: ignore[return-value]
+            return call
     return None
 
 
-def _is_set_outputs(call: cst.CSTNode, var: str) -> bool:
+def _is_set_outputs(call: cst.CSTNode, var: str) -> TypeGuard[cst.Call]:
     """``call`` is ``var.set_outputs(...)``."""
     return (
         isinstance(call, cst.Call)

@@ -108,7 +108,7 @@ class PipelineUses(Rule):
             if scope is None or isinstance(imp.names, cst.ImportStar):
                 continue
             for alias in imp.names:
-                local = alias.asname.name.value if alias.asname else alias.name.value
+                local = alias.evaluated_alias or alias.evaluated_name  # the name bound here
                 fp = info.foreign.get(local)
                 if fp is None:
                     continue

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypeAlias
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -27,6 +30,10 @@ from .cond_tree import (
 
 #: what ``pred_reasons`` calls an and/or/not tree that is a value (not the test of an ``if``)
 VALUE = "logical expression on data"
+
+#: the statements of a block: lines, or the small statements of a one-line suite
+#: (``def f(): a = b; return a``)
+Statements: TypeAlias = "Sequence[cst.BaseStatement] | Sequence[cst.BaseSmallStatement]"
 
 
 def enclosed_logic_reason(text: str) -> str:
@@ -53,7 +60,7 @@ def has_data_branches(ctx: FileContext, body: cst.CSTNode, nodes: set[str]) -> b
     )
 
 
-def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[str]) -> list[str]:
+def branch_reasons(ctx: FileContext, body: Statements, nodes: set[str]) -> list[str]:
     """Why the data-dependent branches of a pipeline body cannot be migrated (empty: they can)."""
     reasons: list[str] = []
     if body:
@@ -93,7 +100,7 @@ def branch_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[s
     return list(dict.fromkeys(reasons))
 
 
-def helper_reasons(ctx: FileContext, body: list[cst.BaseStatement], nodes: set[str]) -> list[str]:
+def helper_reasons(ctx: FileContext, body: Statements, nodes: set[str]) -> list[str]:
     """Functions of this file that the body calls with data and that branch on it (``if``,
     ``and``/``or``/``not``...): DALI converted them too and ran that logic per sample, where the
     migrated code would call them with whole batches (a batch is always true)."""

@@ -70,7 +70,7 @@ def definition_reasons(
         reasons.append("the pipeline function takes **kwargs")
     reasons += check_pipeline_args(dec_kwargs, "decorator", checkpoints=True)
     if truthy(dec_kwargs.get("enable_conditionals")):
-        reasons += branch_reasons(ctx, list(fn.body.body), collect_nodes(ctx, fn))
+        reasons += branch_reasons(ctx, fn.body.body, collect_nodes(ctx, fn))
     return reasons
 
 

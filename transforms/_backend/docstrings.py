@@ -11,14 +11,21 @@ from dali_migrate.context import FileContext
 
 def is_generated_doc(doc: cst.BaseStatement | None) -> bool:
     """The docstring the structural rules give a migrated pipeline ("Yields (...) ... as Pipeline.run() did")."""
+    return generated_doc_text(doc) is not None
+
+
+def generated_doc_text(doc: cst.BaseStatement | None) -> str | None:
+    """The text of ``doc`` when it is the docstring :func:`is_generated_doc` recognises."""
     if not (
         isinstance(doc, cst.SimpleStatementLine)
         and isinstance(doc.body[0], cst.Expr)
         and isinstance(doc.body[0].value, cst.SimpleString)
     ):
-        return False
+        return None
     text = doc.body[0].value.evaluated_value  # bytes for a b"..." string: never ours
-    return isinstance(text, str) and text.startswith("Yields (") and "as Pipeline.run() did" in text
+    if isinstance(text, str) and text.startswith("Yields (") and "as Pipeline.run() did" in text:
+        return text
+    return None
 
 
 def generator_doc(

@@ -62,14 +62,15 @@ on a pipeline without external sources it does nothing, and it is removed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Edit
 
-from .._cst import fresh_name, truthy, walk
-from .docstrings import is_generated_doc
+from .._cst import fresh_name, leading_lines, truthy, walk
+from .docstrings import generated_doc_text, is_generated_doc
 from .edits import removed_stmt
 from .model import FollowUp, Graph, Instance
 
@@ -90,7 +91,7 @@ FORMAT_NOTE = (
 ITERATORS = ("nvidia.dali.plugin.",)
 
 
-def record_use(ctx: FileContext, inst, method: str, call: cst.Call) -> bool:
+def record_use(ctx: FileContext, inst: Instance, method: str, call: cst.Call) -> bool:
     """``pipe.<method>(...)`` found by follow_pipeline: record it on ``inst`` when it is one this
     module migrates (True), else leave it to be a reason (False)."""
     if method in META_METHODS:
@@ -119,14 +120,18 @@ def abandon_handles(inst: Instance, reasons: dict[int, str], followups: list[Fol
     :func:`handle_reasons`): each becomes a follow-up that says why, and the function stays a
     plain generator of batches."""
     general = reasons.get(0, "")
-    for node in [*inst.meta_calls, *inst.checkpoints, *inst.resets]:
-        call = node if isinstance(node, cst.Call) else node.body[0].value
-        what = f"`{_code(call.func.value)}.{call.func.attr.value}(...)` is not migrated"
+    uses: list[cst.Call | cst.SimpleStatementLine] = [
+        *inst.meta_calls,
+        *inst.checkpoints,
+        *inst.resets,
+    ]
+    for node in uses:
+        call = node if isinstance(node, cst.Call) else _reset_call(node)
+        func = cst.ensure_type(call.func, cst.Attribute)  # pipe.<method>
+        what = f"`{_code(func.value)}.{func.attr.value}(...)` is not migrated"
         why = reasons.get(id(node), general) or "another use of the pipeline is not migrated"
         followups.append(
-            FollowUp(
-                call, what, f"{why}; {PIPELINE_HINTS.get(call.func.attr.value, '')}".strip("; ")
-            )
+            FollowUp(call, what, f"{why}; {PIPELINE_HINTS.get(func.attr.value, '')}".strip("; "))
         )
     if RESTORE_PARAM in inst.kwargs:
         why = reasons.get(id(inst.call), general)
@@ -164,7 +169,7 @@ class Needs:
         return [k for k in ("reader", "checkpoint") if getattr(self, k)]
 
 
-def needs_of(instances: list) -> Needs:
+def needs_of(instances: list[Instance]) -> Needs:
     return Needs(
         reader=any(i.meta_calls for i in instances),
         checkpoint=any(i.checkpoints for i in instances),
@@ -249,7 +254,7 @@ def dropped_checkpointing(enabled: bool, needs: Needs) -> list[cst.EmptyLine]:
 
 
 def wrap_body(
-    ctx: FileContext, body: list[cst.BaseStatement], graph, needs: Needs
+    ctx: FileContext, body: list[cst.BaseStatement], graph: Graph, needs: Needs
 ) -> list[cst.BaseStatement]:
     """The generator body from ``emit_generator_body`` (docstring, setup, the endless loop),
     with the checkpoint built and restored before the loop, made a function that returns the
@@ -266,14 +271,14 @@ def wrap_body(
     outputs, until = _doc_parts(doc)
     batches = fresh_name("batches", taken)
     inner_doc = _doc(f"({outputs}) batches {until} as Pipeline.run() gave them.")
-    first = loop.with_changes(leading_lines=list(loop.leading_lines))
+    first = loop.with_changes(leading_lines=list(leading_lines(loop)))
     inner = cst.FunctionDef(
         name=cst.Name(batches),
         params=cst.Parameters(),
         body=cst.IndentedBlock([inner_doc, first]),
         leading_lines=[cst.EmptyLine(indent=False)],
     )
-    returned = [
+    returned: list[cst.BaseExpression] = [
         cst.Name(graph.handles["readers"][0]) if k == "reader" else cst.Name(ckpt)
         for k in needs.handles
     ]
@@ -295,7 +300,9 @@ def wrap_body(
     return [doc, *setup, inner, ret]
 
 
-def _checkpoint_setup(ctx: FileContext, graph, ckpt: str, restore: bool) -> list[cst.BaseStatement]:
+def _checkpoint_setup(
+    ctx: FileContext, graph: Graph, ckpt: str, restore: bool
+) -> list[cst.BaseStatement]:
     ndd = ctx.ndd
     make = cst.SimpleStatementLine(
         [
@@ -329,7 +336,7 @@ def _checkpoint_setup(ctx: FileContext, graph, ckpt: str, restore: bool) -> list
     return out
 
 
-def name_handles(ctx: FileContext, instances: list, needs: Needs) -> None:
+def name_handles(ctx: FileContext, instances: list[Instance], needs: Needs) -> None:
     """The names each call site binds to the returned handles: ``reader`` / ``ckpt`` for the
     first instance that uses them (``<pipe>_reader`` when taken), ``_`` where unused."""
     if not needs.handles:
@@ -353,13 +360,15 @@ def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
     """``pipe.epoch_size(...)`` / ``reader_meta(...)`` read the reader's metadata,
     ``pipe.checkpoint()`` collects and serializes the Checkpoint, ``pipe.reset()`` goes."""
     edits = [removed_stmt(ctx, stmt) for stmt in inst.resets]
-    reader = inst.handle_names.get("reader")
+    # name_handles named the reader and the checkpoint of an instance that uses them
     for call in inst.meta_calls:
         key = cst.SimpleString(f'"{inst.reader_name}"')
-        edits.append(ctx.expr_edit(call, metadata_value(cst.Name(reader), call, key)))
-    ckpt = inst.handle_names.get("checkpoint")
+        reader = cst.Name(inst.handle_names["reader"])
+        edits.append(ctx.expr_edit(call, metadata_value(reader, call, key)))
     for call in inst.checkpoints:
-        stmt = ctx.enclosing_statement(call)
+        ckpt = inst.handle_names["checkpoint"]
+        # a statement of its own, or _statement_reason refused the checkpoint
+        stmt = cst.ensure_type(ctx.enclosing_statement(call), cst.SimpleStatementLine)
         collect = _call_stmt(ckpt, "collect", []).with_changes(leading_lines=stmt.leading_lines)
         small = stmt.body[0]
         if isinstance(small, cst.Expr) and small.value is call:
@@ -378,7 +387,7 @@ def metadata_value(
     ``reader.get_metadata()["epoch_size_padded"]`` (``reader_meta``: the whole dictionary);
     without a name the pipeline returned ``{key: value}``, ``key`` the reader's name."""
     meta: cst.BaseExpression = cst.Call(cst.Attribute(reader, cst.Name("get_metadata")))
-    if call.func.attr.value == "epoch_size":  # type: ignore[attr-defined]
+    if cst.ensure_type(call.func, cst.Attribute).attr.value == "epoch_size":
         meta = cst.Subscript(
             meta, [cst.SubscriptElement(cst.Index(cst.SimpleString('"epoch_size_padded"')))]
         )
@@ -390,7 +399,7 @@ def metadata_value(
 # -- small helpers ----------------------------------------------------------------------------
 
 
-def _reader_name(graph) -> str | None:
+def _reader_name(graph: Graph) -> str | None:
     if len(graph.readers) != 1:
         return None
     for a in graph.readers[0].call.args:
@@ -399,11 +408,12 @@ def _reader_name(graph) -> str | None:
             and a.keyword.value == "name"
             and isinstance(a.value, cst.SimpleString)
         ):
-            return a.value.evaluated_value
+            value = a.value.evaluated_value
+            return value if isinstance(value, str) else None  # a bytes name= names no reader
     return None
 
 
-def name_arg(call: cst.Call):
+def name_arg(call: cst.Call) -> cst.BaseExpression | Literal[False] | None:
     """The reader name a metadata call passes: None (none), the expression, or False (other
     arguments)."""
     if not call.args:
@@ -460,7 +470,8 @@ def _underscore_read(ctx: FileContext) -> bool:
         return True
     for n in walk(ctx.module):
         if isinstance(n, cst.Name) and n.value == "_":
-            node, parent = n, ctx.parents.get(n)
+            node: cst.CSTNode = n
+            parent = ctx.parents.get(n)
             while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
                 node, parent = parent, ctx.parents.get(parent)
             stored = (isinstance(parent, cst.AssignTarget) and parent.target is node) or (
@@ -469,6 +480,11 @@ def _underscore_read(ctx: FileContext) -> bool:
             if not stored:
                 return True
     return False
+
+
+def _reset_call(stmt: cst.SimpleStatementLine) -> cst.Call:
+    """The call of a recorded ``pipe.reset()`` statement (record_use checked its shape)."""
+    return cst.ensure_type(cst.ensure_type(stmt.body[0], cst.Expr).value, cst.Call)
 
 
 def _call_stmt(obj: str, method: str, args: list[cst.Arg]) -> cst.SimpleStatementLine:
@@ -483,9 +499,9 @@ def _doc(text: str) -> cst.SimpleStatementLine:
 
 def _doc_parts(doc: cst.BaseStatement) -> tuple[str, str]:
     """The output names and the "until" phrase of a generated docstring."""
-    if not is_generated_doc(doc):
+    text = generated_doc_text(doc)
+    if text is None:
         return "output", "epoch after epoch, without end,"
-    text = doc.body[0].value.evaluated_value
     outputs = text[text.index("(") + 1 : text.index(")")]
     until = text[text.index("batches ") + len("batches ") : text.index(" as Pipeline.run()")]
     return outputs, until

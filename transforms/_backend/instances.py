@@ -6,6 +6,8 @@ the tool cannot rewrite, to be marked where it stands.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -86,7 +88,7 @@ def follow_pipeline(
         )
         if why is None:
             followups.append(FollowUp(use, _describe(ctx, use, label)))
-        elif why:
+        elif isinstance(why, FollowUp):  # ("": recorded on inst.iterators)
             followups.append(why)
     for call, label in pending:
         if not adopt_meta_call(ctx, inst, call):
@@ -102,7 +104,7 @@ def _method_or_followup(
     followups: list[FollowUp],
 ) -> None:
     """``pipe.<method>(...)`` recorded on ``inst`` where it is migrated, else a follow-up."""
-    method = call.func.attr.value  # type: ignore[attr-defined]
+    method = cst.ensure_type(call.func, cst.Attribute).attr.value  # pipe.<method>(...)
     if not _method_use(ctx, inst, method, call, with_handles and inst.local):
         hint = PIPELINE_METHOD_HINTS.get(method, "")
         followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
@@ -258,7 +260,7 @@ def find_instances(
 
 def instances_of(
     ctx: FileContext,
-    refs: list[cst.CSTNode],
+    refs: Sequence[cst.CSTNode],
     name: str,
     params: set[str],
     followups: list[FollowUp],

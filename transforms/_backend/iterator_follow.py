@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 
@@ -16,6 +16,8 @@ from dali_migrate.fixes import Diagnostic
 from .._cst import children, in_source_order, scope_label, use_text, walk
 from .iterator_use import IteratorUse
 from .wrappers import binding_of
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 DATALOADER_HOOKS = ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")
 
@@ -54,7 +56,7 @@ class Follower:
         else:
             self._terminal(expr, depth)
 
-    def _bound(self, target: cst.BaseAssignTargetExpression, depth: int) -> None:
+    def _bound(self, target: cst.BaseExpression, depth: int) -> None:
         ctx = self.ctx
         if isinstance(target, cst.Name):
             scope = ctx.scopes.get(target)
@@ -70,7 +72,7 @@ class Follower:
                     )
                 else:
                     self._terminal(ref.node, depth)
-        elif _self_attr(ctx, target) is not None:
+        elif isinstance(target, cst.Attribute) and _self_attr(ctx, target) is not None:
             self._holder(target)
             for read in self._attribute_reads(target):
                 self._terminal(read, depth)
@@ -132,16 +134,12 @@ class Follower:
                 if scope
                 else []
             )
-        if refs is None:
+        if fn is None or refs is None:  # (refs is None where fn is)
             self._opaque(ret)  # to code the tool cannot follow
             return
         if not refs:  # (alone or in a tuple)
             self._opaque(ret)  # callers elsewhere
             return
-        if not refs:
-            self.reasons.append(
-                f"{fn.name.value}() returns the iterator, and is not called in this module"
-            )
         calls = [r for r in refs if isinstance(ctx.parents.get(r), cst.Call)]
         self.use.copies *= max(len(calls), 1)  # each call makes an iterator
         for ref in refs:
@@ -175,7 +173,7 @@ class Follower:
                 "unpacked into names"
             )
             return
-        self._bound(elements[index].value, depth)  # type: ignore[arg-type]
+        self._bound(elements[index].value, depth)
 
     def _method_calls(self, fn: cst.FunctionDef) -> list[cst.CSTNode] | None:
         """The ``<obj>.<method>`` references in the module when ``fn`` is the one function of
@@ -200,8 +198,8 @@ class Follower:
             use.lens.append((node, ""))
         elif _builtin_arg(ctx, node, "next"):
             use.pulls.append(ctx.parents.get(parent))
-        elif _reset_stmt(ctx, node) is not None:
-            use.resets.append(_reset_stmt(ctx, node))
+        elif (reset := _reset_stmt(ctx, node)) is not None:
+            use.resets.append(reset)
             self.reset_callees[id(use.resets[-1])] = tuple(self.within)
         elif (
             isinstance(parent, cst.Attribute)
@@ -246,7 +244,11 @@ class Follower:
             return True  # its parameter's uses are recorded already
         param = _parameter(fn, call, arg, skip)
         scope = ctx.scopes.get(fn.body) if param is not None else None
-        bindings = list(scope.assignments[param.name.value]) if scope is not None else []
+        bindings = (
+            list(scope.assignments[param.name.value])
+            if scope is not None and param is not None
+            else []
+        )
         if param is None or len(bindings) != 1 or bindings[0].node is not param:
             self.reasons.append(
                 f"the parameter of {fn.name.value}() that takes the iterator is rebound"
@@ -470,7 +472,8 @@ def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
     return isinstance(node, (cst.ImportFrom, cst.ImportAlias))
 
 
-def enclosing(ctx: FileContext, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+def enclosing(ctx: FileContext, node: cst.CSTNode, kind: type[_Node]) -> _Node | None:
+    """The nearest ancestor of ``node`` of type ``kind``."""
     cur = ctx.parents.get(node)
     while cur is not None and not isinstance(cur, kind):
         cur = ctx.parents.get(cur)
@@ -592,9 +595,9 @@ def _check_pulls(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None
             )
 
 
-def loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.CSTNode]:
+def loops_around(ctx: FileContext, node: cst.CSTNode) -> list[cst.For | cst.While]:
     """The for/while loops around ``node`` in its function (or module)."""
-    out = []
+    out: list[cst.For | cst.While] = []
     node = ctx.parents.get(node)
     while node is not None and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Module)):
         if isinstance(node, (cst.For, cst.While)):

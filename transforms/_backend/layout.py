@@ -18,16 +18,20 @@ statements with a comment are left as they are.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from .._cst import visited
 
+_Node = TypeVar("_Node", bound=cst.CSTNode)
+
 #: the longest line the back end writes where it can
 LIMIT = 100
 
 
-def fit(node: cst.CSTNode, indent: str, depth: int) -> cst.CSTNode:
+def fit(node: _Node, indent: str, depth: int) -> _Node:
     """``node`` (a statement) with its lines longer than :data:`LIMIT` split; ``depth`` is the
     number of blocks around it and ``indent`` one level of indentation."""
     return visited(node, _Fit(indent, depth))

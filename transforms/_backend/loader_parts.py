@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -16,12 +18,14 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._align import aligned_after, shift_continuation
-from .._cst import assigned_names, fresh_name, names_in, source_of, walk
+from .._cst import assigned_names, fresh_name, names_in, source_of, visited, walk
 from . import runtime
 from .iterator_use import IteratorUse
 from .layout import fit, one_line_params
 from .model import Refused
 from .subclasses import body_names, folded_next
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 @dataclass
@@ -116,8 +120,12 @@ def class_def(
 def class_doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:
     what = "without end" if kind == "endless" else "one epoch per pass"
     if use.dropin:
-        return stmt_of(f'"""Batches as {use.name} gave them; an iterator, as it was."""')
-    return stmt_of(f'"""Batches as {use.name} gave them, {what}."""')
+        return _doc_line(f'"""Batches as {use.name} gave them; an iterator, as it was."""')
+    return _doc_line(f'"""Batches as {use.name} gave them, {what}."""')
+
+
+def _doc_line(text: str) -> cst.SimpleStatementLine:
+    return cst.ensure_type(stmt_of(text), cst.SimpleStatementLine)  # a string on its own line
 
 
 def init_params(fn: cst.FunctionDef, params: cst.Parameters) -> cst.Parameters:
@@ -198,8 +206,9 @@ def _head(assign: cst.Assign) -> int:
     return sum(len(source_of(t)) for t in assign.targets)
 
 
-def renamed(node: cst.CSTNode, names: set[str]) -> cst.CSTNode:
-    return node.visit(ToSelf(names)) if names else node
+def renamed(node: _Node, names: set[str]) -> _Node:
+    """``node`` (a statement) with ``self.<name>`` for each read of ``names``."""
+    return visited(node, ToSelf(names)) if names else node
 
 
 # -- what each batch is, per framework -----------------------------------------------------------
@@ -297,8 +306,7 @@ def _bound_to_module_only(ctx: FileContext, name: str) -> bool:
             if not isinstance(node, cst.Import) or not all(
                 al.asname is None or source_of(al.name) == name
                 for al in node.names
-                if (al.asname.name.value if al.asname else source_of(al.name).split(".")[0])  # type: ignore[union-attr]
-                == name
+                if (al.evaluated_alias if al.asname else source_of(al.name).split(".")[0]) == name
             ):
                 return False
     return found
@@ -313,7 +321,7 @@ def imported_as(ctx: FileContext, module: str) -> str | None:
                 for alias in small.names:
                     dotted = source_of(alias.name)
                     if dotted == module and alias.asname is not None:
-                        return alias.asname.name.value  # type: ignore[union-attr]
+                        return alias.evaluated_alias
                     if alias.asname is None and dotted.split(".")[0] == module:
                         return module
     return None
@@ -358,7 +366,7 @@ def _first_module(stmt: cst.SimpleStatementLine) -> str:
     small = stmt.body[0]
     if isinstance(small, cst.ImportFrom):
         return source_of(small.module) if small.module is not None else ""
-    return source_of(small.names[0].name)  # type: ignore[union-attr]
+    return source_of(cst.ensure_type(small, cst.Import).names[0].name)  # an import block's
 
 
 def _import_key(module: str) -> tuple[int, str]:
@@ -390,7 +398,7 @@ def runtime_helpers(ctx: FileContext, c: LoaderClass) -> list[cst.BaseStatement]
     done = getattr(ctx, "_dali_loader_helpers", None)
     if done is None:
         done = ctx._dali_loader_helpers = set()  # type: ignore[attr-defined]
-    out = []
+    out: list[cst.BaseStatement] = []
     for name in c.helpers:
         if name in done:
             continue
@@ -404,7 +412,7 @@ def runtime_helpers(ctx: FileContext, c: LoaderClass) -> list[cst.BaseStatement]
     return out
 
 
-def bound_in(stmts: list[cst.CSTNode]) -> set[str]:
+def bound_in(stmts: Sequence[cst.CSTNode]) -> set[str]:
     """Every name the statements bind: assignments, loop and comprehension targets, parameters,
     imports, definitions, ``with ... as`` and ``except ... as``."""
     out: set[str] = set()
@@ -419,8 +427,8 @@ def bound_in(stmts: list[cst.CSTNode]) -> set[str]:
                 out |= names_in(n.name)
             elif isinstance(n, cst.ImportAlias):
                 out.add(
-                    n.asname.name.value
-                    if n.asname
+                    n.evaluated_alias
+                    if n.evaluated_alias is not None
                     else cst.Module([]).code_for_node(n.name).split(".")[0]
                 )
     return out

@@ -5,6 +5,7 @@ rule reports a migrated or refused pipeline."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -12,7 +13,7 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
-from .._cst import comment_line, remove_args, walk
+from .._cst import comment_line, leading_lines, remove_args, walk
 from . import handles
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
@@ -86,9 +87,9 @@ class _Joint:
         new = self.whole or self.stmt.visit(_NewCalls(self.calls))
         assert isinstance(new, cst.BaseStatement)
         if self.threads is None:
-            return [new.with_changes(leading_lines=[*self.stmt.leading_lines, *self.lines])]
+            return [new.with_changes(leading_lines=[*leading_lines(self.stmt), *self.lines])]
         return [
-            self.threads.with_changes(leading_lines=self.stmt.leading_lines),
+            self.threads.with_changes(leading_lines=leading_lines(self.stmt)),
             new.with_changes(leading_lines=self.lines),
         ]
 
@@ -227,10 +228,10 @@ def propose_pipeline_fix(
     message: str,
     includes: list[str],
     notes: list[Diagnostic],
-    followups: list[FollowUp] = (),  # type: ignore[assignment]
+    followups: Sequence[FollowUp] = (),
     advice: str = "",
     key: str | None = None,
-    written: list[Diagnostic] = (),  # type: ignore[assignment]
+    written: Sequence[Diagnostic] = (),
 ) -> None:
     """The one fix that migrates a pipeline (definition and use sites) and its notes. Each
     follow-up becomes a TODO the fix writes above the code it is about (``advice`` says what the
@@ -283,7 +284,7 @@ def creation_todos(
 
 
 def follow_up_todos(
-    ctx: FileContext, rule_id: str, followups: list[FollowUp], advice: str
+    ctx: FileContext, rule_id: str, followups: Sequence[FollowUp], advice: str
 ) -> list[Diagnostic]:
     """One TODO per statement that holds follow-ups, saying what to write there now."""
     by_stmt: dict[int, list[FollowUp]] = {}

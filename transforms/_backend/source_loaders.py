@@ -38,7 +38,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import assigned_names, comment_line, free_names, fresh_name, names_in, walk
+from .._cst import assigned_names, comment_line, free_names, fresh_name, names_in, visited, walk
 from .loader_parts import (
     LoaderClass,
     bound_in,
@@ -89,10 +89,8 @@ def source_loader_definition(
     init = [*kept_lines, *(renamed(s, shared) for s in setup)]
     iter_code = [_converted_yields(c, renamed(s, shared)) for s in per_pass]
     methods = [
-        method_def("__init__", ["pass"], init or None).with_changes(  # type: ignore[arg-type]
-            params=all_params
-        ),
-        method_def("__iter__", ["pass"], iter_code),  # type: ignore[arg-type]
+        method_def("__init__", ["pass"], init or None).with_changes(params=all_params),
+        method_def("__iter__", ["pass"], iter_code),
     ]
     name = class_name(ctx, name or fn.name.value)
     cls = class_def(ctx, name, [class_doc(use, "source"), *methods], fn, at)
@@ -130,11 +128,14 @@ def _once(
     in ``__init__`` and each pass continues it (the passes after its end are empty)."""
     loop = _final_loop(code)
     batches = cst.Name(fresh_name("batches", taken))
-    made = cst.parse_statement(f"{batches.value} = (batch for batch in x)\n")
-    genexp = made.body[0].value  # type: ignore[attr-defined]
-    made = made.deep_replace(genexp.for_in.iter, loop.iter).with_changes(
-        leading_lines=[comment_line(ONCE)]
+    line = cst.ensure_type(
+        cst.parse_statement(f"{batches.value} = (batch for batch in x)\n"), cst.SimpleStatementLine
     )
+    genexp = cst.ensure_type(cst.ensure_type(line.body[0], cst.Assign).value, cst.GeneratorExp)
+    made = cst.ensure_type(
+        line.deep_replace(genexp.for_in.iter, loop.iter), cst.SimpleStatementLine
+    )
+    made = made.with_changes(leading_lines=[comment_line(ONCE)])
     return [*code[:-1], made], [loop.with_changes(iter=batches)]
 
 
@@ -148,8 +149,9 @@ def _starts_pass(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def _converted_yields(c: LoaderClass, stmt: cst.CSTNode) -> cst.CSTNode:
-    return stmt.visit(_Yields(c))
+def _converted_yields(c: LoaderClass, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    # the yields are in the loop: a statement of the pass is never replaced itself
+    return visited(stmt, _Yields(c))
 
 
 class _Yields(cst.CSTTransformer):

@@ -75,7 +75,7 @@ def wrapped_iterator(
         return None
     cls = _module_class(ctx, outer.func)
     init = _init(cls) if cls is not None else None
-    if init is None:
+    if cls is None or init is None:
         return None
     bound = _bindings(outer, init)
     param = next((p for p, a in bound.items() if a is arg), None)
