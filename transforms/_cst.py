@@ -34,6 +34,16 @@ def within(ctx: FileContext, node: cst.CSTNode | None, container: cst.CSTNode | 
     return False
 
 
+def nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    """``node`` belongs to a function defined inside the graph code (a helper, a lambda)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and cur is not container:
+        if isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
 def scope_label(ctx: FileContext, node: cst.CSTNode) -> str:
     """Where ``node`` is, in words a TODO can use whatever lines are inserted above it: "in
     `main()`", "in `Loader.__iter__()`", "in class `Loader`", "at module level"."""

@@ -73,6 +73,8 @@ def _analyse(
                 state.refused_pipeline = True
             state.fixes = [f for f in state.fixes if f.rule != rule.id]
             state.diagnostics = [d for d in state.diagnostics if d.rule != rule.id]
+    for check in state.deferred:
+        check(state)
     local = [r for r in active if not r.structural and not r.last and not r.is_derived()]
     if state.refused_pipeline:
         # reported under the rule that updates the file as a whole after the others (imports)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -21,6 +21,8 @@ class FileState:
     fixes: list[Fix] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     claimed: list[cst.CSTNode] = field(default_factory=list)
+    #: those of ``claimed`` left in pipeline mode (pipelines not migrated, what they call)
+    kept: list[cst.CSTNode] = field(default_factory=list)
     #: True when a pipeline of this file was left unmigrated: then local rewrites outside
     #: migrated pipelines are withheld, so no file ends up half pipeline mode, half dynamic mode.
     refused_pipeline: bool = False
@@ -29,6 +31,8 @@ class FileState:
     #: every composable rule (instances, registry order, selected or not): structural rules
     #: rewrite the code they generate with them
     lowering: list[Rule] = field(default_factory=list)
+    #: checks that need what every structural rule claimed, run once they all ran
+    deferred: list[Callable[[FileState], None]] = field(default_factory=list)
 
 
 class Rule:

@@ -17,13 +17,20 @@ from dali_migrate.catalog import OpInfo
 from dali_migrate.context import FileContext
 from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 
-from .._cst import fresh_name, is_docstring, names_in, walk, within
+from .._cst import fresh_name, is_docstring, names_in, nested, walk, within
 from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
 from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
 from .guards import guards_of
 from .model import Graph, ReaderUse
+from .output_count import (
+    built_at_run_time,
+    returns_several,
+    sequence_built,
+    several_outputs,
+    unpacked_outputs,
+)
 
 #: a statement of a block: a line or a compound statement, or one of a one-line suite (``def
 #: f(): return x``)
@@ -92,14 +99,15 @@ def analyse_graph(
     if not outputs:
         reasons.append("its outputs are not a node or a tuple/list of nodes")
         return None
+    reasons += [built_at_run_time(ctx, o) for o in outputs if sequence_built(o)]
     every = [o for values in branched.values() for o in values] if branched else outputs
-    several = [o for o in every if _returns_several(ctx, o) is not None]
+    several = [o for o in every if returns_several(ctx, o) is not None]
     unpacked = None
     if len(outputs) == 1 and several and not branched:
-        unpacked = _unpacked(ctx, container, outputs[0], readers, sources)  # type: ignore[arg-type]
+        unpacked = unpacked_outputs(ctx, container, outputs[0], readers, sources)  # type: ignore[arg-type]
         outputs = list(unpacked[0]) if unpacked is not None else outputs
     if unpacked is None:
-        reasons += [_several_outputs(ctx, o) for o in several]
+        reasons += [several_outputs(ctx, o) for o in several]
     defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
     if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
         reasons += _outside_data(ctx, container)
@@ -144,11 +152,11 @@ def _node_reasons(
     if (
         isinstance(node, cst.Return)
         and not _is_outputs(node, outputs_stmt)
-        and not _nested(ctx, node, container)
+        and not nested(ctx, node, container)
     ):
         if not _ends_data(ctx, node):
             reasons.append("the pipeline returns before its last statement")
-    elif isinstance(node, (cst.Yield, cst.Await)) and not _nested(ctx, node, container):
+    elif isinstance(node, (cst.Yield, cst.Await)) and not nested(ctx, node, container):
         reasons.append("the pipeline code yields or awaits")
     elif isinstance(node, cst.ClassDef):
         reasons.append("class definitions in the pipeline body")
@@ -254,67 +262,6 @@ def _guarded(
         return
     fresh = cst.Name(_fresh_output(ctx, container, op.target.ndd_path))
     readers.append(ReaderUse(stmt, fresh, call, op, inline=True, guards=tests, top=top))
-
-
-def _returns_several(ctx: FileContext, output: cst.BaseExpression) -> list[cst.Return] | None:
-    """``output`` calls a function of the module that returns a tuple or list (the pipeline
-    had one output per element: the generator would yield the tuple as one): its returns."""
-    if not (isinstance(output, cst.Call) and isinstance(output.func, cst.Name)):
-        return None
-    name = output.func.value
-    scope = ctx.scopes.get(output.func)
-    bindings = list(scope.assignments[name]) if scope is not None else []
-    if scope is not None and not bindings:  # a function of the module
-        bindings = list(scope.globals.assignments[name])
-    defs = [b.node for b in bindings if isinstance(b.node, cst.FunctionDef)]
-    returns = [
-        n
-        for fn in defs
-        for n in walk(fn.body)
-        if isinstance(n, cst.Return) and not _nested(ctx, n, fn)
-    ]
-    if any(isinstance(r.value, (cst.Tuple, cst.List)) for r in returns):
-        return returns
-    return None
-
-
-def _unpacked(
-    ctx: FileContext,
-    container: cst.CSTNode,
-    output: cst.Call,
-    readers: list[ReaderUse],
-    sources: list[SourceUse],
-) -> tuple[list[cst.Name], cst.Call] | None:
-    """``return helper(...)`` whose one definition returns tuples of one length (no starred
-    element): names to unpack them into, the helper's own where it returns plain names (a name
-    of the batch's data may be reused), else ``output_<i>``. None for other helpers."""
-    returns = _returns_several(ctx, output) or []
-    values = [r.value for r in returns]
-    if not all(isinstance(v, (cst.Tuple, cst.List)) for v in values):
-        return None
-    sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
-    if len(sizes) != 1 or any(
-        isinstance(e, cst.StarredElement)
-        for v in values
-        for e in v.elements  # type: ignore[union-attr]
-    ):
-        return None
-    uses: list[ReaderUse | SourceUse] = [*readers, *sources]
-    data = {t for u in uses for t in names_in(u.target)}
-    taken = {n.value for n in walk(container) if isinstance(n, cst.Name)} - data
-    first = values[0].elements  # type: ignore[union-attr]
-    names = []
-    for i, e in enumerate(first):
-        base = e.value.value if isinstance(e.value, cst.Name) else f"output_{i}"
-        names.append(cst.Name(fresh_name(base, taken)))
-    return names, output
-
-
-def _several_outputs(ctx: FileContext, output: cst.BaseExpression) -> str:
-    return (
-        f"its outputs come from `{ctx.text(output)}`, which returns tuples of different lengths "
-        "(or with a starred element, or also something else): return the outputs by name"
-    )
 
 
 def _inline_source(
@@ -467,7 +414,7 @@ def _outside_data(ctx: FileContext, container: cst.FunctionDef | cst.With) -> li
     for small in walk(container.body):
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             continue
-        if _nested(ctx, small, container):
+        if nested(ctx, small, container):
             continue
         unpacked = isinstance(small.targets[0].target, (cst.Tuple, cst.List))
         if unpacked and not _dali_call(ctx, small.value):
@@ -506,7 +453,7 @@ def _builds_or_runs(ctx: FileContext, node: cst.Attribute, container: cst.CSTNod
         and isinstance(call, cst.Call)
         and call.func is node
         and not call.args
-        and not _nested(ctx, node, container)
+        and not nested(ctx, node, container)
     )
 
 
@@ -520,16 +467,6 @@ def _ends_data(ctx: FileContext, ret: cst.Return) -> bool:
         and isinstance(cur, cst.ExceptHandler)
         and ctx.text(cur.type or cst.Name("")) == "StopIteration"
     )
-
-
-def _nested(ctx: FileContext, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    """``node`` belongs to a function defined inside the graph code (a helper, a lambda)."""
-    cur = ctx.parents.get(node)
-    while cur is not None and cur is not container:
-        if isinstance(cur, (cst.FunctionDef, cst.Lambda)):
-            return True
-        cur = ctx.parents.get(cur)
-    return False
 
 
 def _is_outputs(ret: cst.Return, outputs_stmt: cst.BaseStatement | None) -> bool:

@@ -5,6 +5,7 @@ rule reports a migrated or refused pipeline."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import libcst as cst
@@ -13,7 +14,14 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
-from .._cst import comment_line, leading_lines, remove_args, walk
+from .._cst import (
+    assigned_names,
+    comment_line,
+    leading_lines,
+    remove_args,
+    scope_label,
+    walk,
+)
 from . import handles
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
@@ -202,7 +210,26 @@ def refuse_pipeline(
         state.refused_pipeline = True
         return
     state.claimed.append(keep)
-    state.claimed += _called_helpers(state.ctx, keep)
+    helpers = _called_helpers(state.ctx, keep)
+    kept = [keep, *helpers, *_read_assignments(state.ctx, [keep, *helpers])]
+    state.claimed += kept[1:]
+    state.kept += kept
+    if helpers:
+        state.deferred.append(functools.partial(_shared_helpers, rule_id, helpers))
+
+
+def _shared_helpers(rule_id: str, helpers: list[cst.FunctionDef], state: FileState) -> None:
+    """A TODO on each helper kept in pipeline mode that code outside the pipelines left so
+    calls too (a migrated generator, plain code): that code runs in dynamic mode now."""
+    for helper, call in _called_elsewhere(state.ctx, helpers, state.kept):
+        text = (
+            f"`{helper.name.value}` keeps its pipeline-mode API for the pipeline that is not "
+            f"migrated; it is also called {scope_label(state.ctx, call)}: where that code runs "
+            "in dynamic mode, call a copy of it written with ndd"
+        )
+        todo = state.ctx.todo(rule_id, helper, text)
+        if not any(d.line == todo.line and d.message == todo.message for d in state.diagnostics):
+            state.diagnostics.append(todo)
 
 
 def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
@@ -218,6 +245,40 @@ def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef
                     found[name] = defs[name]
                     todo.append(defs[name])
     return list(found.values())
+
+
+def _called_elsewhere(
+    ctx: FileContext, helpers: list[cst.FunctionDef], kept: Sequence[cst.CSTNode]
+) -> list[tuple[cst.FunctionDef, cst.Call]]:
+    """The first call of each of ``helpers`` outside the ``kept`` code."""
+    names = {h.name.value: h for h in helpers}
+    inside = {id(n) for root in kept for n in walk(root)}
+    found: dict[str, tuple[cst.FunctionDef, cst.Call]] = {}
+    for n in walk(ctx.module):
+        if (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Name)
+            and n.func.value in names
+            and n.func.value not in found
+            and id(n) not in inside
+        ):
+            found[n.func.value] = (names[n.func.value], n)
+    return list(found.values())
+
+
+def _read_assignments(ctx: FileContext, roots: list[cst.CSTNode]) -> list[cst.CSTNode]:
+    """The module-level assignments of the names ``roots`` read (``AUGMENTATIONS = [fn.flip,
+    ...]`` that a kept pipeline loops over): they keep their operators too."""
+    read = {n.value for root in roots for n in walk(root) if isinstance(n, cst.Name)}
+    return [
+        stmt
+        for stmt in ctx.module.body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        and any(
+            isinstance(small, (cst.Assign, cst.AnnAssign)) and assigned_names(small) & read
+            for small in stmt.body
+        )
+    ]
 
 
 def propose_pipeline_fix(
