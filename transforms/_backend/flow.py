@@ -12,7 +12,7 @@ the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -42,6 +42,14 @@ class Found:
     #: how many objects the origin may create when the program runs (factories called from
     #: several places, lists: more than one); capture mode needs exactly one
     copies: int = 1
+    #: the other pipeline definitions whose objects share the code followed (``[a(), b()]``, a
+    #: helper given ``a()`` here and ``b()`` there): migrated together with this one, or not at all
+    peers: list[cst.CSTNode] = field(default_factory=list)
+
+
+#: the pipeline definition (its ``FunctionDef``) that made the object an expression evaluates to,
+#: where it is another definition of the module migrated by the same rule; else None
+PeerOf = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 
 class Flow:
@@ -50,10 +58,15 @@ class Flow:
     that a name bound by two of them (``pipe = f(a)`` ... ``pipe = f(b)``) is followed."""
 
     def __init__(
-        self, ctx: FileContext, known: set[int], ignore: tuple[cst.CSTNode, ...] = ()
+        self,
+        ctx: FileContext,
+        known: set[int],
+        ignore: tuple[cst.CSTNode, ...] = (),
+        peer_of: PeerOf | None = None,
     ) -> None:
         self.ctx = ctx
         self.known = set(known)
+        self.peer_of = peer_of
         self.ignore = {id(n) for n in ignore}
         self.seen: set[int] = set()
         #: ids of the binding nodes (names, parameters) followed so far
@@ -239,8 +252,10 @@ class Flow:
             isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst
         ):
             return False
-        if not all(id(e.value) in self.known for e in lst.elements):
+        peers = self._pipelines([e.value for e in lst.elements])
+        if peers is None:
             return False  # other things in the list too: its uses are not followed
+        found.peers += peers
         self.known.add(id(lst))
         found.copies = 2
         self._list(lst, label, found, depth)
@@ -374,8 +389,9 @@ class Flow:
     def _argument(
         self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int
     ) -> bool:
-        """``helper(pipe)`` where ``helper`` is a function of this module: its parameter is
-        followed, when every call of it passes a pipeline there."""
+        """``helper(pipe)`` where ``helper`` is a function of this module (or of the function
+        around the call): its parameter is followed, when every call of it passes a pipeline
+        there (of this definition, or of another one migrated with it: a peer)."""
         ctx = self.ctx
         call = ctx.parents.get(arg)
         if (
@@ -383,20 +399,34 @@ class Flow:
             or depth >= MAX_DEPTH
         ):
             return False
-        fn = next(
-            (
-                s
-                for s in ctx.module.body
-                if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value
-            ),
-            None,
-        )
+        fn = called_function(ctx, call.func)
         param = _parameter(fn, call, arg) if fn is not None else None
-        if fn is None or param is None or len(_references(ctx, fn)) != 1:
+        if fn is None or param is None:
+            return False
+        self.known.add(id(expr))
+        peers = self._pipelines(_arguments_for(ctx, fn, param))
+        if peers is None:
             return False  # a helper called from several places may get something else there
+        found.peers += peers
         for ref in self._name_refs(param, found):
             self._value(ref, param.name.value, found, depth + 1)
         return True
+
+    def _pipelines(self, exprs: list[cst.CSTNode | None]) -> list[cst.CSTNode] | None:
+        """Each of ``exprs`` holds a pipeline: of this definition, or of a peer (the peers
+        are returned); None when one of them may hold something else."""
+        peers: list[cst.CSTNode] = []
+        for expr in exprs:
+            if expr is not None and id(expr) in self.known:
+                continue
+            made = _made_by(self.ctx, expr) if expr is not None else None
+            if made is not None and id(made) in self.known:
+                continue
+            peer = self.peer_of(made) if self.peer_of is not None and made is not None else None
+            if peer is None:
+                return None
+            peers.append(peer)
+        return peers
 
 
 # -- small helpers -------------------------------------------------------------------------------------
@@ -523,3 +553,54 @@ def _call_name(ctx: FileContext, arg: cst.Arg) -> str | None:
     return (
         call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None
     )
+
+
+def called_function(ctx: FileContext, name: cst.Name) -> cst.FunctionDef | None:
+    """The function ``name`` calls, where it is a ``def`` of the module or of an enclosing
+    function bound once."""
+    scope = ctx.scopes.get(name)
+    if scope is None:
+        return None
+    bindings = [
+        a for access in scope.accesses[name.value] if access.node is name for a in access.referents
+    ]
+    node = getattr(bindings[0], "node", None) if len(bindings) == 1 else None
+    return node if isinstance(node, cst.FunctionDef) else None
+
+
+def _arguments_for(
+    ctx: FileContext, fn: cst.FunctionDef, param: cst.Param
+) -> list[cst.CSTNode | None]:
+    """What each reference of ``fn`` passes to ``param``: None for a reference that is not a
+    plain call, or a call that passes nothing there (``fn`` is then used in ways not seen)."""
+    passed: list[cst.CSTNode | None] = []
+    for ref in _references(ctx, fn):
+        call = ctx.parents.get(ref)
+        if not isinstance(call, cst.Call) or call.func is not ref or within(ctx, ref, fn):
+            passed.append(None)
+            continue
+        args = [a for a in call.args if _parameter(fn, call, a) is param]
+        passed.append(args[0].value if len(args) == 1 and not args[0].star else None)
+    return passed
+
+
+def _made_by(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode | None:
+    """The call that made the value of ``expr``: ``expr`` itself, or for a name bound once by
+    ``name = <call>``, that call."""
+    if isinstance(expr, cst.Call):
+        return expr
+    if not isinstance(expr, cst.Name):
+        return None
+    scope = ctx.scopes.get(expr)
+    if scope is None:
+        return None
+    bindings = [
+        a for access in scope.accesses[expr.value] if access.node is expr for a in access.referents
+    ]
+    if len(bindings) != 1:
+        return None
+    target = ctx.parents.get(getattr(bindings[0], "node", None))
+    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+        return assign.value if isinstance(assign.value, cst.Call) else None
+    return None
