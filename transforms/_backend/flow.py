@@ -20,6 +20,17 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, within
+from .flow_sites import (
+    arguments_for,
+    called_function,
+    enclosing_class,
+    enclosing_function,
+    made_by,
+    parameter,
+    references,
+    self_attribute,
+    unpacked_target,
+)
 from .model import FollowUp
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
@@ -97,6 +108,8 @@ class Flow:
         elif isinstance(parent, cst.Return) and depth < MAX_DEPTH:
             found.local = False
             self._returned(parent, expr, label, found, depth)
+        elif isinstance(parent, cst.Element) and self._unpacked(parent, expr, label, found, depth):
+            pass
         elif (
             isinstance(parent, cst.Element)
             and self._in_list(parent, label, found, depth)
@@ -125,7 +138,7 @@ class Flow:
         if isinstance(target, cst.Name):
             for ref in self._name_refs(target, found):
                 self._value(ref, target.value, found, depth)
-        elif _self_attribute(self.ctx, target) is not None:
+        elif self_attribute(self.ctx, target) is not None:
             found.local = False
             for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
                 self._value(ref, self.ctx.text(target), found, depth)
@@ -182,7 +195,7 @@ class Flow:
         """Reads of ``self.<attr>`` in the methods of the class whose method binds ``target``;
         uses of ``.<attr>`` elsewhere in the module may be this pipeline too: TODOs."""
         ctx = self.ctx
-        cls = _enclosing_class(ctx, target)
+        cls = enclosing_class(ctx, target)
         attr = target.attr.value
         stores = [a for a in ctx.nodes_of(cst.AssignTarget) if _attr_name(a.target) == attr]
         clean = cls is not None and all(
@@ -201,7 +214,7 @@ class Flow:
                 ctx, node
             ):
                 continue  # import nvidia.dali.pipeline
-            if clean and within(ctx, node, cls) and _self_attribute(ctx, node) is not None:
+            if clean and within(ctx, node, cls) and self_attribute(ctx, node) is not None:
                 yield node
             else:
                 self.seen.add(id(node))
@@ -216,7 +229,7 @@ class Flow:
     ) -> None:
         """``return pipe`` in a factory: each call of the factory holds the pipeline."""
         ctx = self.ctx
-        fn = _enclosing_function(ctx, ret)
+        fn = enclosing_function(ctx, ret)
         if fn is None:
             found.followups.append(FollowUp(expr, "the pipeline is returned here"))
             return
@@ -231,7 +244,7 @@ class Flow:
         """The calls of a function (``make(...)``) or method (``self.make(...)``) in this file;
         any other reference is a TODO, since what it is handed to cannot be seen."""
         ctx = self.ctx
-        for ref in _references(ctx, fn):
+        for ref in references(ctx, fn):
             call = ctx.parents.get(ref)
             if isinstance(call, cst.Call) and call.func is ref and not within(ctx, ref, fn):
                 yield call
@@ -245,11 +258,15 @@ class Flow:
 
     def _in_list(self, element: cst.Element, label: str, found: Found, depth: int) -> bool:
         """``[make(i) for i in ...]`` is followed by the caller (a comprehension); ``[a, b]``
-        assigned to a name: each element read from it holds a pipeline."""
+        or ``(a, b)`` assigned to a name: each element read from it holds a pipeline."""
         lst = self.ctx.parents.get(element)
         holder = self.ctx.parents.get(lst)
         if not (
-            isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst
+            isinstance(lst, (cst.List, cst.Tuple))
+            and isinstance(holder, cst.Assign)
+            and holder.value is lst
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0].target, cst.Name)
         ):
             return False
         peers = self._pipelines([e.value for e in lst.elements])
@@ -259,6 +276,38 @@ class Flow:
         self.known.add(id(lst))
         found.copies = 2
         self._list(lst, label, found, depth)
+        return True
+
+    def _unpacked(
+        self, element: cst.Element, expr: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> bool:
+        """``a, b = make(x), make(y)`` (or ``[...]``): the pipeline is bound to the name in its
+        place; from a factory's ``return loader, pipe``, to that place in each ``x, y = f()``."""
+        lst = self.ctx.parents.get(element)
+        holder = self.ctx.parents.get(lst)
+        if not isinstance(lst, (cst.List, cst.Tuple)):
+            return False
+        index = [e is element for e in lst.elements].index(True)
+        if isinstance(holder, cst.Return) and depth < MAX_DEPTH:
+            fn = enclosing_function(self.ctx, holder)
+            if fn is None or any(isinstance(e, cst.StarredElement) for e in lst.elements):
+                return False
+            found.local = False
+            calls = list(self._calls_of(fn, found))
+            found.copies *= max(sum(2 if in_loop(self.ctx, c) else 1 for c in calls), 1)
+            for call in calls:
+                target = unpacked_target(self.ctx, call, len(lst.elements), index)
+                if target is None:
+                    found.followups.append(
+                        FollowUp(call, f"`{fn.name.value}(...)` returns the pipeline here")
+                    )
+                else:
+                    self._bound(target, call, label, found, depth + 1)
+            return True
+        target = unpacked_target(self.ctx, lst, len(lst.elements), index)
+        if target is None:
+            return False
+        self._bound(target, expr, label, found, depth)
         return True
 
     def _comprehension(
@@ -363,7 +412,7 @@ class Flow:
         """``return pipes`` in a factory of a list of pipelines: each ``name = make_all(...)``
         holds such a list."""
         ctx = self.ctx
-        fn = _enclosing_function(ctx, ret)
+        fn = enclosing_function(ctx, ret)
         if fn is None:
             found.followups.append(FollowUp(ref, "the list of pipelines is returned here"))
             return
@@ -400,11 +449,11 @@ class Flow:
         ):
             return False
         fn = called_function(ctx, call.func)
-        param = _parameter(fn, call, arg) if fn is not None else None
+        param = parameter(fn, call, arg) if fn is not None else None
         if fn is None or param is None:
             return False
         self.known.add(id(expr))
-        peers = self._pipelines(_arguments_for(ctx, fn, param))
+        peers = self._pipelines(arguments_for(ctx, fn, param))
         if peers is None:
             return False  # a helper called from several places may get something else there
         found.peers += peers
@@ -419,7 +468,7 @@ class Flow:
         for expr in exprs:
             if expr is not None and id(expr) in self.known:
                 continue
-            made = _made_by(self.ctx, expr) if expr is not None else None
+            made = made_by(self.ctx, expr) if expr is not None else None
             if made is not None and id(made) in self.known:
                 continue
             peer = self.peer_of(made) if self.peer_of is not None and made is not None else None
@@ -438,48 +487,6 @@ def _is_none(expr: cst.BaseExpression) -> bool:
 
 def _attr_name(node: cst.CSTNode) -> str | None:
     return node.attr.value if isinstance(node, cst.Attribute) else None
-
-
-def _enclosing_function(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | None:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, cst.FunctionDef):
-        if isinstance(cur, (cst.ClassDef, cst.Lambda)):
-            return None
-        cur = ctx.parents.get(cur)
-    return cur
-
-
-def _enclosing_class(ctx: FileContext, node: cst.CSTNode) -> cst.ClassDef | None:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, cst.ClassDef):
-        cur = ctx.parents.get(cur)
-    return cur
-
-
-def _self_attribute(ctx: FileContext, node: cst.CSTNode) -> str | None:
-    """``self.x`` where ``self`` is the first parameter of the enclosing method: ``x``."""
-    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
-        return None
-    fn = _enclosing_function(ctx, node)
-    while fn is not None and not isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
-        fn = _enclosing_function(ctx, fn)
-    if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
-        return None
-    return node.attr.value
-
-
-def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only)."""
-    params = list(fn.params.params)
-    if arg.keyword is not None:
-        return next(
-            (p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value),
-            None,
-        )
-    if arg.star:
-        return None
-    index = [a for a in call.args if a.keyword is None].index(arg)
-    return params[index] if index < len(params) else None
 
 
 def reaching_binding(ctx: FileContext, ref: cst.CSTNode, bindings: list) -> object | None:
@@ -524,19 +531,6 @@ def in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
     return False
 
 
-def _references(ctx: FileContext, fn: cst.FunctionDef) -> list[cst.CSTNode]:
-    """References to a function of the module (its name) or a method (``self.name`` in its
-    class, and ``.name`` anywhere else)."""
-    cls = _enclosing_class(ctx, fn)
-    if cls is not None and ctx.parents.get(ctx.parents.get(fn)) is cls:
-        refs = [n for n in ctx.nodes_of(cst.Attribute) if n.attr.value == fn.name.value]
-        return [n for n in refs if not within(ctx, n, cls) or _self_attribute(ctx, n) is not None]
-    scope = ctx.scopes.get(fn)
-    if scope is None:
-        return []
-    return [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
-
-
 def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:
     stmt = ctx.enclosing_statement(node)
     return any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in getattr(stmt, "body", ()))
@@ -553,54 +547,3 @@ def _call_name(ctx: FileContext, arg: cst.Arg) -> str | None:
     return (
         call.func.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) else None
     )
-
-
-def called_function(ctx: FileContext, name: cst.Name) -> cst.FunctionDef | None:
-    """The function ``name`` calls, where it is a ``def`` of the module or of an enclosing
-    function bound once."""
-    scope = ctx.scopes.get(name)
-    if scope is None:
-        return None
-    bindings = [
-        a for access in scope.accesses[name.value] if access.node is name for a in access.referents
-    ]
-    node = getattr(bindings[0], "node", None) if len(bindings) == 1 else None
-    return node if isinstance(node, cst.FunctionDef) else None
-
-
-def _arguments_for(
-    ctx: FileContext, fn: cst.FunctionDef, param: cst.Param
-) -> list[cst.CSTNode | None]:
-    """What each reference of ``fn`` passes to ``param``: None for a reference that is not a
-    plain call, or a call that passes nothing there (``fn`` is then used in ways not seen)."""
-    passed: list[cst.CSTNode | None] = []
-    for ref in _references(ctx, fn):
-        call = ctx.parents.get(ref)
-        if not isinstance(call, cst.Call) or call.func is not ref or within(ctx, ref, fn):
-            passed.append(None)
-            continue
-        args = [a for a in call.args if _parameter(fn, call, a) is param]
-        passed.append(args[0].value if len(args) == 1 and not args[0].star else None)
-    return passed
-
-
-def _made_by(ctx: FileContext, expr: cst.CSTNode) -> cst.CSTNode | None:
-    """The call that made the value of ``expr``: ``expr`` itself, or for a name bound once by
-    ``name = <call>``, that call."""
-    if isinstance(expr, cst.Call):
-        return expr
-    if not isinstance(expr, cst.Name):
-        return None
-    scope = ctx.scopes.get(expr)
-    if scope is None:
-        return None
-    bindings = [
-        a for access in scope.accesses[expr.value] if access.node is expr for a in access.referents
-    ]
-    if len(bindings) != 1:
-        return None
-    target = ctx.parents.get(getattr(bindings[0], "node", None))
-    assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-        return assign.value if isinstance(assign.value, cst.Call) else None
-    return None

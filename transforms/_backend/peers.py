@@ -13,7 +13,8 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.rules import FileState
 
-from .flow import PeerOf, called_function
+from .flow import PeerOf
+from .flow_sites import called_function
 from .model import Refused
 from .recognise import pipeline_decorator
 from .sites import refuse_pipeline
