@@ -22,7 +22,7 @@ from dali_migrate.context import FileContext
 from .._cst import in_source_order, within
 from .flow_sites import (
     arguments_for,
-    called_function,
+    called_code,
     enclosing_class,
     enclosing_function,
     made_by,
@@ -139,6 +139,7 @@ class Flow:
             for ref in self._name_refs(target, found):
                 self._value(ref, target.value, found, depth)
         elif self_attribute(self.ctx, target) is not None:
+            self.known.add(id(expr))  # self.pipe = pipe: the store holds it
             found.local = False
             for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
                 self._value(ref, self.ctx.text(target), found, depth)
@@ -439,8 +440,9 @@ class Flow:
         self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int
     ) -> bool:
         """``helper(pipe)`` where ``helper`` is a function of this module (or of the function
-        around the call): its parameter is followed, when every call of it passes a pipeline
-        there (of this definition, or of another one migrated with it: a peer)."""
+        around the call), or ``Wrapper(pipe)`` where ``Wrapper`` is a class of the module: the
+        parameter (of ``__init__``) is followed, when every call passes a pipeline there (of
+        this definition, or of another one migrated with it: a peer)."""
         ctx = self.ctx
         call = ctx.parents.get(arg)
         if (
@@ -448,12 +450,14 @@ class Flow:
             or depth >= MAX_DEPTH
         ):
             return False
-        fn = called_function(ctx, call.func)
-        param = parameter(fn, call, arg) if fn is not None else None
-        if fn is None or param is None:
+        code = called_code(ctx, call.func)
+        owner, fn = code if code is not None else (None, None)
+        skip = 1 if owner is not fn else 0
+        param = parameter(fn, call, arg, skip) if fn is not None else None
+        if owner is None or fn is None or param is None:
             return False
         self.known.add(id(expr))
-        peers = self._pipelines(arguments_for(ctx, fn, param))
+        peers = self._pipelines(arguments_for(ctx, owner, fn, param))
         if peers is None:
             return False  # a helper called from several places may get something else there
         found.peers += peers

@@ -40,9 +40,10 @@ def self_attribute(ctx: FileContext, node: cst.CSTNode) -> str | None:
     return node.attr.value
 
 
-def parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only)."""
-    params = list(fn.params.params)
+def parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg, skip: int = 0) -> cst.Param | None:
+    """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only; the first
+    ``skip`` of them are not the call's: ``self`` of ``__init__``)."""
+    params = list(fn.params.params)[skip:]
     if arg.keyword is not None:
         return next(
             (p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value),
@@ -54,7 +55,7 @@ def parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | 
     return params[index] if index < len(params) else None
 
 
-def references(ctx: FileContext, fn: cst.FunctionDef) -> list[cst.CSTNode]:
+def references(ctx: FileContext, fn: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
     """References to a function of the module (its name) or a method (``self.name`` in its
     class, and ``.name`` anywhere else)."""
     cls = enclosing_class(ctx, fn)
@@ -80,18 +81,48 @@ def called_function(ctx: FileContext, name: cst.Name) -> cst.FunctionDef | None:
     return node if isinstance(node, cst.FunctionDef) else None
 
 
+def called_code(
+    ctx: FileContext, name: cst.Name
+) -> tuple[cst.FunctionDef | cst.ClassDef, cst.FunctionDef] | None:
+    """What ``name(...)`` runs with its arguments: a function of the module (or of an enclosing
+    function) bound once, twice in the result; or a class of the module and its ``__init__``."""
+    fn = called_function(ctx, name)
+    if fn is not None:
+        return fn, fn
+    scope = ctx.scopes.get(name)
+    bindings = (
+        [
+            a
+            for access in scope.accesses[name.value]
+            if access.node is name
+            for a in access.referents
+        ]
+        if scope is not None
+        else []
+    )
+    cls = getattr(bindings[0], "node", None) if len(bindings) == 1 else None
+    if not isinstance(cls, cst.ClassDef) or enclosing_class(ctx, cls) is not None:
+        return None
+    init = [
+        s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+    ]
+    return (cls, init[0]) if len(init) == 1 and not init[0].decorators else None
+
+
 def arguments_for(
-    ctx: FileContext, fn: cst.FunctionDef, param: cst.Param
+    ctx: FileContext, owner: cst.FunctionDef | cst.ClassDef, fn: cst.FunctionDef, param: cst.Param
 ) -> list[cst.CSTNode | None]:
-    """What each reference of ``fn`` passes to ``param``: None for a reference that is not a
-    plain call, or a call that passes nothing there (``fn`` is then used in ways not seen)."""
+    """What each reference of ``owner`` (a function ``fn``, or the class whose ``__init__`` is
+    ``fn``) passes to ``param``: None for a reference that is not a plain call, or a call that
+    passes nothing there (it is then used in ways not seen)."""
+    skip = 1 if owner is not fn else 0
     passed: list[cst.CSTNode | None] = []
-    for ref in references(ctx, fn):
+    for ref in references(ctx, owner):
         call = ctx.parents.get(ref)
-        if not isinstance(call, cst.Call) or call.func is not ref or within(ctx, ref, fn):
+        if not isinstance(call, cst.Call) or call.func is not ref or within(ctx, ref, owner):
             passed.append(None)
             continue
-        args = [a for a in call.args if parameter(fn, call, a) is param]
+        args = [a for a in call.args if parameter(fn, call, a, skip) is param]
         passed.append(args[0].value if len(args) == 1 and not args[0].star else None)
     return passed
 
