@@ -261,7 +261,8 @@ class PipelineDef(Rule):
             [e for u in group for e in u.edits],
             message,
             sorted({r for u in group for r in u.included}),
-            [d for u in group for d in u.notes],
+            # pipelines that share code find the same follow-ups there: each is said once
+            list({(d.line, d.col, d.message): d for u in group for d in u.notes}.values()),
             [f for u in group for f in u.followups],
             first.advice,
             written=[d for u in group for d in u.written],

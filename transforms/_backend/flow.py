@@ -5,7 +5,10 @@ Followed: local names (also assigned more than once, by several calls of the sam
 instance attributes (``self.pipe = make(...)`` in one method, ``self.pipe.run()`` in another),
 factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers), lists of
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
-``pipes[0]``) and parameters of functions of the same file. Each use found there is recorded on
+``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
+definitions are *peers*, migrated with this one or not at all), unpacking (``a, b = f(), g()``,
+``loader, pipe = factory()``), parameters of functions of the same file and of ``__init__`` of its
+classes (where every call passes a pipeline there). Each use found there is recorded on
 the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.model.FollowUp`
 (a TODO next to it), never a silent leftover.
 """
