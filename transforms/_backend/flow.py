@@ -32,6 +32,7 @@ from .flow_sites import (
     parameter,
     references,
     self_attribute,
+    stored_only,
     unpacked_target,
 )
 from .model import FollowUp
@@ -459,6 +460,8 @@ class Flow:
         param = parameter(fn, call, arg, skip) if fn is not None else None
         if owner is None or fn is None or param is None:
             return False
+        if owner is not fn and not stored_only(ctx, fn, param):
+            return False  # __init__ does more with it (a framework iterator): the caller judges
         self.known.add(id(expr))
         peers = self._pipelines(arguments_for(ctx, owner, fn, param))
         if peers is None:

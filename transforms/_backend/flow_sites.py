@@ -161,3 +161,23 @@ def unpacked_target(ctx: FileContext, value: cst.CSTNode, size: int, index: int)
         return None
     name = target.elements[index].value
     return name if isinstance(name, cst.Name) else None
+
+
+def stored_only(ctx: FileContext, init: cst.FunctionDef, param: cst.Param) -> bool:
+    """Every read of ``param`` in ``init`` (an ``__init__``) is ``self.<attr> = param``."""
+    scope = ctx.scopes.get(param.name)
+    if scope is None:
+        return False
+    refs = [
+        r.node for a in scope.assignments[param.name.value] if a.node is param for r in a.references
+    ]
+    for ref in refs:
+        assign = ctx.parents.get(ref)
+        if not (
+            isinstance(assign, cst.Assign)
+            and assign.value is ref
+            and len(assign.targets) == 1
+            and self_attribute(ctx, assign.targets[0].target) is not None
+        ):
+            return False
+    return bool(refs)
