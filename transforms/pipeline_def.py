@@ -109,6 +109,7 @@ from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
 from ._backend.feeds import match_feeds
+from ._backend.flow import PeerOf
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
@@ -126,6 +127,7 @@ from ._backend.iterator_follow import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
+from ._backend.peers import drop_without_peers, fix_groups, peer_of, peers_lost
 from ._backend.random_helpers import unshared_reason
 from ._backend.recognise import (
     analyse_graph,
@@ -186,19 +188,11 @@ class PipelineDef(Rule):
     def run(self, state: FileState) -> None:
         ctx = state.ctx
         units: list[_Unit] = []
-        for fn in ctx.nodes_of(cst.FunctionDef):
-            dec = pipeline_decorator(ctx, fn) or data_iterator_decorator(ctx, fn)
-            if dec is None:
+        for fn, result in self._analysed(state):
+            if isinstance(result, Refused):
+                refuse_pipeline(state, self.id, fn, result)
                 continue
-            state.claimed.append(fn)
-            unit = _Unit(fn)
-            try:
-                unit.graph, unit.dec_kwargs, unit.instances, unit.seed_source = self._analyse(
-                    ctx, fn, dec, unit.followups
-                )
-            except Refused as why:
-                refuse_pipeline(state, self.id, fn, why)
-                continue
+            unit = result
             unit.advice = generator_advice(fn.name.value, output_names(ctx, unit.graph.outputs))
             unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
             units.append(unit)
@@ -225,8 +219,38 @@ class PipelineDef(Rule):
         for unit in units:
             unit.edits = shared.joined(unit.edits)
         _drop_unshared(state, self.id, units)
-        for group in _groups(units):
+        drop_without_peers(state, self.id, units)
+        for group in fix_groups(units):
             self._propose(state, group)
+
+    def _analysed(self, state: FileState) -> list[tuple[cst.FunctionDef, _Unit | Refused]]:
+        """Each pipeline definition of the module, analysed. Where the objects of several
+        share code (a list of them, a helper that runs either), they are followed there
+        together; a definition whose peer is refused is analysed again without it (those uses
+        are then its follow-ups)."""
+        ctx = state.ctx
+        defs = []
+        for fn in ctx.nodes_of(cst.FunctionDef):
+            dec = pipeline_decorator(ctx, fn) or data_iterator_decorator(ctx, fn)
+            if dec is not None:
+                state.claimed.append(fn)
+                defs.append((fn, dec))
+        results: dict[int, _Unit | Refused] = {}
+        refused: set[int] = set()
+        pending = defs
+        while pending:
+            for fn, dec in pending:
+                unit = _Unit(fn)
+                try:
+                    unit.graph, unit.dec_kwargs, unit.instances, unit.seed_source = self._analyse(
+                        ctx, fn, dec, unit.followups, peer_of(ctx, refused)
+                    )
+                    results[id(fn)] = unit
+                except Refused as why:
+                    results[id(fn)] = why
+            refused = {id(fn) for fn, _ in defs if isinstance(results[id(fn)], Refused)}
+            pending = [d for d in defs if peers_lost(results[id(d[0])], refused)]
+        return [(fn, results[id(fn)]) for fn, _ in defs]
 
     def _propose(self, state: FileState, group: list[_Unit]) -> None:
         """One fix for pipelines whose use sites are shared (``x = a.run()`` then ``x = b.run()``)."""
@@ -251,7 +275,8 @@ class PipelineDef(Rule):
             [e for u in group for e in u.edits],
             message,
             sorted({r for u in group for r in u.included}),
-            [d for u in group for d in u.notes],
+            # pipelines that share code find the same follow-ups there: each is said once
+            list({(d.line, d.col, d.message): d for u in group for d in u.notes}.values()),
             [f for u in group for f in u.followups],
             first.advice,
             written=[d for u in group for d in u.written],
@@ -259,7 +284,12 @@ class PipelineDef(Rule):
 
     # -- analysis ----------------------------------------------------------------------------
     def _analyse(
-        self, ctx: FileContext, fn: cst.FunctionDef, dec: cst.Decorator, followups: list[FollowUp]
+        self,
+        ctx: FileContext,
+        fn: cst.FunctionDef,
+        dec: cst.Decorator,
+        followups: list[FollowUp],
+        peer_of: PeerOf,
     ) -> tuple[Graph, dict[str, cst.Arg], list[Instance], str | None]:
         """The graph (Refused with every reason when it cannot migrate) and the objects created
         from it; uses that cannot be followed go to ``followups``."""
@@ -295,7 +325,9 @@ class PipelineDef(Rule):
         elif isinstance(owner, cst.ClassDef):
             instances = method_instances(ctx, owner, fn, followups)
         else:
-            instances = find_instances(ctx, fn, followups, pipeline_args=True, with_handles=True)
+            instances = find_instances(
+                ctx, fn, followups, pipeline_args=True, with_handles=True, peer_of=peer_of
+            )
         own = own_uses(ctx, fn, instances, followups)
         if own:
             raise Refused("; ".join(own))
@@ -566,26 +598,6 @@ def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
     if unit.followups or not unit.instances or not all(i.followed for i in unit.instances):
         return False
     return sum(i.copies for i in unit.instances) == 1
-
-
-def _groups(units: list[_Unit]) -> list[list[_Unit]]:
-    """The units that share an edit (use sites reached from several pipelines) go together."""
-    owner: dict[tuple[int, int, str], int] = {}
-    parent = list(range(len(units)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for i, unit in enumerate(units):
-        for e in unit.edits:
-            j = owner.setdefault((e.start, e.end, e.text), i)
-            parent[root(i)] = root(j)
-    groups: dict[int, list[_Unit]] = {}
-    for i, unit in enumerate(units):
-        groups.setdefault(root(i), []).append(unit)
-    return list(groups.values())
 
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:

@@ -5,14 +5,17 @@ Followed: local names (also assigned more than once, by several calls of the sam
 instance attributes (``self.pipe = make(...)`` in one method, ``self.pipe.run()`` in another),
 factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers), lists of
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
-``pipes[0]``) and parameters of functions of the same file. Each use found there is recorded on
+``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
+definitions are *peers*, migrated with this one or not at all), unpacking (``a, b = f(), g()``,
+``loader, pipe = factory()``), parameters of functions of the same file and of ``__init__`` of its
+classes (where every call passes a pipeline there). Each use found there is recorded on
 the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.model.FollowUp`
 (a TODO next to it), never a silent leftover.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -20,6 +23,18 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, within
+from .flow_sites import (
+    arguments_for,
+    called_code,
+    enclosing_class,
+    enclosing_function,
+    made_by,
+    parameter,
+    references,
+    self_attribute,
+    stored_only,
+    unpacked_target,
+)
 from .model import FollowUp
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
@@ -42,6 +57,14 @@ class Found:
     #: how many objects the origin may create when the program runs (factories called from
     #: several places, lists: more than one); capture mode needs exactly one
     copies: int = 1
+    #: the other pipeline definitions whose objects share the code followed (``[a(), b()]``, a
+    #: helper given ``a()`` here and ``b()`` there): migrated together with this one, or not at all
+    peers: list[cst.CSTNode] = field(default_factory=list)
+
+
+#: the pipeline definition (its ``FunctionDef``) that made the object an expression evaluates to,
+#: where it is another definition of the module migrated by the same rule; else None
+PeerOf = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 
 class Flow:
@@ -50,10 +73,15 @@ class Flow:
     that a name bound by two of them (``pipe = f(a)`` ... ``pipe = f(b)``) is followed."""
 
     def __init__(
-        self, ctx: FileContext, known: set[int], ignore: tuple[cst.CSTNode, ...] = ()
+        self,
+        ctx: FileContext,
+        known: set[int],
+        ignore: tuple[cst.CSTNode, ...] = (),
+        peer_of: PeerOf | None = None,
     ) -> None:
         self.ctx = ctx
         self.known = set(known)
+        self.peer_of = peer_of
         self.ignore = {id(n) for n in ignore}
         self.seen: set[int] = set()
         #: ids of the binding nodes (names, parameters) followed so far
@@ -84,6 +112,8 @@ class Flow:
         elif isinstance(parent, cst.Return) and depth < MAX_DEPTH:
             found.local = False
             self._returned(parent, expr, label, found, depth)
+        elif isinstance(parent, cst.Element) and self._unpacked(parent, expr, label, found, depth):
+            pass
         elif (
             isinstance(parent, cst.Element)
             and self._in_list(parent, label, found, depth)
@@ -112,7 +142,8 @@ class Flow:
         if isinstance(target, cst.Name):
             for ref in self._name_refs(target, found):
                 self._value(ref, target.value, found, depth)
-        elif _self_attribute(self.ctx, target) is not None:
+        elif self_attribute(self.ctx, target) is not None:
+            self.known.add(id(expr))  # self.pipe = pipe: the store holds it
             found.local = False
             for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
                 self._value(ref, self.ctx.text(target), found, depth)
@@ -169,7 +200,7 @@ class Flow:
         """Reads of ``self.<attr>`` in the methods of the class whose method binds ``target``;
         uses of ``.<attr>`` elsewhere in the module may be this pipeline too: TODOs."""
         ctx = self.ctx
-        cls = _enclosing_class(ctx, target)
+        cls = enclosing_class(ctx, target)
         attr = target.attr.value
         stores = [a for a in ctx.nodes_of(cst.AssignTarget) if _attr_name(a.target) == attr]
         clean = cls is not None and all(
@@ -188,7 +219,7 @@ class Flow:
                 ctx, node
             ):
                 continue  # import nvidia.dali.pipeline
-            if clean and within(ctx, node, cls) and _self_attribute(ctx, node) is not None:
+            if clean and within(ctx, node, cls) and self_attribute(ctx, node) is not None:
                 yield node
             else:
                 self.seen.add(id(node))
@@ -203,7 +234,7 @@ class Flow:
     ) -> None:
         """``return pipe`` in a factory: each call of the factory holds the pipeline."""
         ctx = self.ctx
-        fn = _enclosing_function(ctx, ret)
+        fn = enclosing_function(ctx, ret)
         if fn is None:
             found.followups.append(FollowUp(expr, "the pipeline is returned here"))
             return
@@ -218,7 +249,7 @@ class Flow:
         """The calls of a function (``make(...)``) or method (``self.make(...)``) in this file;
         any other reference is a TODO, since what it is handed to cannot be seen."""
         ctx = self.ctx
-        for ref in _references(ctx, fn):
+        for ref in references(ctx, fn):
             call = ctx.parents.get(ref)
             if isinstance(call, cst.Call) and call.func is ref and not within(ctx, ref, fn):
                 yield call
@@ -232,18 +263,56 @@ class Flow:
 
     def _in_list(self, element: cst.Element, label: str, found: Found, depth: int) -> bool:
         """``[make(i) for i in ...]`` is followed by the caller (a comprehension); ``[a, b]``
-        assigned to a name: each element read from it holds a pipeline."""
+        or ``(a, b)`` assigned to a name: each element read from it holds a pipeline."""
         lst = self.ctx.parents.get(element)
         holder = self.ctx.parents.get(lst)
         if not (
-            isinstance(lst, cst.List) and isinstance(holder, cst.Assign) and holder.value is lst
+            isinstance(lst, (cst.List, cst.Tuple))
+            and isinstance(holder, cst.Assign)
+            and holder.value is lst
+            and len(holder.targets) == 1
+            and isinstance(holder.targets[0].target, cst.Name)
         ):
             return False
-        if not all(id(e.value) in self.known for e in lst.elements):
+        peers = self._pipelines([e.value for e in lst.elements])
+        if peers is None:
             return False  # other things in the list too: its uses are not followed
+        found.peers += peers
         self.known.add(id(lst))
         found.copies = 2
         self._list(lst, label, found, depth)
+        return True
+
+    def _unpacked(
+        self, element: cst.Element, expr: cst.CSTNode, label: str, found: Found, depth: int
+    ) -> bool:
+        """``a, b = make(x), make(y)`` (or ``[...]``): the pipeline is bound to the name in its
+        place; from a factory's ``return loader, pipe``, to that place in each ``x, y = f()``."""
+        lst = self.ctx.parents.get(element)
+        holder = self.ctx.parents.get(lst)
+        if not isinstance(lst, (cst.List, cst.Tuple)):
+            return False
+        index = [e is element for e in lst.elements].index(True)
+        if isinstance(holder, cst.Return) and depth < MAX_DEPTH:
+            fn = enclosing_function(self.ctx, holder)
+            if fn is None or any(isinstance(e, cst.StarredElement) for e in lst.elements):
+                return False
+            found.local = False
+            calls = list(self._calls_of(fn, found))
+            found.copies *= max(sum(2 if in_loop(self.ctx, c) else 1 for c in calls), 1)
+            for call in calls:
+                target = unpacked_target(self.ctx, call, len(lst.elements), index)
+                if target is None:
+                    found.followups.append(
+                        FollowUp(call, f"`{fn.name.value}(...)` returns the pipeline here")
+                    )
+                else:
+                    self._bound(target, call, label, found, depth + 1)
+            return True
+        target = unpacked_target(self.ctx, lst, len(lst.elements), index)
+        if target is None:
+            return False
+        self._bound(target, expr, label, found, depth)
         return True
 
     def _comprehension(
@@ -348,7 +417,7 @@ class Flow:
         """``return pipes`` in a factory of a list of pipelines: each ``name = make_all(...)``
         holds such a list."""
         ctx = self.ctx
-        fn = _enclosing_function(ctx, ret)
+        fn = enclosing_function(ctx, ret)
         if fn is None:
             found.followups.append(FollowUp(ref, "the list of pipelines is returned here"))
             return
@@ -374,8 +443,10 @@ class Flow:
     def _argument(
         self, arg: cst.Arg, expr: cst.CSTNode, label: str, found: Found, depth: int
     ) -> bool:
-        """``helper(pipe)`` where ``helper`` is a function of this module: its parameter is
-        followed, when every call of it passes a pipeline there."""
+        """``helper(pipe)`` where ``helper`` is a function of this module (or of the function
+        around the call), or ``Wrapper(pipe)`` where ``Wrapper`` is a class of the module: the
+        parameter (of ``__init__``) is followed, when every call passes a pipeline there (of
+        this definition, or of another one migrated with it: a peer)."""
         ctx = self.ctx
         call = ctx.parents.get(arg)
         if (
@@ -383,20 +454,38 @@ class Flow:
             or depth >= MAX_DEPTH
         ):
             return False
-        fn = next(
-            (
-                s
-                for s in ctx.module.body
-                if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value
-            ),
-            None,
-        )
-        param = _parameter(fn, call, arg) if fn is not None else None
-        if fn is None or param is None or len(_references(ctx, fn)) != 1:
+        code = called_code(ctx, call.func)
+        owner, fn = code if code is not None else (None, None)
+        skip = 1 if owner is not fn else 0
+        param = parameter(fn, call, arg, skip) if fn is not None else None
+        if owner is None or fn is None or param is None:
+            return False
+        if owner is not fn and not stored_only(ctx, fn, param):
+            return False  # __init__ does more with it (a framework iterator): the caller judges
+        self.known.add(id(expr))
+        peers = self._pipelines(arguments_for(ctx, owner, fn, param))
+        if peers is None:
             return False  # a helper called from several places may get something else there
+        found.peers += peers
         for ref in self._name_refs(param, found):
             self._value(ref, param.name.value, found, depth + 1)
         return True
+
+    def _pipelines(self, exprs: list[cst.CSTNode | None]) -> list[cst.CSTNode] | None:
+        """Each of ``exprs`` holds a pipeline: of this definition, or of a peer (the peers
+        are returned); None when one of them may hold something else."""
+        peers: list[cst.CSTNode] = []
+        for expr in exprs:
+            if expr is not None and id(expr) in self.known:
+                continue
+            made = made_by(self.ctx, expr) if expr is not None else None
+            if made is not None and id(made) in self.known:
+                continue
+            peer = self.peer_of(made) if self.peer_of is not None and made is not None else None
+            if peer is None:
+                return None
+            peers.append(peer)
+        return peers
 
 
 # -- small helpers -------------------------------------------------------------------------------------
@@ -408,48 +497,6 @@ def _is_none(expr: cst.BaseExpression) -> bool:
 
 def _attr_name(node: cst.CSTNode) -> str | None:
     return node.attr.value if isinstance(node, cst.Attribute) else None
-
-
-def _enclosing_function(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | None:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, cst.FunctionDef):
-        if isinstance(cur, (cst.ClassDef, cst.Lambda)):
-            return None
-        cur = ctx.parents.get(cur)
-    return cur
-
-
-def _enclosing_class(ctx: FileContext, node: cst.CSTNode) -> cst.ClassDef | None:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, cst.ClassDef):
-        cur = ctx.parents.get(cur)
-    return cur
-
-
-def _self_attribute(ctx: FileContext, node: cst.CSTNode) -> str | None:
-    """``self.x`` where ``self`` is the first parameter of the enclosing method: ``x``."""
-    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
-        return None
-    fn = _enclosing_function(ctx, node)
-    while fn is not None and not isinstance(ctx.parents.get(ctx.parents.get(fn)), cst.ClassDef):
-        fn = _enclosing_function(ctx, fn)
-    if fn is None or not fn.params.params or fn.params.params[0].name.value != node.value.value:
-        return None
-    return node.attr.value
-
-
-def _parameter(fn: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The parameter of ``fn`` that ``arg`` of ``call`` binds (plain parameters only)."""
-    params = list(fn.params.params)
-    if arg.keyword is not None:
-        return next(
-            (p for p in [*params, *fn.params.kwonly_params] if p.name.value == arg.keyword.value),
-            None,
-        )
-    if arg.star:
-        return None
-    index = [a for a in call.args if a.keyword is None].index(arg)
-    return params[index] if index < len(params) else None
 
 
 def reaching_binding(ctx: FileContext, ref: cst.CSTNode, bindings: list) -> object | None:
@@ -492,19 +539,6 @@ def in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
             return True
         cur = ctx.parents.get(cur)
     return False
-
-
-def _references(ctx: FileContext, fn: cst.FunctionDef) -> list[cst.CSTNode]:
-    """References to a function of the module (its name) or a method (``self.name`` in its
-    class, and ``.name`` anywhere else)."""
-    cls = _enclosing_class(ctx, fn)
-    if cls is not None and ctx.parents.get(ctx.parents.get(fn)) is cls:
-        refs = [n for n in ctx.nodes_of(cst.Attribute) if n.attr.value == fn.name.value]
-        return [n for n in refs if not within(ctx, n, cls) or _self_attribute(ctx, n) is not None]
-    scope = ctx.scopes.get(fn)
-    if scope is None:
-        return []
-    return [r.node for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
 
 
 def _in_import(ctx: FileContext, node: cst.CSTNode) -> bool:

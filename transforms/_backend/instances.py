@@ -15,7 +15,7 @@ from dali_migrate.context import FileContext
 from .._cst import in_source_order, kwargs_of, param_names, within
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
-from .flow import Flow, in_loop
+from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 
@@ -57,6 +57,7 @@ def follow_pipeline(
     named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
     inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
+    inst.peers = list({id(p): p for p in found.peers}.values())
     followups += found.followups
     pending: list[tuple[cst.Call, str]] = []  # pipe.epoch_size(): the loader's, if one replaces it
     for use in found.uses:
@@ -231,10 +232,11 @@ def find_instances(
     *,
     pipeline_args: bool,
     with_handles: bool = False,
+    peer_of: PeerOf | None = None,
 ) -> list[Instance]:
     """The objects ``fn(...)`` creates in this file, each followed to its uses. With
     ``pipeline_args`` (``@pipeline_def``), keyword arguments that are not parameters of ``fn``
-    are pipeline arguments."""
+    are pipeline arguments; ``peer_of``: see :class:`~.flow.Flow`."""
     scope = ctx.scopes.get(fn)
     refs = (
         [r for a in scope.assignments[fn.name.value] if a.node is fn for r in a.references]
@@ -255,6 +257,7 @@ def find_instances(
         followups,
         pipeline_args=pipeline_args,
         with_handles=with_handles,
+        peer_of=peer_of,
     )
 
 
@@ -267,6 +270,7 @@ def instances_of(
     *,
     pipeline_args: bool,
     with_handles: bool = False,
+    peer_of: PeerOf | None = None,
 ) -> list[Instance]:
     """Each call of the pipeline factory ``name`` (``refs`` are references to it) creates an
     object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
@@ -278,7 +282,7 @@ def instances_of(
             calls.append(call)
         else:
             followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it"))
-    flow = Flow(ctx, {id(c) for c in calls})
+    flow = Flow(ctx, {id(c) for c in calls}, peer_of=peer_of)
     instances: list[Instance] = []
     for call in calls:
         stmt = ctx.enclosing_statement(call)

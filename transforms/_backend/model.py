@@ -90,6 +90,8 @@ class Instance:
     local: bool = True
     #: how many objects this creation may make when the program runs (capture needs one)
     copies: int = 1
+    #: other pipeline definitions (``FunctionDef``) whose objects share this one's use sites
+    peers: list[cst.CSTNode] = field(default_factory=list)
     builds: list[cst.SimpleStatementLine] = field(default_factory=list)
     runs: list[cst.Call] = field(default_factory=list)
     device_todo: str | None = None
