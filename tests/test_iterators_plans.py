@@ -261,6 +261,11 @@ STAYS = {
         "show(loader)\n    show(None)",
         "`print(x)` in `show()` uses `x` in a way the tool cannot follow",
     ),
+    # only plain assignments may rebind the name that holds the iterator
+    "rebound by a loop": (
+        "for loader in [None]:\n        pass",
+        "`loader` is assigned more than once",
+    ),
 }
 
 
@@ -310,5 +315,24 @@ def test_reset_in_a_helper_that_also_gets_other_values_stays(numbers) -> None:
     new = migrate_source(old).code
     assert "TODO" not in new and "class NumbersLoader" in new, new
     assert "    it.reset()\n" in new and "    def reset(self):\n" in new, new
+    root = numbers(10)
+    assert _run(new, root) == _run(old, root)
+
+
+@pytest.mark.dali
+def test_name_rebound_to_something_else_keeps_its_uses(numbers) -> None:
+    """The name that holds the iterator is assigned again (another loader of the program's own):
+    the code that uses it stays as written, resets included, and the loader has a reset() that
+    does nothing."""
+    old = _program(4, 1, 0, False, False, "PARTIAL", None, False, None, True)
+    old = old.replace(
+        "    return out\n",
+        "    loader = Batches()\n    for _ in loader:\n        pass\n    loader.reset()\n"
+        "    return out\n",
+    )
+    old += "\n\nclass Batches(list):\n    def reset(self):\n        pass\n"
+    new = migrate_source(old).code
+    assert "TODO" not in new and "class NumbersLoader" in new, new
+    assert new.count("    loader.reset()") == 2 and "    def reset(self):\n" in new, new
     root = numbers(10)
     assert _run(new, root) == _run(old, root)
