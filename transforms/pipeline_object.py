@@ -153,7 +153,7 @@ class PipelineObject(Rule):
         loader = None
         if inst.iterators:
             sizes = [u.size for u in inst.iterators if u.size is not None]
-            why = rebound_reasons(ctx, block, batch_size.value, *sizes)
+            why = rebound_reasons(ctx, block, batch_size.value, *sizes, moved=prefix)
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
