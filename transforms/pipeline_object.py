@@ -351,7 +351,9 @@ def _loader_edits(
     text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)
     text += ctx.module.default_newline * len(blank) if after.strip() else ""  # a gap below it too
     edits = [Edit(start, end, text), *edits, *graph.extra_edits]
-    return edits + loader_site_edits(ctx, inst, name, rule_id, None, set(), notes, set(), args=[])
+    return edits + loader_site_edits(
+        ctx, inst, name, rule_id, None, set(), notes, set(), args=[], todo_where_made=True
+    )
 
 
 def _pipeline_constructions(
