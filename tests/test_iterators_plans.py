@@ -409,3 +409,31 @@ def test_source_loader_keeps_a_reset_for_code_that_resets_other_values() -> None
     new = migrate_source(old).code
     assert "TODO" not in new and new.count("    def reset(self):\n") == 2, new
     assert _run(new, "") == _run(old, "")
+
+
+@pytest.mark.dali
+def test_rebound_name_pulled_with_next_gets_a_drop_in_loader(numbers) -> None:
+    """``next(loader)`` on a name assigned again later: the loader is a drop-in iterator and
+    every use stays as written (``loader = iter(...)`` and len() of the loader's own name would
+    rewrite uses that also see the other value)."""
+    old = _program(4, 1, 0, False, False, "PARTIAL", None, False, None, False)
+    old = old.replace(
+        "        for i, data in enumerate(loader):\n"
+        "            out.append((epoch, None, data[0][\"x\"].numpy().ravel().tolist()))\n"
+        "        loader.reset()  # ignored by DALI after a break: the next loop resumes the epoch\n",
+        "        while True:\n"
+        "            try:\n"
+        "                data = next(loader)\n"
+        "            except StopIteration:\n"
+        "                break\n"
+        "            out.append((epoch, len(loader), data[0][\"x\"].numpy().ravel().tolist()))\n",
+    )
+    old = old.replace(
+        "    return out\n", "    loader = Batches()\n    out.append(len(loader))\n    return out\n"
+    )
+    old += "\n\nclass Batches(list):\n    pass\n"
+    assert "next(loader)" in old
+    new = migrate_source(old).code
+    assert "TODO" not in new and "def __next__(self):" in new and "iter(" not in new, new
+    root = numbers(10)
+    assert _run(new, root) == _run(old, root)

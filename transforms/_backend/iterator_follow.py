@@ -49,6 +49,8 @@ class Follower:
         ]
         self.use.resets = [r for r in self.use.resets if not any(r is k for k in kept)]
         self.use.kept_resets = kept
+        if self.rebound and self.use.pulls:  # (``it = iter(loader)`` would rebind it too)
+            drop_in(self.use, self.use.pulls[0])
 
     def value(self, expr: cst.CSTNode, depth: int) -> None:
         """``expr`` evaluates to the iterator."""
