@@ -261,6 +261,11 @@ STAYS = {
         "show(loader)\n    show(None)",
         "`print(x)` in `show()` uses `x` in a way the tool cannot follow",
     ),
+    # only plain assignments may rebind the name that holds the iterator
+    "rebound by a loop": (
+        "for loader in [None]:\n        pass",
+        "`loader` is assigned more than once",
+    ),
 }
 
 
@@ -310,5 +315,125 @@ def test_reset_in_a_helper_that_also_gets_other_values_stays(numbers) -> None:
     new = migrate_source(old).code
     assert "TODO" not in new and "class NumbersLoader" in new, new
     assert "    it.reset()\n" in new and "    def reset(self):\n" in new, new
+    root = numbers(10)
+    assert _run(new, root) == _run(old, root)
+
+
+@pytest.mark.dali
+def test_name_rebound_to_something_else_keeps_its_uses(numbers) -> None:
+    """The name that holds the iterator is assigned again (another loader of the program's own):
+    the code that uses it stays as written, resets included, and the loader has a reset() that
+    does nothing."""
+    old = _program(4, 1, 0, False, False, "PARTIAL", None, False, None, True)
+    old = old.replace(
+        "    return out\n",
+        "    loader = Batches()\n    for _ in loader:\n        pass\n    loader.reset()\n"
+        "    return out\n",
+    )
+    old += "\n\nclass Batches(list):\n    def reset(self):\n        pass\n"
+    new = migrate_source(old).code
+    assert "TODO" not in new and "class NumbersLoader" in new, new
+    assert new.count("    loader.reset()") == 2 and "    def reset(self):\n" in new, new
+    root = numbers(10)
+    assert _run(new, root) == _run(old, root)
+
+
+SOURCE_PROGRAM = """
+import numpy as np
+from nvidia.dali import fn, pipeline_def
+from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+
+class Counting:
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        self.i = 0
+        return self
+
+    def __next__(self):
+        if self.batches is not None and self.i >= self.batches:
+            raise StopIteration
+        self.i += 1
+        return [np.array([self.i * 3 + k], dtype=np.int32) for k in range(3)]
+
+
+source = Counting({batches})
+
+
+@pipeline_def(batch_size=3, num_threads=1, device_id=None)
+def counted():
+    return fn.external_source(source=source)
+
+
+def run(root, epochs):
+    loader = DALIGenericIterator(
+        [counted()], ["x"], size={size}, last_batch_policy=LastBatchPolicy.{policy}
+    )
+    out = []
+    for epoch in range(epochs):
+        for i, data in enumerate(loader):
+            out.append((epoch, i, data[0]["x"].numpy().ravel().tolist()))
+    return out
+"""
+
+
+@pytest.mark.dali
+@pytest.mark.parametrize("policy", ["FILL", "PARTIAL", "DROP"])
+@pytest.mark.parametrize("batches, size", [(None, 7), (None, 9), (3, 7), (2, 9)])
+def test_size_over_an_external_source_counts_as_dali_did(policy, batches, size) -> None:
+    """``size=`` over a pipeline fed by an iterable gone over once: each epoch takes the batches
+    that reach ``size`` samples (FILL: the overshoot counts into the next; PARTIAL: cut; DROP:
+    the incomplete one read, not given), and once the source ends every epoch is empty."""
+    pytest.importorskip("nvidia.dali")
+    old = SOURCE_PROGRAM.format(batches=batches, size=size, policy=policy)
+    new = migrate_source(old).code
+    assert "TODO" not in new and "class CountedLoader" in new, new
+    assert _run(new, "") == _run(old, "")
+
+
+@pytest.mark.dali
+def test_source_loader_keeps_a_reset_for_code_that_resets_other_values() -> None:
+    """A helper that resets whatever it loops over, given the iterator over external sources and
+    something else: the loader has a reset() that does nothing (it had none: AttributeError)."""
+    pytest.importorskip("nvidia.dali")
+    old = SOURCE_PROGRAM.format(batches=3, size=7, policy="FILL").replace(", size=7", "")
+    old = old.replace(
+        "    return out\n", "    drain(loader)\n    drain(Batches())\n    return out\n"
+    )
+    old += (
+        "\n\ndef drain(it):\n    for _ in it:\n        pass\n    it.reset()\n"
+        "\n\nclass Batches(list):\n    def reset(self):\n        pass\n"
+    )
+    new = migrate_source(old).code
+    assert "TODO" not in new and new.count("    def reset(self):\n") == 2, new
+    assert _run(new, "") == _run(old, "")
+
+
+@pytest.mark.dali
+def test_rebound_name_pulled_with_next_gets_a_drop_in_loader(numbers) -> None:
+    """``next(loader)`` on a name assigned again later: the loader is a drop-in iterator and
+    every use stays as written (``loader = iter(...)`` and len() of the loader's own name would
+    rewrite uses that also see the other value)."""
+    old = _program(4, 1, 0, False, False, "PARTIAL", None, False, None, False)
+    old = old.replace(
+        "        for i, data in enumerate(loader):\n"
+        "            out.append((epoch, None, data[0][\"x\"].numpy().ravel().tolist()))\n"
+        "        loader.reset()  # ignored by DALI after a break: the next loop resumes the epoch\n",
+        "        while True:\n"
+        "            try:\n"
+        "                data = next(loader)\n"
+        "            except StopIteration:\n"
+        "                break\n"
+        "            out.append((epoch, len(loader), data[0][\"x\"].numpy().ravel().tolist()))\n",
+    )
+    old = old.replace(
+        "    return out\n", "    loader = Batches()\n    out.append(len(loader))\n    return out\n"
+    )
+    old += "\n\nclass Batches(list):\n    pass\n"
+    assert "next(loader)" in old
+    new = migrate_source(old).code
+    assert "TODO" not in new and "def __next__(self):" in new and "iter(" not in new, new
     root = numbers(10)
     assert _run(new, root) == _run(old, root)

@@ -184,7 +184,7 @@ class PipelineObject(Rule):
         loader = None
         if inst.iterators:
             sizes = [u.size for u in inst.iterators if u.size is not None]
-            why = rebound_reasons(ctx, block, batch_size.value, *sizes)
+            why = rebound_reasons(ctx, block, batch_size.value, *sizes, moved=prefix)
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
@@ -382,7 +382,9 @@ def _loader_edits(
     text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)
     text += ctx.module.default_newline * len(blank) if after.strip() else ""  # a gap below it too
     edits = [Edit(start, end, text), *edits, *graph.extra_edits]
-    return edits + loader_site_edits(ctx, inst, name, rule_id, None, set(), notes, set(), args=[])
+    return edits + loader_site_edits(
+        ctx, inst, name, rule_id, None, set(), notes, set(), args=[], todo_where_made=True
+    )
 
 
 def _target_name(assign: cst.Assign) -> str:

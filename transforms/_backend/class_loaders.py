@@ -47,6 +47,8 @@ when the loader runs, so it is made only when each of those names is bound once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -183,20 +185,27 @@ def block_params(batch: cst.BaseExpression) -> cst.Parameters:
 
 
 def rebound_reasons(
-    ctx: FileContext, block: cst.With, batch: cst.BaseExpression, *more: cst.BaseExpression
+    ctx: FileContext,
+    block: cst.With,
+    batch: cst.BaseExpression,
+    *more: cst.BaseExpression,
+    moved: Sequence[cst.CSTNode] = (),
 ) -> list[str]:
     """The loader's code reads the names the ``with`` block read (and those of ``more``: the
     iterators' ``size=``) when it runs, not when the block ran: each must be bound once, outside
-    a loop, in the code around the block."""
+    a loop, in the code around the block. ``moved``: statements before the block that move into
+    the loader's loop with it (what they bind is the loop's own, what they read is read then)."""
     scope = ctx.scopes.get(block.body.body[0]) if block.body.body else None
     if scope is None:
         return ["the scope of the with block is unknown"]
     local = set()
-    for node in walk(block.body):
+    for node in (n for root in [*moved, block.body] for n in walk(root)):
         if isinstance(node, cst.AssignTarget):
             local |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
     reasons = []
     read = free_names(block.body) | free_names(batch)
+    for stmt in moved:
+        read |= free_names(stmt)
     for expr in more:
         read |= free_names(expr)
     for name in sorted(read - local):

@@ -106,7 +106,7 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
         return ["the pipeline's number of outputs depends on the `if` that ends it"]
     if graph.sources and not graph.readers:
-        return _source_reasons(graph, use) or _placement_reasons(ctx, inst, use)
+        return _source_reasons(graph, use) or _sized_source_reasons(ctx, inst, graph, use)
     if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
         return [
             "a framework iterator over a pipeline with several readers or an external source is "
@@ -160,8 +160,8 @@ def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
         for u in graph.sources
     ):
         return [f"{what} that is fed per sample, by iteration number or without end"]
-    if use.reader_name is not None or use.size is not None or use.size_reader is not None:
-        return [f"{what} with reader_name= or size= (DALI counts samples then)"]
+    if use.reader_name is not None or use.size_reader is not None:
+        return [f"{what} with reader_name= (the reader it names is not there)"]
     if use.lens or use.size_reads or use.meta_calls:
         return [f"{what}: len() and the epoch size are unknown before a pass ends"]
     if use.early_exit:
@@ -169,6 +169,25 @@ def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
     if use.subclass is not None or use.wrapper is not None:
         return [f"{what}, subclassed or made in a wrapper class"]
     return []
+
+
+def _sized_source_reasons(
+    ctx: FileContext, inst: Instance, graph: Graph, use: IteratorUse
+) -> list[str]:
+    """``size=N`` over sources: DALI counted N samples per epoch over the one pass of the
+    sources (an iterable gone over once); the loader does too, given N where it is made. Where
+    the sources are started over, the pass and the count would interleave: refused."""
+    if use.size is None:
+        return _placement_reasons(ctx, inst, use)
+    what = "a framework iterator with size= over an external source"
+    if any(u.kind != "iterable" or u.cycle or u.raises for u in graph.sources):
+        return [f"{what} that is started over or called per batch"]
+    if use.last_batch_padded or use.subclass or use.wrapper or use.dropin:
+        return [f"{what}: only loops over it (no last_batch_padded, subclass or wrapper)"]
+    if made_elsewhere(ctx, inst, use) or (inst.variable or "") in free_names(use.size):
+        return [f"{what}: size={source_of(use.size)} cannot be computed where the loader is made"]
+    use.size_param = "size"  # (named in the loader's __init__)
+    return _placement_reasons(ctx, inst, use)
 
 
 def _meta_reason(graph: Graph, use: IteratorUse) -> str | None:

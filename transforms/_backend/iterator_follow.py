@@ -35,15 +35,24 @@ class Follower:
         self.within: list[str] = []
         #: id of each reset statement -> the callees it was found in
         self.reset_callees: dict[int, tuple[str, ...]] = {}
+        #: the name that holds the iterator holds other values too (each a plain assignment):
+        #: the code that uses it stays as written, resets included
+        self.rebound = False
 
     def finish(self) -> None:
         """A reset in code that also gets other values (a function or class called elsewhere
         with something else) stays: the loader gets a ``reset()`` that does nothing. The others
         are deleted (each pass over the loader is an epoch)."""
         shared = {k for k, c in self.callees.items() if c.references != len(c.calls)}
-        kept = [r for r in self.use.resets if shared & set(self.reset_callees.get(id(r), ()))]
+        kept = [
+            r
+            for r in self.use.resets
+            if self.rebound or shared & set(self.reset_callees.get(id(r), ()))
+        ]
         self.use.resets = [r for r in self.use.resets if not any(r is k for k in kept)]
         self.use.kept_resets = kept
+        if self.rebound and self.use.pulls:  # (``it = iter(loader)`` would rebind it too)
+            drop_in(self.use, self.use.pulls[0])
 
     def value(self, expr: cst.CSTNode, depth: int) -> None:
         """``expr`` evaluates to the iterator."""
@@ -61,11 +70,14 @@ class Follower:
         if isinstance(target, cst.Name):
             scope = ctx.scopes.get(target)
             bindings = list(scope.assignments[target.value]) if scope is not None else []
-            if len(bindings) != 1:
+            if len(bindings) != 1 and not all(_plain_binding(ctx, b.node) for b in bindings):
                 self.reasons.append(f"`{target.value}` is assigned more than once")
                 return
+            if len(bindings) != 1:  # (train, then validation): its uses also get other values
+                self.rebound = True
             self._holder(target)
-            for ref in in_source_order(ctx, bindings[0].references):
+            refs = {id(r): r for b in bindings for r in b.references}.values()
+            for ref in in_source_order(ctx, refs):
                 if ctx.scopes.get(ref.node) is not scope:
                     self.reasons.append(
                         f"`{target.value}` is used in another scope, {scope_label(ctx, ref.node)}"
@@ -261,6 +273,18 @@ class Follower:
         return True
 
 
+def _plain_binding(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` (a name bound) is the one target of an assignment: ``name = value``."""
+    target = ctx.parents.get(node)
+    assign = ctx.parents.get(target)
+    return (
+        isinstance(node, cst.Name)
+        and isinstance(target, cst.AssignTarget)
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+    )
+
+
 def drop_in(use: IteratorUse, node: cst.CSTNode) -> None:
     """The loader is to be a drop-in iterator (for the use at ``node``), sized with len()."""
     use.opaque.append(node)
@@ -427,6 +451,9 @@ def adopt_meta_call(ctx: FileContext, inst: Any, call: cst.Call) -> bool:
     holder = use.holder
     if not (isinstance(holder, cst.Name) or _self_attr(ctx, holder) is not None):
         return False
+    scope = ctx.scopes.get(holder) if isinstance(holder, cst.Name) else None
+    if scope is not None and len(scope.assignments[holder.value]) != 1:
+        return False  # (the name may hold another loader there)
     made = ctx.enclosing_statement(use.call)
     fn = enclosing(ctx, made, cst.FunctionDef)
     if enclosing(ctx, call, cst.FunctionDef) is not fn or ctx.line_of(call) <= ctx.line_of(made):

@@ -72,6 +72,10 @@ class LoaderClass:
         return f"self.{self.attrs[role]}"
 
 
+#: the body of the loader's ``reset()`` where code that also resets other objects calls it
+KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
+
+
 def class_name(ctx: FileContext, fn_name: str) -> str:
     """``train_pipe`` -> ``TrainLoader``, ``loader_pipeline`` -> ``Loader``,
     ``create_dali_pipeline`` -> ``DaliLoader``."""

@@ -14,7 +14,7 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import fresh_name, kwarg, source_of, walk
-from .arguments import set_threads_stmt
+from .arguments import device_message, set_threads_stmt
 from .dataset_generator import dataset_edit
 from .edits import removed_stmt
 from .handles import metadata_value
@@ -35,21 +35,24 @@ def loader_site_edits(
     notes: list,
     threads_set: set[tuple[int, str]],
     args: list[cst.Arg] | None = None,
+    todo_where_made: bool = False,
 ) -> list[Edit]:
     """The pipeline's creation gives way to ``ndd.set_num_threads`` (its ``num_threads``), its
     ``build()`` goes, the iterator becomes the loader made from the pipeline's arguments (or
     ``args``), and ``reset()`` goes (or, for code that pulls with ``next()``, starts a new
-    pass)."""
+    pass). ``todo_where_made``: the TODO about a dropped device_id goes above the loader's
+    construction, not the pipeline's (the class written between them would part it from both)."""
     use = inst.iterators[0]
     made = ctx.enclosing_statement(use.call)
     # (every node of a module's body has an enclosing statement)
     assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     depth = len(ctx.indents(made))
-    pre = _creation(
-        ctx, inst, rule_id, threads_default, notes, threads_set
-    )  # what stays of the pipeline
     together = made is inst.stmt  # @data_iterator: one call made both
     kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
+    moved = todo_where_made and inst.device_todo is not None and not (together or kept)
+    pre = _creation(
+        ctx, inst, rule_id, threads_default, notes, threads_set, todo=not moved
+    )  # what stays of the pipeline
     meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
@@ -92,6 +95,14 @@ def loader_site_edits(
         edits += [_dropped(ctx, r) for r in use.resets]
     if together and pre:
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
+    device = inst.kwargs.get("device_id")
+    if moved and device is not None:  # (the loader runs its operators now)
+        inst.device_todo = device_message(source_of(device.value), name)
+    if moved:
+        todo = device_todo_line(ctx, inst, rule_id, notes, at=made)
+        first = new[0]
+        assert isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        new[0] = first.with_changes(leading_lines=[*first.leading_lines, todo])
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
 
@@ -160,19 +171,20 @@ def _creation(
     threads_default: cst.Arg | None,
     notes: list,
     threads_set: set[tuple[int, str]],
+    todo: bool = True,
 ) -> list[cst.BaseStatement | cst.EmptyLine]:
     """What stays where the pipeline was made: ``ndd.set_num_threads`` (once per scope) and the
-    TODO about a dropped device_id, with the comments above it."""
+    TODO about a dropped device_id (``todo``), with the comments above it."""
     threads = inst.kwargs.get("num_threads", threads_default)
     if threads is not None:
         text = source_of(threads.value)
         blocks = enclosing_blocks(ctx, inst.stmt)
         threads = None if any((b, text) in threads_set for b in blocks) else threads
         threads_set.add((blocks[0], text))
-    todo = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo else []
+    lines = [device_todo_line(ctx, inst, rule_id, notes)] if inst.device_todo and todo else []
     if threads is None:
-        return [cst.EmptyLine(), *todo] if todo else []  # (an empty line first: only the TODO)
-    lines = [*inst.stmt.leading_lines, *todo]
+        return [cst.EmptyLine(), *lines] if lines else []  # (an empty line first: only the TODO)
+    lines = [*inst.stmt.leading_lines, *lines]
     return [set_threads_stmt(ctx, threads).with_changes(leading_lines=lines)]
 
 

@@ -77,6 +77,7 @@ from .iterator_use import IteratorUse
 from .loader_init import init_method, init_tail, size_lines
 from .loader_iter import iter_methods
 from .loader_parts import (
+    KEPT_RESET,
     LoaderBody,
     LoaderClass,
     bound_in,
@@ -91,9 +92,6 @@ from .loader_parts import (
 )
 from .model import Graph, Instance, Refused
 from .source_loaders import source_loader_definition
-
-KEPT_RESET = "# nothing to do: each pass is an epoch; kept for code that also resets DALI iterators"
-
 
 # -- the body the emitter wrote --------------------------------------------------------------------
 
@@ -159,8 +157,10 @@ def loader_definition(
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
-    if not graph.readers:  # external sources: one pass of them per epoch
-        return source_loader_definition(ctx, fn, graph, body, params, inst, at, name)
+    if not graph.readers:  # external sources: one pass of them per epoch (or size= samples)
+        taken = names_in(fn)
+        sized = (lambda p: _with_size_param(p, use, taken)) if use.size is not None else None
+        return source_loader_definition(ctx, fn, graph, body, params, inst, at, name, sized)
     reader_args = {
         a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
     }
