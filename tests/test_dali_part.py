@@ -132,6 +132,24 @@ def test_a_global_written_in_a_function_is_followed():
     assert "pipe.run()" in reduced and "global pipe" in reduced
 
 
+def test_a_statement_kept_first_for_its_names_still_passes_them_on():
+    """``images, labels = out`` binds names the pipeline function also uses, so it is kept as
+    soon as the function is; it holds DALI values too (``out`` is a run's outputs), so the
+    statements that read ``images`` after it are kept as well."""
+    source = (
+        "from nvidia.dali import fn, pipeline_def\n"
+        "@pipeline_def\ndef p():\n    images, labels = fn.readers.file(file_root='.')\n"
+        "    return images, labels\n"
+        "pipe = p(batch_size=2, num_threads=1, device_id=0)\n"
+        "out = pipe.run()\n"
+        "images, labels = out\n"
+        "print(images.is_dense_tensor())\n"
+    )
+    part = dali_part(source)
+    assert not part.skipped
+    assert "print(images.is_dense_tensor())" not in migrate_source(source).code
+
+
 # Unrelated code woven between the top-level statements of every fixture: functions, classes,
 # constants, a module-level ``_`` and names the migration likes to introduce.
 PADDING = '''

@@ -199,6 +199,8 @@ def _follow(
     pending = seeds
     uses: set[str] = set()
     visited = [False] * len(units)
+    spread = [False] * len(units)  # a relevant unit's names were followed (once it is relevant:
+    # a unit first kept because it binds a name others use may become relevant later)
     while True:
         if pending:
             seen_words |= pending
@@ -211,11 +213,12 @@ def _follow(
             pending = set()
         grew = False
         for i in range(len(units)):
+            if relevant[i] and not spread[i]:
+                spread[i] = True
+                pending |= bound[i] - seen_words
             if visited[i] or not (relevant[i] or needed[i]):
                 continue
             visited[i] = True
-            if relevant[i]:
-                pending |= bound[i] - seen_words
             new_uses = {
                 n.id for s in units[i][2] for n in ast.walk(s) if isinstance(n, ast.Name)
             } - uses
@@ -227,7 +230,8 @@ def _follow(
                 if not relevant[i] and not needed[i] and bound[i] & uses:
                     needed[i] = True
         if not pending and not any(
-            not visited[i] and (relevant[i] or needed[i]) for i in range(len(units))
+            (not visited[i] and (relevant[i] or needed[i])) or (relevant[i] and not spread[i])
+            for i in range(len(units))
         ):
             break
 

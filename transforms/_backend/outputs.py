@@ -16,6 +16,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic, Edit
 
 from .._cst import in_source_order, int_index, within
+from .tensor_uses import tensor_edits
 
 #: the TensorList methods that have a Batch-API counterpart
 OUTPUT_METHODS = {"as_array", "as_tensor", "as_cpu", "at", "layout", "shape", "is_dense_tensor"}
@@ -62,6 +63,7 @@ def output_edits(
         if tracker.size() == before:
             break
     todos += _unsure_todos(ctx, tracker, run)
+    edits += tensor_edits(ctx, scope, list(tracker.tensors.values()), todos)
     # a use reachable from several tracked assignments is found once per assignment
     notes.extend({(d.line, d.col, d.message): d for d in todos}.values())
     return list({(e.start, e.end): e for e in edits}.values())
@@ -106,6 +108,7 @@ class _Tracker:
         self.ctx, self.scope, self.moved = ctx, scope, moved
         self.tuples: dict[int, cst.Name] = {}  # names bound to the whole output tuple
         self.lists: dict[int, cst.Name] = {}  # names bound to one TensorList
+        self.tensors: dict[int, cst.Name] = {}  # names bound to a TensorList's as_tensor()
 
     def size(self) -> int:
         return len(self.tuples) + len(self.lists)
@@ -199,6 +202,12 @@ class _Tracker:
         holder = ctx.parents.get(result)
         if isinstance(holder, cst.Assign) and holder.value is result and len(holder.targets) == 1:
             binds.append((holder.targets[0].target, False))
+        elif outer is not None and _as_tensor(new):
+            stored = ctx.parents.get(outer)
+            if isinstance(stored, cst.Assign) and len(stored.targets) == 1:
+                target = stored.targets[0].target
+                if isinstance(target, cst.Name):
+                    self.tensors[id(target)] = target
         elif outer is None and _unknown_attribute(ctx, expr):
             attr = cst.ensure_type(ctx.parents.get(expr), cst.Attribute).attr.value
             todos.append(
@@ -210,14 +219,14 @@ class _Tracker:
                     "Batch counterpart the tool knows; rewrite it with the Batch API by hand",
                 )
             )
-        elif outer is None and _handed_over(ctx, expr):
-            call = cst.ensure_type(ctx.parents.get(ctx.parents.get(expr)), cst.Call)
+        elif _handed_over(ctx, result):  # the Batch itself, or still one (``x.as_cpu()``)
+            call = cst.ensure_type(ctx.parents.get(ctx.parents.get(result)), cst.Call)
             callee = ctx.text(call.func)
             todos.append(
                 ctx.todo(
                     "DM200",
-                    expr,
-                    f"`{ctx.text(expr)}` is an ndd Batch now (it was a TensorList): check that "
+                    result,
+                    f"`{ctx.text(result)}` is an ndd Batch now (it was a TensorList): check that "
                     f"`{callee}` uses the Batch API",
                 )
             )
@@ -268,6 +277,15 @@ def _unread_list(ctx: FileContext, run: cst.Call) -> bool:
     if scope is None or len(targets) != len(assign.targets):
         return False
     return all(not a.references for t in targets for a in scope.assignments[t.value] if a.node is t)
+
+
+def _as_tensor(new: cst.BaseExpression | None) -> bool:
+    """``new`` is ``ndd.as_tensor(...)`` (what ``out.as_tensor()`` became)."""
+    return (
+        isinstance(new, cst.Call)
+        and isinstance(new.func, cst.Attribute)
+        and new.func.attr.value == "as_tensor"
+    )
 
 
 def _ends_conversion(new: cst.BaseExpression) -> bool:
