@@ -123,7 +123,7 @@ from ._backend.handles import (
 )
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_checks import abandon_iterators, iterator_reasons
-from ._backend.iterator_follow import dropin_note
+from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused

@@ -91,7 +91,7 @@ from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
 from ._backend.instances import follow_pipeline, own_uses
-from ._backend.iterator_follow import dropin_note
+from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused

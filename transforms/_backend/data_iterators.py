@@ -12,7 +12,8 @@ from dali_migrate.context import FileContext
 
 from .arguments import check_pipeline_args
 from .iterator_args import analyse_iterator
-from .iterator_follow import Follower, check_uses
+from .iterator_consumers import check_uses
+from .iterator_follow import Follower
 from .iterators import BY_HAND
 from .model import FollowUp, Instance
 

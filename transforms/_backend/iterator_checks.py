@@ -11,7 +11,8 @@ from dali_migrate.context import FileContext
 from .._cst import free_names, scope_label, source_of, walk
 from .datasets import signature_reasons
 from .handles import name_arg
-from .iterator_follow import drop_in, enclosing, left_early, loops_around
+from .iterator_consumers import left_early
+from .iterator_follow import drop_in, enclosing, loops_around
 from .iterator_use import ANY_READER, IteratorUse
 from .iterators import BY_HAND, BY_HAND_TORCH
 from .model import FollowUp, Graph, Instance

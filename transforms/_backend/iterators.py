@@ -48,7 +48,8 @@ from dali_migrate.context import FileContext
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, dataset_use
 from .iterator_args import ITERATORS, analyse_iterator
-from .iterator_follow import Follower, check_uses
+from .iterator_consumers import check_uses
+from .iterator_follow import Follower
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
 from .subclasses import iterator_subclass
