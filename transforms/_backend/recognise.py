@@ -83,16 +83,7 @@ def analyse_graph(
     body: list[_Statement] = list(container.body.body)
     if chosen is not None:
         body[-1] = chosen[0]
-    first = body[0] if body else None
-    docstring = (
-        first
-        if isinstance(first, cst.BaseStatement)
-        and isinstance(container, cst.FunctionDef)
-        and is_docstring(first)
-        else None
-    )
-    if docstring is not None:
-        body = body[1:]
+    docstring, body = _docstring_split(container, body)
     if outputs_stmt is None or not body or body[-1] is not outputs_stmt:
         reasons.append("its outputs are not given by one statement at the end")
         return None
@@ -127,6 +118,21 @@ def analyse_graph(
     graph.unpacked = unpacked
     graph.branch_outputs = branched
     return graph
+
+
+def _docstring_split(
+    container: cst.FunctionDef | cst.With, body: list[_Statement]
+) -> tuple[cst.BaseStatement | None, list[_Statement]]:
+    """A function's docstring (None for a ``with`` block, or none written) and the statements
+    after it."""
+    first = body[0] if body else None
+    if (
+        isinstance(first, cst.BaseStatement)
+        and isinstance(container, cst.FunctionDef)
+        and is_docstring(first)
+    ):
+        return first, body[1:]
+    return None, body
 
 
 def _indented(body: list[_Statement]) -> list[cst.BaseStatement]:
