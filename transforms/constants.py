@@ -53,6 +53,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
+from dali_migrate.fixes import Diagnostic
 
 from ._cst import has_star, kwarg, kwargs_of, literal, positional
 from ._dali import DTYPES, dali_dtype
@@ -84,7 +85,9 @@ class Constants(LocalRule[cst.Call]):
     )
     node_types = (cst.Call,)
 
-    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+    def rewrite(
+        self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:
         q = ctx.qualname(original.func)
         op = ctx.fn_op(original.func)
         if q == "nvidia.dali.types.Constant":
@@ -123,8 +126,8 @@ class Constants(LocalRule[cst.Call]):
         except _Unsupported as e:
             return ctx.todo(self.id, original, _reason(ctx, what, str(e), batch=True))
 
-    def message(self, ctx, original, new):
-        return f"{ctx.text(original.func)}(...) -> {ctx.render(new, [])}"
+    def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
+        return f"{ctx.text(cst.ensure_type(original, cst.Call).func)}(...) -> {ctx.render(new, [])}"
 
 
 def _reason(ctx: FileContext, what: str, why: str, batch: bool = False) -> str:

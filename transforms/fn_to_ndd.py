@@ -38,6 +38,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext, attr_chain
+from dali_migrate.fixes import Diagnostic
 
 from ._local import LocalEnv, LocalRule
 from .random_ops import migrates_outside
@@ -73,7 +74,13 @@ class FnToNdd(LocalRule):
     summary = "pipeline-mode operator fn.X becomes ndd.X"
     node_types = (cst.Attribute, cst.Name)
 
-    def rewrite(self, ctx: FileContext, original, updated, env: LocalEnv):
+    def rewrite(
+        self,
+        ctx: FileContext,
+        original: cst.Attribute | cst.Name,
+        updated: cst.Attribute | cst.Name,
+        env: LocalEnv,
+    ) -> cst.CSTNode | Diagnostic | None:
         q = ctx.qualname(original)
         if not q:
             return None
@@ -132,7 +139,7 @@ class FnToNdd(LocalRule):
             return ctx.todo(self.id, original, f"fn.{path} does not exist in dynamic mode: {hint}")
         return attr_chain(f"{ctx.ndd}.{target.ndd_path}")
 
-    def message(self, ctx, original, new):
+    def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
         return f"{ctx.text(original)} -> {ctx.render(new, [])}"
 
 

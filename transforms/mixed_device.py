@@ -62,7 +62,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.fixes import Diagnostic
+from dali_migrate.fixes import Diagnostic, Edit
 from dali_migrate.rules import FileState
 
 from ._cst import in_source_order, walk
@@ -82,9 +82,16 @@ class MixedDevice(LocalRule):
     def after_walk(self, state: FileState, nodes_of: dict[int, cst.CSTNode]) -> None:
         _join(state, nodes_of)
 
-    def rewrite(self, ctx: FileContext, original, updated, env: LocalEnv):
+    def rewrite(
+        self,
+        ctx: FileContext,
+        original: cst.Arg | cst.SimpleString,
+        updated: cst.Arg | cst.SimpleString,
+        env: LocalEnv,
+    ) -> cst.CSTNode | Diagnostic | None:
         if isinstance(original, cst.SimpleString):
-            return _device_literal(ctx, original, updated)
+            return _device_literal(ctx, original, cst.ensure_type(updated, cst.SimpleString))
+        updated = cst.ensure_type(updated, cst.Arg)
         if original.keyword is None or original.keyword.value != "device":
             return None
         call = ctx.parents.get(original)
@@ -94,7 +101,9 @@ class MixedDevice(LocalRule):
         if isinstance(value, cst.SimpleString):
             if value.evaluated_value != "mixed":
                 return None
-            return updated.with_changes(value=_gpu(updated.value))
+            return updated.with_changes(
+                value=_gpu(cst.ensure_type(updated.value, cst.SimpleString))
+            )
         if not _may_be_mixed(ctx, call):
             return None  # pipeline mode rejects "mixed" for it: the value is never "mixed"
         literals = _literal_values(ctx, value) if isinstance(value, cst.Name) else None
@@ -118,10 +127,15 @@ class MixedDevice(LocalRule):
             return None
         return updated.with_changes(value=resolved)
 
-    def edit(self, ctx: FileContext, original, new):
+    def edit(
+        self,
+        ctx: FileContext,
+        original: cst.Arg | cst.SimpleString,
+        new: cst.Arg | cst.SimpleString,
+    ) -> Edit:
         if isinstance(original, cst.SimpleString):
             return ctx.expr_edit(original, new)
-        return ctx.expr_edit(original.value, new.value)
+        return ctx.expr_edit(original.value, cst.ensure_type(new, cst.Arg).value)
 
 
 def _gpu(string: cst.SimpleString) -> cst.SimpleString:

@@ -60,7 +60,7 @@ class NodeIndexing(LocalRule[cst.Subscript]):
 
     def rewrite(
         self, ctx: FileContext, original: cst.Subscript, updated: cst.Subscript, env: LocalEnv
-    ):
+    ) -> cst.CSTNode | None:
         value = original.value
         if isinstance(value, cst.Attribute) and value.attr.value == "slice":
             return None

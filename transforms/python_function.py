@@ -116,6 +116,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic
 
 from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
 from ._dali import mentions_dali
@@ -131,7 +132,9 @@ class PythonFunction(LocalRule[cst.Call]):
     summary = "fn.python_function becomes plain Python over the samples, then ndd.as_batch"
     node_types = (cst.Call,)
 
-    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+    def rewrite(
+        self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:
         op = ctx.fn_op(original.func)
         if op is None or op.target.fn_path not in ("python_function", "dl_tensor_python_function"):
             return None
@@ -170,13 +173,14 @@ class PythonFunction(LocalRule[cst.Call]):
         expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
-    def message(self, ctx, original, new):
+    def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
+        func = cst.ensure_type(original, cst.Call).func
         if isinstance(new, cst.Call) and not _code(new.func).endswith("as_batch"):
             return (
-                f"{ctx.text(original.func)}(...) -> the function called on the batch's samples "
+                f"{ctx.text(func)}(...) -> the function called on the batch's samples "
                 "(once per batch taken: pipeline mode ran it ahead, by its prefetch queue)"
             )
-        return f"{ctx.text(original.func)}(...) -> plain Python over the samples, then {ctx.ndd}.as_batch"
+        return f"{ctx.text(func)}(...) -> plain Python over the samples, then {ctx.ndd}.as_batch"
 
 
 #: arguments whose literal value decides the rewrite

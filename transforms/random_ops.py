@@ -78,7 +78,9 @@ class RandomOps(LocalRule[cst.Call]):
     summary = "random operators get batch_size= and rng="
     node_types = (cst.Call,)
 
-    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+    def rewrite(
+        self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:
         op = ctx.fn_op(original.func)
         if op is None or not op.target.is_random:
             return None

@@ -73,6 +73,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
+from dali_migrate.fixes import Diagnostic
 
 from ._cst import fresh_name, has_star, kwargs_of, literal, names_in, positional
 from ._dali import DTYPES, dali_dtype
@@ -89,7 +90,9 @@ class Shapes(LocalRule[cst.Call]):
     summary = "fn.shapes(x) and x.shape() become a batch built from x.shape"
     node_types = (cst.Call,)
 
-    def rewrite(self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv):
+    def rewrite(
+        self, ctx: FileContext, original: cst.Call, updated: cst.Call, env: LocalEnv
+    ) -> cst.CSTNode | Diagnostic | None:
         op = ctx.fn_op(original.func)
         code = lambda n: cst.Module(body=[]).code_for_node(n)  # noqa: E731
         if op is not None and op.target.fn_path == "shapes":
@@ -152,8 +155,8 @@ class Shapes(LocalRule[cst.Call]):
         expr = cst.parse_expression(new)
         return expr.with_changes(lpar=updated.lpar, rpar=updated.rpar) if updated.lpar else expr
 
-    def message(self, ctx, original, new):
-        return f"{ctx.text(original.func)}(...) -> a batch built from .shape"
+    def message(self, ctx: FileContext, original: cst.CSTNode, new: cst.CSTNode) -> str:
+        return f"{ctx.text(cst.ensure_type(original, cst.Call).func)}(...) -> a batch built from .shape"
 
 
 def _hint(ctx: FileContext, x: str, dtype: str | None = "int64") -> str:
