@@ -32,8 +32,9 @@ def visual_indent(call: cst.Call) -> bool:
 def aligned_to_bracket(call: cst.Call, positions: Mapping[cst.CSTNode, CodeRange]) -> bool:
     """``call`` (a node ``positions`` knows) is written in the visual-indent style and each line
     of its arguments starts where its first argument does (or one column off)."""
-    if call not in positions or not visual_indent(call):
-        return False
+    span = positions.get(call)
+    if span is None or span.start.line == span.end.line or not visual_indent(call):
+        return False  # (a call on one line, most of them, is told by its span alone)
     first = positions[call.args[0]].start
     starts = [positions[a].start for a in call.args[1:]]
     return all(abs(p.column - first.column) <= 1 for p in starts if p.line != first.line)
