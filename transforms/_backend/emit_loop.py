@@ -10,7 +10,7 @@ from dali_migrate.context import attr_chain
 
 from .._cst import free_names, fresh_name, kwarg, leading_lines, names_in, statement, visited, walk
 from .devices import move_cpu_operands
-from .emit_state import EmitState, walk_outside_defs
+from .emit_state import EmitState
 from .model import Graph
 from .tail_yields import bound_yields, has_yield, yielded
 

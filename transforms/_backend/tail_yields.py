@@ -89,4 +89,5 @@ def _bound_tail(
 
 
 def _code(stmts: list[cst.BaseStatement]) -> str:
-    return cst.Module(body=stmts).code
+    module = cst.Module(body=[])
+    return "".join(module.code_for_node(s) for s in stmts)
