@@ -84,7 +84,12 @@ from ._backend.arguments import (
     pipeline_ctor_kwargs,
     set_threads_stmt,
 )
-from ._backend.class_loaders import block_params, rebound_reasons, settle_iterators
+from ._backend.class_loaders import (
+    block_params,
+    init_reads,
+    rebound_reasons,
+    settle_iterators,
+)
 from ._backend.conditionals import branch_reasons, has_data_branches
 from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint, removed_stmt
@@ -199,8 +204,17 @@ class PipelineObject(Rule):
             lowering=state.lowering,
         )
         if loader is not None:
+            # the loader's __init__ takes the context of the pipeline's GPU, where it reads the
+            # constructor's device_id as it was
+            device = kwargs.get("device_id")
+            if (
+                device is not None
+                and device_todo(ctx, block, device, var)
+                and init_reads(ctx, block, device.value)
+            ):
+                plan.device = device.value
             body, fired = emit_generator_body(ctx, graph, plan, notes)
-            edits = _loader_edits(ctx, self.id, inst, block, graph, body, batch_size.value, notes)
+            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes)
         else:
             edits, fired = self._generator_edits(
                 ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
@@ -361,15 +375,17 @@ def _loader_edits(
     block: cst.With,
     graph: Graph,
     body: list[cst.BaseStatement],
-    batch: cst.BaseExpression,
+    plan: PipelinePlan,
     notes: list[Diagnostic],
 ) -> list[Edit]:
     """The ``with`` block becomes the loader class of the iterator over the object (``__init__``
-    takes ``batch_size``, the constructor's by default), made where the iterator was; the
-    constructor gives way to ``ndd.set_num_threads``."""
+    takes ``batch_size``, the constructor's by default, and the context of the pipeline's GPU
+    where the loop's shape let the emitter apply its ``device_id``), made where the iterator
+    was; the constructor gives way to ``ndd.set_num_threads``."""
     var = inst.name
-    inst.device_todo = device_todo(ctx, block, inst.kwargs.get("device_id"), var)
-    params = block_params(batch)
+    device = inst.kwargs.get("device_id")
+    inst.device_todo = None if plan.device_applied else device_todo(ctx, block, device, var)
+    params = block_params(plan.batch_size)
     top = isinstance(ctx.parents.get(block), cst.Module)
     blank = [cst.EmptyLine(indent=False)] * (2 if top else 1)
     fn = cst.FunctionDef(

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
+from libcst.metadata import Scope
 
 from dali_migrate.context import FileContext
 
@@ -209,17 +210,38 @@ def rebound_reasons(
     for expr in more:
         read |= free_names(expr)
     for name in sorted(read - local):
-        if name not in scope:
-            continue
-        assignments = list(scope[name])
-        nodes = [getattr(a, "node", None) for a in assignments]
-        if len(assignments) > 1 or any(_loop_bound(ctx, n) for n in nodes if n is not None):
+        if _rebound(ctx, scope, name):
             reasons.append(
                 f"`{name}`, which the loader reads, may change after the pipeline is built: it "
                 "is assigned more than once, or by a loop, and the loader would read it when it "
                 "runs"
             )
     return reasons[:1]
+
+
+def init_reads(ctx: FileContext, block: cst.With, expr: cst.BaseExpression) -> bool:
+    """Whether the ``__init__`` of the loader class defined where the ``with`` block was reads
+    ``expr`` (an argument of the Pipeline constructor) as the constructor did: no name the class
+    binds there itself (``self``, ``batch_size``), each other one bound once, outside a loop, in
+    the code around the block (:func:`rebound_reasons`)."""
+    names = free_names(expr)
+    scope = ctx.scopes.get(block.body.body[0]) if block.body.body else None
+    if scope is None or names & _INIT_NAMES:
+        return False
+    return not any(_rebound(ctx, scope, name) for name in names)
+
+
+#: the names the loader's ``__init__`` binds (its parameters)
+_INIT_NAMES = {"self", "batch_size"}
+
+
+def _rebound(ctx: FileContext, scope: Scope, name: str) -> bool:
+    """``name``, read in ``scope``, is assigned there more than once, or by a loop."""
+    if name not in scope:
+        return False
+    assignments = list(scope[name])
+    nodes = [getattr(a, "node", None) for a in assignments]
+    return len(assignments) > 1 or any(_loop_bound(ctx, n) for n in nodes if n is not None)
 
 
 def _loop_bound(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -10,8 +10,9 @@ from dali_migrate.context import attr_chain
 
 from .._cst import free_names, fresh_name, kwarg, leading_lines, names_in, statement, visited, walk
 from .devices import move_cpu_operands
-from .emit_state import EmitState, walk_outside_defs
+from .emit_state import EmitState
 from .model import Graph
+from .tail_yields import bound_yields, has_yield, yielded
 
 #: what capture mode means for the code around the generator, written above the loop
 CAPTURE_COMMENT = (
@@ -119,24 +120,33 @@ class LoopPhase(EmitState):
     def _until_yield_in_device(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         """The statements before the loop's yield in ``with ctx:``, the yield after it, so that
         the context is not left entered while the consumer runs; a yield that still calls
-        operators computes its value in the context first (``batch = ...``). Unchanged where the
-        loop has no yield of its own at its top (the front end keeps its TODO)."""
-        at = next((i for i, s in enumerate(stmts) if _yielded(s) is not None), None)
-        if at is None or any(
-            isinstance(n, cst.Yield) for s in stmts[:at] for n in walk_outside_defs(s)
-        ):
+        operators computes its value in the context first (``outputs = ...``), as do yields
+        ending the branches of an ``if`` (``tail_yields``). Unchanged where the loop's first
+        statement that yields has another shape (the front end keeps its TODO)."""
+        at = next((i for i, s in enumerate(stmts) if has_yield(s)), None)
+        if at is None:
             return stmts
-        stmt, yielded = stmts[at], _yielded(stmts[at])
-        assert isinstance(stmt, cst.SimpleStatementLine) and yielded is not None
-        values = yielded.elements if isinstance(yielded, cst.Tuple) else [cst.Element(yielded)]
-        inside = list(stmts[:at])
-        if not all(_computed(e.value) for e in values):
+        stmt, value = stmts[at], yielded(stmts[at])
+        inside, after = list(stmts[:at]), list(stmts[at + 1 :])
+        if value is None:  # yields ending the branches of an `if`
+            outputs = cst.Name(fresh_name("outputs", self.taken))
+            branched = bound_yields(stmt, outputs)
+            if branched is None:
+                self.taken.discard(outputs.value)
+                return stmts
+            inside.append(branched[0])
+            stmt = statement(cst.Expr(cst.Yield(outputs)))
+            after = [*branched[1], *after]
+        elif not all(_computed(e) for e in _elements(value)):
+            assert isinstance(stmt, cst.SimpleStatementLine)
             batch = cst.Name(fresh_name("outputs", self.taken))
-            inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], yielded)]))
+            inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], value)]))
             stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
+        if not inside:  # the yield is the loop's first statement: nothing runs before it
+            return stmts
         first = inside[0]
         block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
-        return [block.with_changes(leading_lines=leading_lines(first)), stmt, *stmts[at + 1 :]]
+        return [block.with_changes(leading_lines=leading_lines(first)), stmt, *after]
 
     def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
         """What the loop's form means: capture mode, or outputs evaluated before the yield."""
@@ -236,14 +246,9 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
 _SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
 
 
-def _yielded(stmt: cst.CSTNode) -> cst.BaseExpression | None:
-    """What ``yield <value>`` (a statement of its own) yields."""
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        small = stmt.body[0]
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
-            value = small.value.value
-            return value if isinstance(value, cst.BaseExpression) else None
-    return None
+def _elements(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a yield gives: the elements of a tuple, else the one value."""
+    return [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
 
 
 def _computed(value: cst.BaseExpression) -> bool:
