@@ -4,6 +4,8 @@ pipeline's GPU it runs in where that is not the current device."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import attr_chain
@@ -59,8 +61,8 @@ class LoopPhase(EmitState):
             if plan.device is not None:  # the return leaves the context: nothing stays in it
                 run = run.with_changes(body=cst.IndentedBlock([self._in_device(lowered)]))
             return run
-        if plan.device is not None and not self.single:
-            lowered = self._until_yield_in_device(lowered)
+        if plan.device is not None and (not self.single or plan.device_turns):
+            lowered = self._until_yield_in_device(lowered, apart=plan.device_turns)
         iterable = [u for u in graph.sources if u.kind == "iterable"]
         if iterable:
             loop: cst.BaseCompoundStatement = cst.For(
@@ -72,7 +74,7 @@ class LoopPhase(EmitState):
         body: list[cst.BaseStatement] = lowered
         if self.single:
             epoch_args = [kwarg("batch_size", plan.batch_size)]
-            if plan.device is not None:
+            if plan.device is not None and not plan.device_turns:
                 # the epoch runs in the context (its operators on its GPU, a capture loop's
                 # graph too): the same object every epoch, as capture mode requires
                 epoch_args.append(kwarg("ctx", cst.Name(self._device_ctx())))
@@ -116,11 +118,14 @@ class LoopPhase(EmitState):
         item = cst.WithItem(cst.Name(self._device_ctx()))
         return cst.With(items=[item], body=cst.IndentedBlock(stmts))
 
-    def _until_yield_in_device(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    def _until_yield_in_device(
+        self, stmts: list[cst.BaseStatement], apart: bool = False
+    ) -> list[cst.BaseStatement]:
         """The statements before the loop's yield in ``with ctx:``, the yield after it, so that
         the context is not left entered while the consumer runs; a yield that still calls
-        operators computes its value in the context first (``batch = ...``). Unchanged where the
-        loop has no yield of its own at its top (the front end keeps its TODO)."""
+        operators computes its value in the context first (``batch = ...``; ``apart``: each
+        such output in a name of its own, the yield keeping one value per output). Unchanged
+        where the loop has no yield of its own at its top (the front end keeps its TODO)."""
         at = next((i for i, s in enumerate(stmts) if _yielded(s) is not None), None)
         if at is None or any(
             isinstance(n, cst.Yield) for s in stmts[:at] for n in walk_outside_defs(s)
@@ -130,13 +135,40 @@ class LoopPhase(EmitState):
         assert isinstance(stmt, cst.SimpleStatementLine) and yielded is not None
         values = yielded.elements if isinstance(yielded, cst.Tuple) else [cst.Element(yielded)]
         inside = list(stmts[:at])
-        if not all(_computed(e.value) for e in values):
+        if apart and not all(_computed(e.value) for e in values):
+            inside, stmt = self._outputs_apart(stmt, values, inside)
+        elif not all(_computed(e.value) for e in values):
             batch = cst.Name(fresh_name("outputs", self.taken))
             inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], yielded)]))
             stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
+        if not inside:  # (nothing runs on the device)
+            return stmts
         first = inside[0]
         block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
-        return [block.with_changes(leading_lines=leading_lines(first)), stmt, *stmts[at + 1 :]]
+        lines = list(leading_lines(first))
+        if apart:
+            lines.append(cst.EmptyLine(comment=cst.Comment(_TURNS)))
+        return [block.with_changes(leading_lines=lines), stmt, *stmts[at + 1 :]]
+
+    def _outputs_apart(
+        self,
+        stmt: cst.SimpleStatementLine,
+        values: Sequence[cst.BaseElement],
+        inside: list[cst.BaseStatement],
+    ) -> tuple[list[cst.BaseStatement], cst.SimpleStatementLine]:
+        """``yield a, ndd.cast(b).evaluate()`` -> ``output = ndd.cast(b).evaluate()`` (in the
+        context) and ``yield a, output``."""
+        kept: list[cst.BaseElement] = []
+        for e in values:
+            if _computed(e.value):
+                kept.append(e)
+                continue
+            name = cst.Name(fresh_name("output", self.taken))
+            inside.append(statement(cst.Assign([cst.AssignTarget(name)], e.value)))
+            kept.append(e.with_changes(value=name))
+        value = kept[0].value if len(kept) == 1 else cst.Tuple(kept, lpar=[], rpar=[])
+        yielded = cst.Expr(cst.Yield(value))
+        return inside, stmt.with_changes(body=[yielded], leading_lines=[])
 
     def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
         """What the loop's form means: capture mode, or outputs evaluated before the yield."""
@@ -233,6 +265,7 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
     )
 
 
+_TURNS = "# its GPU's context for the operators only: loaders of several GPUs take turns"
 _SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
 
 

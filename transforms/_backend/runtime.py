@@ -32,3 +32,22 @@ def dali_fill_epochs(meta, batch_size):
             ahead, start = [0] * shards, 0
             sizes = sizes[-1:] + sizes[:-1]
             end = -(-max(sizes) // batch_size) * batch_size
+
+
+class PerDeviceBatches:
+    """The batches of one loader per GPU side by side, as DALIGenericIterator over a list of
+    pipelines (one per GPU) gave them: a list of one pipeline's batch per GPU, one epoch per
+    pass (the loaders count the same batches per epoch)."""
+
+    def __init__(self, loaders):
+        self.loaders = loaders
+
+    def __iter__(self):
+        epochs = [iter(loader) for loader in self.loaders]
+        for batches in zip(*epochs):
+            yield list(batches)
+        for epoch in epochs[1:]:  # zip stopped at the first: the others end their epoch too
+            next(epoch, None)
+
+    def __len__(self):
+        return len(self.loaders[0])
