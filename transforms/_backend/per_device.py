@@ -47,10 +47,12 @@ HELPER = "PerDeviceBatches"
 
 #: what to write for an iterator over several pipelines, one per GPU of the process
 ADVICE = (
-    "write a loader class instead: in __init__ build one reader per pipeline (its shard_id=, "
-    "num_shards=), and in __iter__ zip their epochs (reader.next_epoch(batch_size=...)), run "
-    "pipeline i's operators under `with ndd.Device(\"gpu\", i):` and yield a list of one dict "
-    "per pipeline ([{name: output.torch(), ...}, ...]) as the iterator did; delete reset()"
+    "write a loader class per pipeline instead: in __init__ build its reader once (its shard_id=, "
+    "num_shards=) and take its GPU's context (`with ndd.Device(\"gpu\", i): self.ctx = "
+    "ndd.EvalContext.default()`); in __iter__ run one epoch of reader.next_epoch(batch_size=...) "
+    "(no ctx=: loops holding different contexts cannot take turns), the operators in `with "
+    "self.ctx:`, yielding {name: output.torch(), ...}; then go over the loaders side by side, "
+    "a list of their dicts per step, as the iterator gave; delete reset()"
 )
 
 
@@ -113,8 +115,8 @@ def device_reasons(use: IteratorUse) -> list[str]:
     can)."""
     if use.reader_name is None:
         return [
-            "size= over several pipelines counts the samples of all of them together, which "
-            "the loaders do not: give the reader name= and pass reader_name= instead"
+            "size= over several pipelines counts the samples of all of them together (the "
+            "loaders count their shards, as reader_name= does)"
         ]
     shapes = [
         (use.early_exit, "a loop over it can leave an epoch early"),

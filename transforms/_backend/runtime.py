@@ -35,9 +35,8 @@ def dali_fill_epochs(meta, batch_size):
 
 
 class PerDeviceBatches:
-    """The batches of one loader per GPU side by side, as DALIGenericIterator over a list of
-    pipelines (one per GPU) gave them: a list of one pipeline's batch per GPU, one epoch per
-    pass (the loaders count the same batches per epoch)."""
+    """A list of one batch per GPU, as DALIGenericIterator over one pipeline per GPU gave it:
+    the batches of one loader per GPU side by side, one epoch per pass."""
 
     def __init__(self, loaders):
         self.loaders = loaders
