@@ -49,8 +49,7 @@ def loader_site_edits(
     assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     depth = len(ctx.indents(made))
     together = made is inst.stmt  # @data_iterator: one call made both
-    # the loader is made where the pipeline was (kept in self.<attr>, or one per GPU in a list)
-    kept = made_elsewhere(ctx, inst, use) or use.devices is not None
+    kept = made_elsewhere(ctx, inst, use) or use.devices is not None  # made where the pipeline was
     moved = todo_where_made and inst.device_todo is not None and not (together or kept)
     pre = _creation(
         ctx, inst, rule_id, threads_default, notes, threads_set, todo=not moved
