@@ -172,9 +172,24 @@ def turns(contexts):
     for _ in range(4):  # past the end of the first epoch of each
         next(a), next(b)
 
+def apart(contexts):
+    def loop(ctx):
+        reader = ndd.readers.Numpy(file_root=sys.argv[1])
+        while True:
+            for (b,) in reader.next_epoch(batch_size=4):
+                with ctx:  # entered around the operators only
+                    b = b * 2
+                yield b.evaluate()
+
+    a, b = loop(contexts[0]), loop(contexts[1])
+    for _ in range(4):
+        next(a), next(b)
+
 shared = ndd.EvalContext.default()
 turns([shared, shared])
 print("shared: ran", flush=True)
+apart([ndd.EvalContext(), ndd.EvalContext()])
+print("apart: ran", flush=True)
 turns([ndd.EvalContext(), ndd.EvalContext()])
 print("own: ran", flush=True)
 """
@@ -184,14 +199,16 @@ def test_loops_taking_turns_share_one_context(numbers):
     """[device_id] An epoch keeps its context entered while its generator is suspended, and the
     context stack is LIFO: two loops holding different ``EvalContext`` objects that take turns
     fail at the first epoch's end (an assertion in DALI; in a process of its own, as it leaves
-    the stack broken); holding the same one (a device's default context) they run. So a
-    pipeline's ``device_id`` becomes that device's ``EvalContext.default()``."""
+    the stack broken); holding the same one (a device's default context) they run, and so do
+    loops that enter their own contexts around their operators only (one loader per GPU, their
+    batches side by side). So a pipeline's ``device_id`` becomes that device's
+    ``EvalContext.default()``."""
     import subprocess
     import sys
 
     command = [sys.executable, "-c", _TURNS, numbers]
     run = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert run.stdout == "shared: ran\n" and "AssertionError" in run.stderr, run.stderr
+    assert run.stdout == "shared: ran\napart: ran\n" and "AssertionError" in run.stderr, run.stderr
 
 
 def test_as_batch_of_a_batch_is_that_batch():

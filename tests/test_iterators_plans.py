@@ -437,3 +437,60 @@ def test_rebound_name_pulled_with_next_gets_a_drop_in_loader(numbers) -> None:
     assert "TODO" not in new and "def __next__(self):" in new and "iter(" not in new, new
     root = numbers(10)
     assert _run(new, root) == _run(old, root)
+
+
+#: one pipeline per shard in one iterator: (samples, batch size, shards, pad_last_batch,
+#: stick_to_shard, policy)
+PER_DEVICE_CASES = [
+    (7, 3, 2, False, False, "FILL"),  # uneven shards: every shard counted at once
+    (10, 3, 3, False, False, "FILL"),
+    (10, 3, 3, False, True, "FILL"),
+    (10, 3, 3, True, False, "FILL"),  # the readers' epochs as they are
+    (9, 2, 2, False, False, "PARTIAL"),  # a shard of whole batches: empty last batch
+    (10, 4, 3, False, False, "PARTIAL"),
+    (9, 2, 2, True, False, "PARTIAL"),
+    (9, 2, 2, True, True, "PARTIAL"),
+    (10, 3, 2, False, False, "DROP"),
+    (10, 3, 3, True, False, "DROP"),
+    (7, 3, 2, False, True, "DROP"),
+]
+
+PER_DEVICE_PROGRAM = """
+from nvidia.dali import fn, pipeline_def
+from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+
+@pipeline_def(batch_size={bs}, num_threads=1, device_id=None)
+def numbers(root, shard):
+    return fn.readers.numpy(
+        file_root=root, name="R", num_shards={shards}, shard_id=shard, pad_last_batch={pad},
+        stick_to_shard={stick},
+    )
+
+
+def run(root, epochs):
+    pipes = [numbers(root, s) for s in range({shards})]
+    loader = DALIGenericIterator(
+        pipes, ["x"], reader_name="R", last_batch_policy=LastBatchPolicy.{policy}
+    )
+    out = [("len", len(loader))]
+    for epoch in range(epochs):
+        for i, data in enumerate(loader):
+            out.append((epoch, len(loader), [d["x"].numpy().ravel().tolist() for d in data]))
+        loader.reset()
+    return out
+"""
+
+
+@pytest.mark.dali
+@pytest.mark.parametrize("case", PER_DEVICE_CASES, ids=lambda c: "-".join(str(v) for v in c))
+def test_loaders_per_device_give_what_dali_iterator_gave(case, numbers) -> None:
+    """DALIGenericIterator over one pipeline per shard: one loader per pipeline, side by side
+    (``PerDeviceBatches``), gives every shard's batches as DALI's iterator did, epoch by epoch."""
+    pytest.importorskip("nvidia.dali")
+    n, bs, shards, pad, stick, policy = case
+    old = PER_DEVICE_PROGRAM.format(bs=bs, shards=shards, pad=pad, stick=stick, policy=policy)
+    new = migrate_source(old).code
+    assert "TODO" not in new and "PerDeviceBatches(pipes)" in new, new
+    root = numbers(n)
+    assert _run(new, root) == _run(old, root)

@@ -332,6 +332,7 @@ class PipelineClass(Rule):
             and _device_named(params, instances, device.value)
             and _visible(ctx, cls, mini, mini_fn, device.value)
             else None,
+            device_turns=loader is not None and loader.iterators[0].devices is not None,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
         todo = None if plan.device_applied else todo

@@ -483,6 +483,7 @@ class PipelineDef(Rule):
                 if f is not fn and pipeline_decorator(ctx, f)
             ],
             device=cst.Name("device_id") if sig.device is not None else None,
+            device_turns=loader is not None and loader.iterators[0].devices is not None,
             current=current_values(
                 unit.graph, dec_kwargs, instances, sig.batch_name, sig.seed_name
             ),

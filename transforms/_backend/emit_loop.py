@@ -4,6 +4,8 @@ pipeline's GPU it runs in where that is not the current device."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dali_migrate.context import attr_chain
@@ -60,8 +62,8 @@ class LoopPhase(EmitState):
             if plan.device is not None:  # the return leaves the context: nothing stays in it
                 run = run.with_changes(body=cst.IndentedBlock([self._in_device(lowered)]))
             return run
-        if plan.device is not None and not self.single:
-            lowered = self._until_yield_in_device(lowered)
+        if plan.device is not None and (not self.single or plan.device_turns):
+            lowered = self._until_yield_in_device(lowered, apart=plan.device_turns)
         iterable = [u for u in graph.sources if u.kind == "iterable"]
         if iterable:
             loop: cst.BaseCompoundStatement = cst.For(
@@ -73,7 +75,7 @@ class LoopPhase(EmitState):
         body: list[cst.BaseStatement] = lowered
         if self.single:
             epoch_args = [kwarg("batch_size", plan.batch_size)]
-            if plan.device is not None:
+            if plan.device is not None and not plan.device_turns:
                 # the epoch runs in the context (its operators on its GPU, a capture loop's
                 # graph too): the same object every epoch, as capture mode requires
                 epoch_args.append(kwarg("ctx", cst.Name(self._device_ctx())))
@@ -117,10 +119,13 @@ class LoopPhase(EmitState):
         item = cst.WithItem(cst.Name(self._device_ctx()))
         return cst.With(items=[item], body=cst.IndentedBlock(stmts))
 
-    def _until_yield_in_device(self, stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    def _until_yield_in_device(
+        self, stmts: list[cst.BaseStatement], apart: bool = False
+    ) -> list[cst.BaseStatement]:
         """The statements before the loop's yield in ``with ctx:``, the yield after it, so that
         the context is not left entered while the consumer runs; a yield that still calls
-        operators computes its value in the context first (``outputs = ...``), as do yields
+        operators computes its value in the context first (``outputs = ...``; ``apart``: each
+        such output in a name of its own, the yield keeping one value per output), as do yields
         ending the branches of an ``if`` (``tail_yields``). Unchanged where the loop's first
         statement that yields has another shape (the front end keeps its TODO)."""
         at = next((i for i, s in enumerate(stmts) if has_yield(s)), None)
@@ -139,14 +144,41 @@ class LoopPhase(EmitState):
             after = [*branched[1], *after]
         elif not all(_computed(e) for e in _elements(value)):
             assert isinstance(stmt, cst.SimpleStatementLine)
-            batch = cst.Name(fresh_name("outputs", self.taken))
-            inside.append(stmt.with_changes(body=[cst.Assign([cst.AssignTarget(batch)], value)]))
-            stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
+            if apart:
+                inside, stmt = self._outputs_apart(stmt, _elements(value), inside)
+            else:
+                batch = cst.Name(fresh_name("outputs", self.taken))
+                assign = cst.Assign([cst.AssignTarget(batch)], value)
+                inside.append(stmt.with_changes(body=[assign]))
+                stmt = stmt.with_changes(body=[cst.Expr(cst.Yield(batch))], leading_lines=[])
         if not inside:  # the yield is the loop's first statement: nothing runs before it
             return stmts
         first = inside[0]
         block = self._in_device([first.with_changes(leading_lines=[]), *inside[1:]])
-        return [block.with_changes(leading_lines=leading_lines(first)), stmt, *after]
+        lines = list(leading_lines(first))
+        if apart:
+            lines.append(cst.EmptyLine(comment=cst.Comment(_TURNS)))
+        return [block.with_changes(leading_lines=lines), stmt, *after]
+
+    def _outputs_apart(
+        self,
+        stmt: cst.SimpleStatementLine,
+        values: Sequence[cst.BaseExpression],
+        inside: list[cst.BaseStatement],
+    ) -> tuple[list[cst.BaseStatement], cst.SimpleStatementLine]:
+        """``yield a, ndd.cast(b).evaluate()`` -> ``output = ndd.cast(b).evaluate()`` (in the
+        context) and ``yield a, output``."""
+        kept: list[cst.BaseExpression] = []
+        for v in values:
+            if _computed(v):
+                kept.append(v)
+                continue
+            name = cst.Name(fresh_name("output", self.taken))
+            inside.append(statement(cst.Assign([cst.AssignTarget(name)], v)))
+            kept.append(name)
+        value = kept[0] if len(kept) == 1 else cst.Tuple([cst.Element(v) for v in kept], [], [])
+        yielded_ = cst.Expr(cst.Yield(value))
+        return inside, stmt.with_changes(body=[yielded_], leading_lines=[])
 
     def _comment(self, loop: cst.BaseCompoundStatement) -> cst.BaseCompoundStatement:
         """What the loop's form means: capture mode, or outputs evaluated before the yield."""
@@ -243,6 +275,7 @@ def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:
     )
 
 
+_TURNS = "# its GPU's context for the operators only: loaders of several GPUs take turns"
 _SHARED_CONTEXT = "# DALI's context of that GPU, one for all its loops (they may take turns)"
 
 

@@ -18,6 +18,7 @@ from .arguments import check_pipeline_args
 from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
+from .per_device import listed_pipelines
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
 DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
@@ -84,7 +85,7 @@ def follow_pipeline(
             continue
         why = (
             iterators.iterator_use(ctx, inst, use)
-            if inst.local or _kept_in_attribute(ctx, inst, use)
+            if inst.local or _kept_in_attribute(ctx, inst, use) or listed_pipelines(ctx, inst, use)
             else iterators.iterator_hint(ctx, use)
         )
         if why is None:

@@ -16,6 +16,8 @@ from .iterator_follow import drop_in, enclosing, loops_around
 from .iterator_use import ANY_READER, IteratorUse
 from .iterators import BY_HAND, BY_HAND_TORCH
 from .model import FollowUp, Graph, Instance
+from .per_device import ADVICE as PER_DEVICE_ADVICE
+from .per_device import placement_reasons as devices_placement
 
 # -- whether the loader can replace them -----------------------------------------------------------
 
@@ -253,6 +255,8 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     """The loader is made where the iterator was, from the pipeline's arguments: the pipeline
     must be made before it in the same scope and loops, and those arguments' names must mean
     the same there."""
+    if use.devices is not None:  # the loaders are made where the pipelines were
+        return devices_placement(ctx, inst, use)
     made = ctx.enclosing_statement(use.site)
     if made is inst.stmt:  # @data_iterator: one call makes both
         return []
@@ -344,6 +348,8 @@ def abandon_iterators(inst: Instance, why: str, followups: list[FollowUp]) -> No
         )
         if use.framework == "tf":
             advice = BY_HAND["nvidia.dali.plugin.tf"][1]
+        if use.devices is not None:
+            advice = PER_DEVICE_ADVICE
         followups.append(FollowUp(use.call, f"{use.name} is not migrated ({why})", advice))
     inst.iterators = []
 

@@ -74,6 +74,11 @@ class IteratorUse:
     #: ``size=`` reads names only the code that makes the iterator has (``size=len(files)``):
     #: the loader takes it as this keyword parameter, given where the loader is made
     size_param: str | None = None
+    #: over a list of pipelines, one per GPU (``DALIGenericIterator(pipes, ...)`` where
+    #: ``pipes = [make(device_id=i, ...) for i in range(n)]``): the list's name as the iterator
+    #: reads it. Each pipeline becomes a loader where it is made, and the iterator gives their
+    #: batches side by side (``per_device``)
+    devices: cst.Name | None = None
 
     @property
     def site(self) -> cst.Call:

@@ -52,6 +52,8 @@ from .iterator_consumers import check_uses
 from .iterator_follow import Follower
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
+from .per_device import ADVICE as PER_DEVICE_ADVICE
+from .per_device import device_reasons, listed_pipelines, per_device_list
 from .subclasses import iterator_subclass
 from .wrappers import wrapped_iterator
 
@@ -137,9 +139,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
         call = use.call
     if use is not None and not inst.local:
-        if wrapped is not None or not isinstance(ref, cst.Attribute):
+        if isinstance(ref, cst.Name) and listed_pipelines(ctx, inst, ref):
+            use.devices = ref  # one loader per pipeline, their batches side by side
+        elif wrapped is not None or not isinstance(ref, cst.Attribute):
             return iterator_hint(ctx, ref)
-        use.kept_in = ref
+        else:
+            use.kept_in = ref
     if use is not None:
         follower = Follower(ctx, use, reasons)
         follower.value(call, 0)
@@ -147,11 +152,13 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         if use.kept_in is None:  # (a kept pipeline's one loader serves every such call)
             inst.copies *= use.copies
         check_uses(ctx, use, reasons)
+        if use.devices is not None:
+            reasons += device_reasons(use)
     if reasons or use is None:
         return FollowUp(
             call,
             f"{_call_name(call)} is not migrated: {'; '.join(dict.fromkeys(reasons))}",
-            _advice(q),
+            PER_DEVICE_ADVICE if use is not None and use.devices is not None else _advice(q),
         )
     inst.iterators.append(use)
     return ""
@@ -180,7 +187,7 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
             if q == prefix or q.startswith(prefix + "."):
                 return FollowUp(call, what, advice)
         return FollowUp(call, f"{q.rsplit('.', 1)[-1]} is not migrated", BY_HAND_TORCH)
-    if _per_device_list(ctx, ref) and q.startswith("nvidia.dali.plugin.pytorch"):
+    if per_device_list(ctx, ref) and q.startswith("nvidia.dali.plugin.pytorch"):
         return FollowUp(
             call,
             f"{_call_name(call)} over a list of pipelines (one per GPU) is not migrated",
@@ -189,34 +196,6 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
     return FollowUp(
         call, f"{_call_name(call)} over a pipeline kept here is not migrated", _advice(q)
     )
-
-
-#: what to write for an iterator over several pipelines, one per GPU of the process
-PER_DEVICE_ADVICE = (
-    "write a loader class instead: in __init__ build one reader per pipeline (its shard_id=, "
-    "num_shards=), and in __iter__ zip their epochs (reader.next_epoch(batch_size=...)), run "
-    "pipeline i's operators under `with ndd.Device(\"gpu\", i):` and yield a list of one dict "
-    "per pipeline ([{name: output.torch(), ...}, ...]) as the iterator did; delete reset()"
-)
-
-
-def _per_device_list(ctx: FileContext, ref: cst.CSTNode) -> bool:
-    """``ref`` is a name handed to the iterator that a list display or comprehension of more
-    than one pipeline bound (``pipes = [make(device_id=i) for i in range(n)]``)."""
-    if not isinstance(ref, cst.Name) or not isinstance(ctx.parents.get(ref), cst.Arg):
-        return False
-    scope = ctx.scopes.get(ref)
-    if scope is None or ref.value not in scope:
-        return False
-    for binding in scope[ref.value]:
-        target = ctx.parents.get(getattr(binding, "node", None))
-        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-        value = assign.value if isinstance(assign, cst.Assign) else None
-        if isinstance(value, cst.ListComp) or (
-            isinstance(value, cst.List) and len(value.elements) > 1
-        ):
-            return True
-    return False
 
 
 def _call_name(call: cst.Call) -> str:

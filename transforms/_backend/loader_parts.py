@@ -125,6 +125,8 @@ def class_doc(use: IteratorUse, kind: str) -> cst.SimpleStatementLine:
     what = "without end" if kind == "endless" else "one epoch per pass"
     if use.dropin:
         return _doc_line(f'"""Batches as {use.name} gave them; an iterator, as it was."""')
+    if use.devices is not None:
+        return _doc_line(f'"""One pipeline\'s batches as {use.name} gave them, {what}."""')
     return _doc_line(f'"""Batches as {use.name} gave them, {what}."""')
 
 
@@ -239,7 +241,7 @@ def yield_batch(
             )
         elements.append(cst.DictElement(cst.SimpleString(quoted_key(key)), converted))
     batch: cst.BaseExpression = cst.Dict(elements)
-    if use.framework != "jax":
+    if use.framework != "jax" and use.devices is None:  # (one per GPU: the list is made later)
         batch = cst.List([cst.Element(batch)])
     if use.subclass is not None:  # its __next__ converts the batch: that code yields
         bound, reads = body_names(use.subclass)

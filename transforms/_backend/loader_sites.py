@@ -22,6 +22,7 @@ from .iterator_checks import made_elsewhere
 from .iterator_use import IteratorUse
 from .layout import fit
 from .model import Instance
+from .per_device import devices_call
 from .sites import batch_size_named, device_todo_line, enclosing_blocks, kept_args
 
 
@@ -48,7 +49,7 @@ def loader_site_edits(
     assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     depth = len(ctx.indents(made))
     together = made is inst.stmt  # @data_iterator: one call made both
-    kept = made_elsewhere(ctx, inst, use)  # the loader is made where the pipeline was
+    kept = made_elsewhere(ctx, inst, use) or use.devices is not None  # made where the pipeline was
     moved = todo_where_made and inst.device_todo is not None and not (together or kept)
     pre = _creation(
         ctx, inst, rule_id, threads_default, notes, threads_set, todo=not moved
@@ -121,15 +122,17 @@ def _kept_edits(
     ctx: FileContext, inst: Instance, use: IteratorUse, pre: list, loader: cst.Call
 ) -> list[Edit]:
     """``self.pipe = make(...)`` becomes ``self.pipe = Loader(...)``, the iterator made over it
-    elsewhere becomes ``self.pipe``, and the iterator's ``reset()`` calls go."""
-    assert use.kept_in is not None
+    elsewhere becomes ``self.pipe``, and the iterator's ``reset()`` calls go. A list of
+    pipelines, one per GPU: ``pipes = [Loader(...) for ...]``, the iterator
+    ``PerDeviceBatches(pipes)``."""
     stmt = inst.stmt.deep_replace(inst.call, loader)
     if pre:
         stmt = stmt.with_changes(leading_lines=[])
     depth = len(ctx.indents(inst.stmt))
     new = [fit(s, ctx.module.default_indent, depth) for s in [*pre, stmt]]
     edits = [ctx.stmt_edit(inst.stmt, new)]
-    edits.append(ctx.expr_edit(use.call, use.kept_in.deep_clone()))
+    made = use.kept_in.deep_clone() if use.kept_in is not None else devices_call(use)
+    edits.append(ctx.expr_edit(use.call, made))
     return edits + [_dropped(ctx, r) for r in use.resets]
 
 

@@ -91,6 +91,7 @@ from .loader_parts import (
     runtime_helpers,
 )
 from .model import Graph, Instance, Refused
+from .per_device import HELPER as DEVICES_HELPER
 from .source_loaders import source_loader_definition
 
 # -- the body the emitter wrote --------------------------------------------------------------------
@@ -172,6 +173,8 @@ def loader_definition(
     c.block = at if isinstance(at, cst.With) else None
     c.sharded, c.padded = is_sharded(reader_args), _is_true(reader_args.get("pad_last_batch"))
     c.moving = c.sharded and not _is_true(reader_args.get("stick_to_shard"))
+    if use.devices is not None:  # one loader per GPU: their batches side by side
+        c.helpers.append(DEVICES_HELPER)
     params = init_params(fn, params)
     if use.size_param is not None:
         params = _with_size_param(params, use, names_in(fn))

@@ -121,10 +121,14 @@ class Instance:
     @property
     def followed(self) -> bool:
         """Held by local names of one scope, or kept in ``self.<attr>`` and only wrapped by
-        framework iterators made over it in other methods (the loader is made in its place)."""
+        framework iterators made over it in other methods, or one per GPU in a list only
+        wrapped by one iterator (the loader is made in its place)."""
         return self.local or (
             bool(self.iterators)
-            and all(getattr(u, "kept_in", None) is not None for u in self.iterators)
+            and all(
+                getattr(u, "kept_in", None) is not None or getattr(u, "devices", None) is not None
+                for u in self.iterators
+            )
         )
 
     @property
@@ -174,6 +178,10 @@ class PipelinePlan:
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
     device: cst.BaseExpression | None = None
     device_applied: bool = False
+    #: the loops of several GPUs take turns in one thread (one loader per GPU, their batches
+    #: given side by side): the device's context is entered around each batch's operators, not
+    #: held by the epoch (DALI's context stack fails when loops holding different ones alternate)
+    device_turns: bool = False
     #: a loader class runs the generator's code once per epoch (a source may end each pass)
     passes: bool = False
     #: what each attribute of ``Pipeline.current()`` the graph code reads is in the generator

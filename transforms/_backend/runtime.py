@@ -32,3 +32,21 @@ def dali_fill_epochs(meta, batch_size):
             ahead, start = [0] * shards, 0
             sizes = sizes[-1:] + sizes[:-1]
             end = -(-max(sizes) // batch_size) * batch_size
+
+
+class PerDeviceBatches:
+    """A list of one batch per GPU, as DALIGenericIterator over one pipeline per GPU gave it:
+    the batches of one loader per GPU side by side, one epoch per pass."""
+
+    def __init__(self, loaders):
+        self.loaders = loaders
+
+    def __iter__(self):
+        epochs = [iter(loader) for loader in self.loaders]
+        for batches in zip(*epochs):
+            yield list(batches)
+        for epoch in epochs[1:]:  # zip stopped at the first: the others end their epoch too
+            next(epoch, None)
+
+    def __len__(self):
+        return len(self.loaders[0])
