@@ -16,6 +16,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic, Edit
 
 from .._cst import in_source_order, int_index, within
+from .reaching import reaching
 from .tensor_uses import tensor_edits
 
 #: the TensorList methods that have a Batch-API counterpart
@@ -123,14 +124,15 @@ class _Tracker:
     def uses(self) -> Iterator[tuple[cst.CSTNode, cst.Name, bool]]:
         """(reference node, its name, is_tuple) for references that surely hold our values."""
         for ref, name, is_tuple in self._references():
-            if all(self._ours(r) for r in ref.referents):
+            if all(self._ours(r) for r in reaching(self.ctx, ref)):
                 yield ref.node, name, is_tuple
 
     def unsure(self) -> Iterator[cst.CSTNode]:
         """References that may hold our values or something else (a name also bound to other
         values in the scope)."""
         for ref, _name, _is_tuple in self._references():
-            if not all(self._ours(r) for r in ref.referents):
+            ours = [self._ours(r) for r in reaching(self.ctx, ref)]
+            if any(ours) and not all(ours):
                 yield ref.node
 
     def _references(self) -> Iterator[tuple[Any, cst.Name, bool]]:
