@@ -10,15 +10,17 @@ else, then again to a run's outputs looks, at each read, as if it could hold eit
     show(images.as_cpu())              # libcst: A1, A2 or A3; here: A3 only
 
 :func:`reaching` narrows the referents to the one assignment that surely gives the value: the
-statement that binds it stands in the same block as the statement of the read, before it, and
-no other binding of the name lies between the two (nor in the read's statement, but as the
-target it assigns: ``image = image.as_tensor()``). Every path to the read then passes that
-statement last: a loop around both goes through it again before the read. Anything else (a read in a nested function, lambda or generator expression, which may run
-later; a name also bound through ``global`` in a function) keeps libcst's referents.
+statement that binds it stands in the same block as the statement of the read, before it, and no
+other binding of the name lies between the two (nor in the read's statement, but as the target it
+assigns: ``image = image.as_tensor()``). Every path to the read then passes that statement last: a
+loop around both goes through it again before the read. Anything else (a read in a nested function,
+lambda or generator expression, which may run later; a name also bound through ``global`` in a
+function) keeps libcst's referents.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
@@ -110,5 +112,5 @@ def _statement_in(ctx: FileContext, read: cst.CSTNode, block: cst.CSTNode) -> cs
     return None
 
 
-def _index(body: list[cst.CSTNode], stmt: cst.CSTNode) -> int:
+def _index(body: Sequence[cst.CSTNode], stmt: cst.CSTNode) -> int:
     return next(i for i, s in enumerate(body) if s is stmt)
