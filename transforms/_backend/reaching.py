@@ -11,11 +11,15 @@ else, then again to a run's outputs looks, at each read, as if it could hold eit
 
 :func:`reaching` narrows the referents to the one assignment that surely gives the value: the
 statement that binds it stands in the same block as the statement of the read, before it, and no
-other binding of the name lies between the two (nor in the read's statement, but as the target it
-assigns: ``image = image.as_tensor()``). Every path to the read then passes that statement last: a
-loop around both goes through it again before the read. Anything else (a read in a nested function,
-lambda or generator expression, which may run later; a name also bound through ``global`` in a
-function) keeps libcst's referents.
+other binding of the name lies between the two, nor in the read's statement where it may run
+before the read (the target of ``image = image.as_tensor()`` binds after it; one in an ``if``'s
+body below its test too, unless a loop of that statement runs both). Every path to the read then
+passes that statement last: a loop around both goes through it again before the read.
+
+Anything else (a read in a nested function, lambda or generator expression, which may run later;
+a name also bound through ``global`` in a function) keeps libcst's referents, to which the
+bindings below the read in a loop around it are added: libcst leaves them out, but the next turn
+of the loop reads what they bound.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import within
+
 #: code that runs when it is reached (a comprehension) against code that may run later
 _LATER = (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.GeneratorExp)
 
@@ -35,7 +41,31 @@ def reaching(ctx: FileContext, ref: Any) -> list[Any]:
     """The assignments that may give the read ``ref`` (a libcst ``Access``) its value."""
     referents = list(ref.referents)
     last = _dominating(ctx, ref.node, referents)
-    return [last] if last is not None else referents
+    return [last] if last is not None else referents + _looped_back(ctx, ref.node, referents)
+
+
+def _looped_back(ctx: FileContext, node: cst.CSTNode, referents: list[Any]) -> list[Any]:
+    """Bindings of the name below the read, in a loop around both, that libcst leaves out of the
+    referents (it keeps those above the read only): the next turn of the loop reads them."""
+    scope = ctx.scopes.get(node)
+    if not isinstance(node, cst.Name) or scope is None:
+        return []
+    loops = []
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (*_LATER, cst.Module)):
+        if isinstance(cur, (cst.For, cst.While)):
+            loops.append(cur)
+        cur = ctx.parents.get(cur)
+    if not loops:
+        return []
+    known = {id(r) for r in referents}
+    return [
+        b
+        for b in scope.assignments[node.value]
+        if id(b) not in known
+        and isinstance(getattr(b, "node", None), cst.CSTNode)
+        and any(within(ctx, b.node, loop) for loop in loops)
+    ]
 
 
 def _dominating(ctx: FileContext, node: cst.CSTNode, referents: list[Any]) -> Any | None:
@@ -61,7 +91,7 @@ def _own(ctx: FileContext, binding: Any, scope: object) -> bool:
 def _reaches_alone(ctx: FileContext, binding: Any, read: cst.Name, bindings: list[Any]) -> bool:
     """``binding``'s statement is a plain statement of the block that holds the read's
     statement, before it, with no other binding of the name from it to the end of the read's
-    statement."""
+    statement that may run before the read (:func:`_after_read`)."""
     line = ctx.enclosing_statement(binding.node)
     block = ctx.parents.get(line)
     if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
@@ -76,7 +106,7 @@ def _reaches_alone(ctx: FileContext, binding: Any, read: cst.Name, bindings: lis
         return False
     start, end = ctx.positions[line].start, ctx.positions[stmt].end
     for other in bindings:
-        if other is binding or _assigned_last(ctx, other.node, stmt):
+        if other is binding or _after_read(ctx, other.node, read, stmt):
             continue
         where = ctx.positions[other.node].start
         if (start.line, start.column) <= (where.line, where.column) <= (end.line, end.column):
@@ -84,9 +114,27 @@ def _reaches_alone(ctx: FileContext, binding: Any, read: cst.Name, bindings: lis
     return True
 
 
+def _after_read(ctx: FileContext, target: cst.CSTNode, read: cst.Name, stmt: cst.CSTNode) -> bool:
+    """``target``, in the read's statement ``stmt``, binds only after the read on each pass of
+    ``stmt``: it stands below the read (not as ``:=``, which an expression may evaluate first) or
+    is what the read's own assignment binds, and no loop of ``stmt`` runs both."""
+    if not within(ctx, target, stmt) or isinstance(ctx.parents.get(target), cst.NamedExpr):
+        return False
+    at, end = ctx.positions[target].start, ctx.positions[read].end
+    below = (at.line, at.column) >= (end.line, end.column)
+    if not below and not _assigned_last(ctx, target, ctx.enclosing_statement(read)):
+        return False
+    cur: cst.CSTNode | None = read
+    while cur is not None and cur is not ctx.parents.get(stmt):
+        if isinstance(cur, (cst.For, cst.While)) and within(ctx, target, cur):
+            return False
+        cur = ctx.parents.get(cur)
+    return True
+
+
 def _assigned_last(ctx: FileContext, target: cst.CSTNode, stmt: cst.CSTNode) -> bool:
-    """``target`` is a target of the assignment that ``stmt`` (a statement line) is: bound after
-    the read's value was computed (``image = image.as_tensor()``)."""
+    """``target`` is a target of the assignment that ``stmt`` (the read's statement line) is:
+    bound after the read's value was computed (``image = image.as_tensor()``)."""
     cur = ctx.parents.get(target)
     while isinstance(cur, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
         cur = ctx.parents.get(cur)
