@@ -1,7 +1,8 @@
 """A test-only rule whose fixes depend on one another, and a fixture that registers it.
 
-No rule of dali-migrate has fixes that depend on another reviewable fix yet (only the derived
-import fix has dependencies), but the review and ``apply_fixes`` must handle them: DM990 renames
+Few fixes of dali-migrate depend on another reviewable fix (the derived import fix, and the
+rewrite of a function given ndd Batches, which depends on the fixes of its calls:
+``transforms/_backend/batch_params.py``); the review and ``apply_fixes`` must handle them: DM990 renames
 ``old_reader`` to ``new_reader`` as one fix for the definition and one fix per call, and each
 call's fix depends on the definition's.
 """

@@ -51,6 +51,7 @@ Safety: safe.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,7 +186,11 @@ def _needed(ctx: FileContext, new_code: str, taken: Sequence[Edit]) -> _Needed |
         )
     if optional is not None:
         need_ndd = False
-    need_np = after[ctx.np] > 0 and before[ctx.np] == 0 and not _binds(ctx.module, ctx.np)
+    need_np = after[ctx.np] > 0 and (
+        before[ctx.np] == 0
+        and not _binds(ctx.module, ctx.np)
+        or _read_above_import(ctx, ctx.np, taken)
+    )
     # the standard modules generated code may use (inspect: an external source of unknown kind)
     stdlib = [m for m in STDLIB if after[m] > 0 and before[m] == 0 and not _binds(ctx.module, m)]
     # DALI modules the generated code names where the file never did (types.SampleInfo): added
@@ -318,6 +323,26 @@ def _from_dali(module: cst.Module) -> bool:
         if any(_is_from_dali(s) for s in stmt.body):
             return True
     return False
+
+
+def _read_above_import(ctx: FileContext, name: str, taken: Sequence[Edit]) -> bool:
+    """Code the migration wrote reads ``name.`` above the file's first import of ``name``: a
+    notebook that imports numpy halfway down, below a function now calling ``np.asarray`` that
+    runs before it. Imported again with the new imports (the same module, bound once more)."""
+    starts = [
+        ctx.stmt_span(stmt)[0]
+        for stmt in ctx.module.body
+        if isinstance(stmt, cst.SimpleStatementLine) and _binds(cst.Module(body=[stmt]), name)
+    ]
+    if not starts:
+        return False
+    read = re.compile(rf"(?<![\w.]){re.escape(name)}\.")
+    return any(
+        e.start < starts[0] and read.search(line)
+        for e in taken
+        for line in e.text.splitlines()
+        if not line.lstrip().startswith("#")
+    )
 
 
 def _binds(module: cst.Module, name: str) -> bool:

@@ -142,6 +142,9 @@ class Diagnostic:
     marker: Edit | None = None
     #: the id of the fix whose follow-up this is: its marker is written only with that fix
     requires: str | None = None
+    #: the id of a fix that settles what this TODO asks (a function rewritten for the ndd
+    #: Batches its calls pass): applied with it, the TODO is neither written nor reported
+    resolved_by: str | None = None
 
     def __post_init__(self) -> None:
         # a message may quote source that spans lines: it is printed, and its marker written,

@@ -36,6 +36,7 @@ from .flow_sites import (
     unpacked_target,
 )
 from .model import FollowUp
+from .reaching import reaching
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
 MAX_DEPTH = 4
@@ -167,10 +168,10 @@ class Flow:
             if assignment.node is not target:
                 continue
             for ref in in_source_order(ctx, assignment.references):
-                reaching = reaching_binding(ctx, ref.node, list(ref.referents))
-                if reaching is not None and reaching is not assignment:
+                holders = reaching(ctx, ref)
+                if not any(h is assignment for h in holders):
                     continue  # straight-line code: a later binding of the name holds it here
-                if all(self._holds_pipe(r) for r in ref.referents):
+                if all(self._holds_pipe(r) for r in holders):
                     yield ref.node
                 elif id(ref.node) not in self.seen:
                     self.seen.add(id(ref.node))
@@ -497,38 +498,6 @@ def _is_none(expr: cst.BaseExpression) -> bool:
 
 def _attr_name(node: cst.CSTNode) -> str | None:
     return node.attr.value if isinstance(node, cst.Attribute) else None
-
-
-def reaching_binding(ctx: FileContext, ref: cst.CSTNode, bindings: list) -> object | None:
-    """Of several plain assignments of one name (libcst scope assignments) that ``ref`` may
-    read, the one that reaches it, when that is certain: all are statements of one block that
-    no loop of the function runs, and ``ref`` lies in a later statement of that block (the last
-    assignment before that statement). None when it is not certain, or there is one binding."""
-    if len(bindings) < 2:
-        return None
-    stmts = []
-    for binding in bindings:
-        node = getattr(binding, "node", None)
-        target = ctx.parents.get(node) if node is not None else None
-        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-        line = ctx.parents.get(assign) if isinstance(assign, cst.Assign) else None
-        if not isinstance(line, cst.SimpleStatementLine):
-            return None
-        stmts.append(line)
-    block = ctx.parents.get(stmts[0])
-    if any(ctx.parents.get(st) is not block for st in stmts) or in_loop(ctx, stmts[0]):
-        return None
-    body = list(getattr(block, "body", ()))
-    at = ref
-    while at is not None and ctx.parents.get(at) is not block:
-        if isinstance(at, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return None  # read when something else calls it
-        at = ctx.parents.get(at)
-    if at is None or at not in body:
-        return None
-    index = body.index(at)
-    before = [(body.index(st), b) for st, b in zip(stmts, bindings) if body.index(st) < index]
-    return max(before, key=lambda p: p[0])[1] if before else None
 
 
 def in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:

@@ -7,6 +7,7 @@ Uses of the names bound to them are rewritten to the Batch API (``as_array()`` -
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic, Edit
 
 from .._cst import in_source_order, int_index, within
+from .reaching import reaching
 from .tensor_uses import tensor_edits
 
 #: the TensorList methods that have a Batch-API counterpart
@@ -72,6 +74,15 @@ def output_edits(
 _Bind = tuple[cst.BaseAssignTargetExpression, bool]
 
 
+@dataclasses.dataclass(frozen=True)
+class HandedBatch(Diagnostic):
+    """The TODO at a Batch handed to a call (``show(images.as_cpu())``), with the call and
+    its argument: ``batch_params`` rewrites the function instead where it can."""
+
+    call: cst.Call | None = dataclasses.field(default=None, compare=False, repr=False)
+    arg: cst.Arg | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
 def _unsure_todos(ctx: FileContext, tracker: _Tracker, run: cst.Call) -> list[Diagnostic]:
     """TODOs at TensorList calls on a name that may hold this run's outputs or other values:
     the tool rewrites neither, and a TensorList call on a Batch fails."""
@@ -123,14 +134,16 @@ class _Tracker:
     def uses(self) -> Iterator[tuple[cst.CSTNode, cst.Name, bool]]:
         """(reference node, its name, is_tuple) for references that surely hold our values."""
         for ref, name, is_tuple in self._references():
-            if all(self._ours(r) for r in ref.referents):
+            holders = reaching(self.ctx, ref)
+            if any(self._tracked(r) for r in holders) and all(self._ours(r) for r in holders):
                 yield ref.node, name, is_tuple
 
     def unsure(self) -> Iterator[cst.CSTNode]:
         """References that may hold our values or something else (a name also bound to other
         values in the scope)."""
         for ref, _name, _is_tuple in self._references():
-            if not all(self._ours(r) for r in ref.referents):
+            holders = reaching(self.ctx, ref)
+            if any(self._tracked(r) for r in holders) and not all(self._ours(r) for r in holders):
                 yield ref.node
 
     def _references(self) -> Iterator[tuple[Any, cst.Name, bool]]:
@@ -141,6 +154,12 @@ class _Tracker:
                         continue
                     for ref in in_source_order(self.ctx, a.references):
                         yield ref, name, is_tuple
+
+    def _tracked(self, referent: object) -> bool:
+        """``referent`` binds a name to the outputs (libcst lists, among the references of a
+        binding, reads that name a binding of a nested scope)."""
+        node = getattr(referent, "node", None)
+        return id(node) in self.tuples or id(node) in self.lists
 
     def _ours(self, referent: object) -> bool:
         node = getattr(referent, "node", None)
@@ -220,16 +239,17 @@ class _Tracker:
                 )
             )
         elif _handed_over(ctx, result):  # the Batch itself, or still one (``x.as_cpu()``)
-            call = cst.ensure_type(ctx.parents.get(ctx.parents.get(result)), cst.Call)
+            arg = cst.ensure_type(ctx.parents.get(result), cst.Arg)
+            call = cst.ensure_type(ctx.parents.get(arg), cst.Call)
             callee = ctx.text(call.func)
-            todos.append(
-                ctx.todo(
-                    "DM200",
-                    result,
-                    f"`{ctx.text(result)}` is an ndd Batch now (it was a TensorList): check that "
-                    f"`{callee}` uses the Batch API",
-                )
+            todo = ctx.todo(
+                "DM200",
+                result,
+                f"`{ctx.text(result)}` is an ndd Batch now (it was a TensorList): check that "
+                f"`{callee}` uses the Batch API",
             )
+            fields = {f.name: getattr(todo, f.name) for f in dataclasses.fields(todo)}
+            todos.append(HandedBatch(**fields, call=call, arg=arg))
 
 
 def _unnamed_output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:

@@ -22,7 +22,7 @@ from .._cst import (
     scope_label,
     walk,
 )
-from . import handles
+from . import batch_params, handles
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance
@@ -309,6 +309,7 @@ def propose_pipeline_fix(
     state.fixes.append(fix)
     state.structural.append(fix.id)
     state.diagnostics.extend(notes)
+    batch_params.register(state, fix.id, notes)
     # a TODO outside the code the fix rewrites is written with the fix only (other fixes may
     # put theirs on the same statement)
     state.diagnostics.extend(

@@ -21,6 +21,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic, Edit
 
 from .._cst import in_source_order
+from .reaching import reaching
 
 _PROPERTIES = ("shape", "layout")
 
@@ -36,7 +37,7 @@ def tensor_edits(
             if a.node is not name:
                 continue
             for ref in in_source_order(ctx, a.references):
-                if all(getattr(r, "node", None) is name for r in ref.referents):
+                if all(getattr(r, "node", None) is name for r in reaching(ctx, ref)):
                     _use(ctx, ref.node, edits, todos)
     return edits
 
