@@ -563,7 +563,8 @@ def _settle_forms(
     if elsewhere or followups or not all(i.followed for i in instances):
         where = "other modules" if elsewhere else "places the tool cannot follow"
         shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
-        handles_why.setdefault(0, shared)
+        if elsewhere or followups or not all(i.followed or i.relayed for i in instances):
+            handles_why.setdefault(0, shared)  # (handles follow it through factories)
         iterators_why.append(shared)
     for inst in instances:
         if handles_why and (
