@@ -3,7 +3,8 @@ real code keeps it.
 
 Followed: local names (also assigned more than once, by several calls of the same definition),
 instance attributes (``self.pipe = make(...)`` in one method, ``self.pipe.run()`` in another),
-factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers), lists of
+factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers; where
+the factory only relays it, ``Found.relays``, reader handles follow it there too), lists of
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
 ``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
 definitions are *peers*, migrated with this one or not at all), unpacking (``a, b = f(), g()``,

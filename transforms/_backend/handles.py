@@ -244,7 +244,7 @@ def _meta_reason(
     if name is None and reader_name is None and key_free_reads(ctx, call) is None:
         return (
             "the reader has no name= to key the dictionary it returns (DALI keyed it by a name "
-            "it made up) and the dictionary is read other than by its one value"
+            "it made up) and not every read of the dictionary takes its one value in this function"
         )
     if name is not None and (
         not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name
