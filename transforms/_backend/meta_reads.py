@@ -71,6 +71,7 @@ def key_free_reads(ctx: FileContext, call: cst.Call) -> KeyFreeReads | None:
         and isinstance(assign.targets[0].target, cst.Name)
         and isinstance(stmt, cst.SimpleStatementLine)
         and len(stmt.body) == 1
+        and len(getattr(ctx.parents.get(stmt), "body", ())) > 1  # (it goes: not a block's last)
     ):
         return None
     refs = _references(ctx, assign.targets[0].target)
@@ -94,7 +95,12 @@ def key_free_edits(ctx: FileContext, found: KeyFreeReads, value: cst.BaseExpress
     """Each read becomes ``value`` (the reader's own entry); the binding statement goes."""
     edits = [ctx.expr_edit(read, value) for read in found.reads]
     if found.binding is not None:
-        edits.append(removed_stmt(ctx, found.binding))
+        removed = removed_stmt(ctx, found.binding)
+        comment = found.binding.trailing_whitespace.comment
+        if comment is not None:  # it said something of the dictionary: it stays where it was
+            line = "".join(ctx.indents(found.binding)) + comment.value + "\n"
+            removed = Edit(removed.start, removed.end, removed.text + line)
+        edits.append(removed)
     return edits
 
 
