@@ -71,6 +71,8 @@ def follow_pipeline(
         attr = ctx.parents.get(use)
         call = ctx.parents.get(attr)
         label = _label(ctx, use, inst)
+        if isinstance(attr, cst.Del) and attr.target is use:
+            continue  # `del pipe`: the generator goes as the pipeline did
         if isinstance(attr, cst.Attribute) and attr.value is use:
             if isinstance(call, cst.Call) and call.func is attr:
                 if attr.attr.value in handles.META_METHODS:
