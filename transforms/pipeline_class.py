@@ -92,8 +92,9 @@ one function per class that is instantiated, the bases gone once no class derive
 Operator objects made under an ``if`` in ``__init__`` are called under the same condition,
 helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
-``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
-stand, as for DM200.
+``_backend/iter_setup.py``). ``pipe.epoch_size(...)``/``reader_meta(...)`` read the reader's
+metadata as for DM200 (``_backend/class_handles.py``); checkpoints keep a TODO. Uses of the objects
+the tool cannot rewrite get a TODO where they stand, as for DM200.
 
 Decoder classes DALI removed migrate as the class that replaced each with the same
 implementation (``dali_migrate.catalog.REMOVED_OPS_CLASSES``)::
