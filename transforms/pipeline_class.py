@@ -92,8 +92,9 @@ one function per class that is instantiated, the bases gone once no class derive
 Operator objects made under an ``if`` in ``__init__`` are called under the same condition,
 helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
-``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
-stand, as for DM200.
+``_backend/iter_setup.py``). ``pipe.epoch_size(...)``/``reader_meta(...)`` read the reader's
+metadata as for DM200 (``_backend/class_handles.py``); checkpoints keep a TODO. Uses of the objects
+the tool cannot rewrite get a TODO where they stand, as for DM200.
 
 Decoder classes DALI removed migrate as the class that replaced each with the same
 implementation (``dali_migrate.catalog.REMOVED_OPS_CLASSES``)::
@@ -135,6 +136,7 @@ from ._backend.class_family import (
     used_outside,
 )
 from ._backend.class_graph import graph_function
+from ._backend.class_handles import settle_class_handles, unpacked
 from ._backend.class_init import flat_init
 from ._backend.class_loaders import (
     batch_size_reason,
@@ -148,6 +150,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.handles import name_handles, wrap_body
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
@@ -288,7 +291,7 @@ class PipelineClass(Rule):
         reasons: list[str] = []
         init, merged, body_stmts = self._merge(ctx, cls, chain, reasons, notes)
         kwargs = merged.kwargs
-        instances = find_instances(ctx, cls, followups, pipeline_args=False)
+        instances = find_instances(ctx, cls, followups, pipeline_args=False, with_handles=True)
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
@@ -303,6 +306,7 @@ class PipelineClass(Rule):
         mini, mini_fn, params, graph, conditionals = graph_function(
             ctx, cls, init, body_stmts, kwargs, reasons
         )
+        needs = settle_class_handles(ctx, graph, instances, followups)
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)
@@ -326,6 +330,7 @@ class PipelineClass(Rule):
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,
+            reader_meta=needs.reader,
             device=device.value
             if todo
             and device
@@ -350,6 +355,8 @@ class PipelineClass(Rule):
                 ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
             )
             return loader_edits, fired, instances
+        body = wrap_body(mini, body, graph, needs)  # the reader for the call sites
+        name_handles(ctx, instances, needs)
         new_fn = _generator_def(cls, init, params, body, leading)
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
@@ -446,8 +453,9 @@ class PipelineClass(Rule):
         if _device_todo(ctx, inst, params, device, gpu):
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
-        if stmts or after or lines != list(inst.stmt.leading_lines):
-            stmts.append(inst.stmt.with_changes(leading_lines=lines + after))
+        stmt = unpacked(inst) if inst.handle_names else inst.stmt
+        if stmts or after or lines != list(inst.stmt.leading_lines) or stmt is not inst.stmt:
+            stmts.append(stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
         return edits + run_site_edits(ctx, inst, notes)
 

@@ -69,7 +69,12 @@ before the generator of batches: ``reader, pipe = train_pipe(...)``, then
 ``reader.get_metadata()["epoch_size_padded"]``; checkpoints become an ``ndd.checkpoint.Checkpoint``
 (``ckpt.collect()``, ``ckpt.serialize()``; ``train_pipe(..., checkpoint=s)`` restores), whose JSON
 format is not the pipeline's. ``pipe.reset()`` of a pipeline without external sources does nothing
-and is removed (``_backend/handles.py``).
+and is removed (``_backend/handles.py``). A factory that makes the pipeline and returns it
+(``pipe = train_pipe(...); pipe.build(); return pipe``) returns the reader before it too, and its
+callers unpack both (``_backend/handle_relays.py``). Without ``name=`` on the reader, the
+dictionary ``pipe.epoch_size()`` returns was keyed by a name DALI made up (``"__File_0"``): where
+every read takes its one value (``d[next(iter(d))]``, ``list(d.values())[0]``, ...), the read
+becomes the reader's own value (``_backend/meta_reads.py``); other reads keep a TODO.
 
 The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
 wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
@@ -564,7 +569,8 @@ def _settle_forms(
     if elsewhere or followups or not all(i.followed for i in instances):
         where = "other modules" if elsewhere else "places the tool cannot follow"
         shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
-        handles_why.setdefault(0, shared)
+        if elsewhere or followups or not all(i.followed or i.relayed for i in instances):
+            handles_why.setdefault(0, shared)  # (handles follow it through factories)
         iterators_why.append(shared)
     for inst in instances:
         if handles_why and (

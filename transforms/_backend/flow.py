@@ -3,7 +3,8 @@ real code keeps it.
 
 Followed: local names (also assigned more than once, by several calls of the same definition),
 instance attributes (``self.pipe = make(...)`` in one method, ``self.pipe.run()`` in another),
-factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers), lists of
+factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their callers; where
+the factory only relays it, ``Found.relays``, reader handles follow it there too), lists of
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
 ``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
 definitions are *peers*, migrated with this one or not at all), unpacking (``a, b = f(), g()``,
@@ -31,11 +32,12 @@ from .flow_sites import (
     made_by,
     parameter,
     references,
+    relay_of,
     self_attribute,
     stored_only,
     unpacked_target,
 )
-from .model import FollowUp
+from .model import FollowUp, Relay
 from .reaching import reaching
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
@@ -61,6 +63,13 @@ class Found:
     #: the other pipeline definitions whose objects share the code followed (``[a(), b()]``, a
     #: helper given ``a()`` here and ``b()`` there): migrated together with this one, or not at all
     peers: list[cst.CSTNode] = field(default_factory=list)
+    #: False when the object is held other than by local names, except by simple factories
+    #: (``relays``): handles can follow it through those
+    relayed: bool = True
+    relays: list[Relay] = field(default_factory=list)
+
+    def not_local(self) -> None:
+        self.local = self.relayed = False
 
 
 #: the pipeline definition (its ``FunctionDef``) that made the object an expression evaluates to,
@@ -112,6 +121,11 @@ class Flow:
             self._bound(parent.targets[0].target, expr, label, found, depth)
         elif isinstance(parent, cst.Return) and depth < MAX_DEPTH:
             found.local = False
+            relay = relay_of(ctx, parent) if depth == 0 else None
+            if relay is None:
+                found.relayed = False
+            else:
+                found.relays.append(relay)
             self._returned(parent, expr, label, found, depth)
         elif isinstance(parent, cst.Element) and self._unpacked(parent, expr, label, found, depth):
             pass
@@ -126,7 +140,7 @@ class Flow:
             or isinstance(parent, cst.Arg)
             and self._appended(parent, label, found, depth)
         ):
-            found.local = False
+            found.not_local()
         elif isinstance(parent, cst.Arg) and self._argument(parent, expr, label, found, depth):
             pass
         else:
@@ -145,7 +159,7 @@ class Flow:
                 self._value(ref, target.value, found, depth)
         elif self_attribute(self.ctx, target) is not None:
             self.known.add(id(expr))  # self.pipe = pipe: the store holds it
-            found.local = False
+            found.not_local()
             for ref in self._attribute_refs(target, found):  # type: ignore[arg-type]
                 self._value(ref, self.ctx.text(target), found, depth)
         else:
@@ -298,7 +312,7 @@ class Flow:
             fn = enclosing_function(self.ctx, holder)
             if fn is None or any(isinstance(e, cst.StarredElement) for e in lst.elements):
                 return False
-            found.local = False
+            found.not_local()
             calls = list(self._calls_of(fn, found))
             found.copies *= max(sum(2 if in_loop(self.ctx, c) else 1 for c in calls), 1)
             for call in calls:

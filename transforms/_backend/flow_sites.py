@@ -9,7 +9,8 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import within
+from .._cst import children, within
+from .model import Relay
 
 
 def enclosing_function(ctx: FileContext, node: cst.CSTNode) -> cst.FunctionDef | None:
@@ -181,3 +182,52 @@ def stored_only(ctx: FileContext, init: cst.FunctionDef, param: cst.Param) -> bo
         ):
             return False
     return bool(refs)
+
+
+def relay_of(ctx: FileContext, ret: cst.Return) -> Relay | None:
+    """``return pipe``, the last statement of a function that returns nothing else and yields
+    nothing, whose every reference is a call ``name = make(...)``, a statement of its own,
+    outside it: a :class:`~.model.Relay` (the caller checks that the function made ``pipe``
+    rather than was handed it); else None."""
+    fn = enclosing_function(ctx, ret)
+    line = ctx.parents.get(ret)
+    if (
+        fn is None
+        or not isinstance(fn.body, cst.IndentedBlock)
+        or fn.body.body[-1] is not line
+        or len(cst.ensure_type(line, cst.SimpleStatementLine).body) > 1
+        or _exits(fn) != [ret]
+    ):
+        return None
+    callers: list[cst.Assign] = []
+    for ref in references(ctx, fn):
+        call = ctx.parents.get(ref)
+        assign = ctx.parents.get(call)
+        stmt = ctx.parents.get(assign)
+        if not (
+            isinstance(call, cst.Call)
+            and call.func is ref
+            and isinstance(assign, cst.Assign)
+            and assign.value is call
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(stmt, cst.SimpleStatementLine)
+            and len(stmt.body) == 1
+            and not within(ctx, ref, fn)
+        ):
+            return None
+        callers.append(assign)
+    return Relay(ret, callers) if callers else None
+
+
+def _exits(fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """The ``return`` and ``yield`` nodes of ``fn`` (not of the functions inside it)."""
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = list(children(fn.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Return, cst.Yield)):
+            found.append(node)
+        if not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            stack.extend(children(node))
+    return found

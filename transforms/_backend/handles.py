@@ -72,6 +72,8 @@ from dali_migrate.fixes import Edit
 from .._cst import fresh_name, leading_lines, truthy, walk
 from .docstrings import generated_doc_text, is_generated_doc
 from .edits import removed_stmt
+from .handle_relays import name_relays, reader_name, relay_edits, relay_reason, site_of
+from .meta_reads import key_free_edits, key_free_reads
 from .model import FollowUp, Graph, Instance
 
 META_METHODS = ("epoch_size", "reader_meta")
@@ -191,8 +193,11 @@ def handle_reasons(
         used = inst.meta_calls or inst.checkpoints or inst.resets or RESTORE_PARAM in inst.kwargs
         if used and inst.iterators:
             reasons[0] = "the pipeline is also iterated through a framework iterator"
+        relayed_why = relay_reason(ctx, inst, needs.handles)
         for call in inst.meta_calls:
-            why = _meta_reason(ctx, graph, call, reader_name)
+            why = _meta_reason(ctx, graph, call, reader_name) or relayed_why
+            if why is None and inst.relays and site_of(ctx, inst, call) is None:
+                why = f"`{_code(call.func)}` may hold the pipeline of more than one call"
             if why:
                 reasons[id(call)] = why
         for stmt in inst.resets:
@@ -236,8 +241,11 @@ def _meta_reason(
     name = name_arg(call)
     if name is False:
         return "its arguments are not a reader name"
-    if name is None and reader_name is None:
-        return "the reader has no name= to key the dictionary it returns"
+    if name is None and reader_name is None and key_free_reads(ctx, call) is None:
+        return (
+            "the reader has no name= to key the dictionary it returns (DALI keyed it by a name "
+            "it made up) and not every read of the dictionary takes its one value in this function"
+        )
     if name is not None and (
         not isinstance(name, cst.SimpleString) or name.evaluated_value != reader_name
     ):
@@ -344,8 +352,9 @@ def name_handles(ctx: FileContext, instances: list[Instance], needs: Needs) -> N
     taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)} | ctx.skipped_names
     underscore = "_" not in taken or not _underscore_read(ctx)
     base = {"reader": "reader", "checkpoint": "ckpt"}
+    module_names = set(taken)
     for inst in instances:
-        pipe = inst.name if inst.local else inst.label
+        pipe = inst.name if inst.local or inst.relayed else inst.label
         used = {"reader": bool(inst.meta_calls), "checkpoint": bool(inst.checkpoints)}
         for kind in needs.handles:
             if not used[kind] and underscore:
@@ -354,16 +363,24 @@ def name_handles(ctx: FileContext, instances: list[Instance], needs: Needs) -> N
                 inst.handle_names[kind] = fresh_name(base[kind], taken)
             else:
                 inst.handle_names[kind] = fresh_name(f"{pipe}_{base[kind]}", taken)
+        if inst.relays and inst.meta_calls:
+            name_relays(ctx, inst, needs.handles, module_names, underscore)
 
 
 def site_edits(ctx: FileContext, inst: Instance) -> list[Edit]:
     """``pipe.epoch_size(...)`` / ``reader_meta(...)`` read the reader's metadata,
     ``pipe.checkpoint()`` collects and serializes the Checkpoint, ``pipe.reset()`` goes."""
     edits = [removed_stmt(ctx, stmt) for stmt in inst.resets]
+    edits += relay_edits(ctx, inst)
     # name_handles named the reader and the checkpoint of an instance that uses them
     for call in inst.meta_calls:
+        reader = cst.Name(reader_name(ctx, inst, call))
+        if inst.reader_name is None and not call.args:  # _meta_reason found its reads
+            found = key_free_reads(ctx, call)
+            assert found is not None
+            edits += key_free_edits(ctx, found, metadata_value(reader, call, None))
+            continue
         key = cst.SimpleString(f'"{inst.reader_name}"')
-        reader = cst.Name(inst.handle_names["reader"])
         edits.append(ctx.expr_edit(call, metadata_value(reader, call, key)))
     for call in inst.checkpoints:
         ckpt = inst.handle_names["checkpoint"]

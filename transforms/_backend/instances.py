@@ -57,6 +57,8 @@ def follow_pipeline(
     inst.uses = [*found.reached, *(f.node for f in found.followups)]
     named = inst.assign is not None and isinstance(inst.assign.targets[0].target, cst.Name)
     inst.local = found.local and (named or _inline_in_iterator(ctx, origin))
+    inst.relayed = not found.local and found.relayed and named and bool(found.relays)
+    inst.relays = found.relays if inst.relayed else []
     inst.copies = found.copies * (2 if in_loop(ctx, inst.stmt) else 1)
     inst.peers = list({id(p): p for p in found.peers}.values())
     followups += found.followups
@@ -70,6 +72,8 @@ def follow_pipeline(
         attr = ctx.parents.get(use)
         call = ctx.parents.get(attr)
         label = _label(ctx, use, inst)
+        if isinstance(attr, cst.Del) and attr.target is use:
+            continue  # `del pipe`: the generator goes as the pipeline did
         if isinstance(attr, cst.Attribute) and attr.value is use:
             if isinstance(call, cst.Call) and call.func is attr:
                 if attr.attr.value in handles.META_METHODS:
@@ -107,7 +111,7 @@ def _method_or_followup(
 ) -> None:
     """``pipe.<method>(...)`` recorded on ``inst`` where it is migrated, else a follow-up."""
     method = cst.ensure_type(call.func, cst.Attribute).attr.value  # pipe.<method>(...)
-    if not _method_use(ctx, inst, method, call, with_handles and inst.local):
+    if not _method_use(ctx, inst, method, call, with_handles and (inst.local or inst.relayed)):
         hint = PIPELINE_METHOD_HINTS.get(method, "")
         followups.append(FollowUp(call, f"`{label}.{method}(...)` is not migrated", hint))
 

@@ -76,6 +76,16 @@ class FollowUp:
 
 
 @dataclass
+class Relay:
+    """``return pipe`` alone in a factory (``def make(): pipe = f(); pipe.build(); return pipe``)
+    whose every call is ``name = make(...)``: the pipeline reaches those names, where handles
+    can follow it (the factory then returns them before the pipeline, its callers unpack them)."""
+
+    ret: cst.Return
+    callers: list[cst.Assign]
+
+
+@dataclass
 class Instance:
     """``pipe = train_pipe(...)``: one pipeline object and what is done with it."""
 
@@ -117,6 +127,11 @@ class Instance:
     todo_lines: list[cst.EmptyLine] = field(default_factory=list)
     #: every expression found to hold the object (``pipe`` in ``pipe.run()``), followed or not
     uses: list[cst.CSTNode] = field(default_factory=list)
+    #: not ``local``, but only because factories hand it on (``relays``), each to local names
+    relayed: bool = False
+    relays: list[Relay] = field(default_factory=list)
+    #: the names each factory caller binds to the handles, by id of its ``Assign``
+    relay_names: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def followed(self) -> bool:
