@@ -113,7 +113,7 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         inst.iterators.append(found)
         return ""
     sub = (
-        iterator_subclass(ctx, call, tuple(ITERATORS))
+        iterator_subclass(ctx, call, tuple(ITERATORS), ref)
         if call is not None and q not in ITERATORS
         else None
     )
@@ -130,9 +130,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
-    use = analyse_iterator(ctx, inst, call, q, reasons)
+    # a subclass's __init__ hands the pipeline on: its super().__init__ call, resolved, says what
+    # the iterator is (``subclass_init``)
+    read = sub[3] if sub is not None and sub[3] is not None else call
+    use = analyse_iterator(ctx, inst, read, q, reasons)
     if use is not None and sub is not None:
-        use.subclass = sub[0]
+        use.subclass, use.call = sub[0], call
     if use is not None and wrapped is not None:
         use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
         call = use.call
@@ -173,7 +176,7 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
     if call is None:
         return None
     if not q or not q.startswith("nvidia.dali.plugin."):
-        why = _subclass_reason(ctx, call)
+        why = _subclass_reason(ctx, call, ref)
         return FollowUp(call, why[0], why[1]) if why is not None else None
     if q not in ITERATORS:
         for prefix, (what, advice) in BY_HAND.items():
@@ -226,7 +229,7 @@ def _call_name(call: cst.Call) -> str:
     return func.value if isinstance(func, cst.Name) else "the iterator"
 
 
-def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
+def _subclass_reason(ctx: FileContext, call: cst.Call, ref: cst.CSTNode) -> tuple[str, str] | None:
     """``MyIterator([pipe], ...)`` where ``class MyIterator(DALIGenericIterator)`` is defined in
     this module: what to do by hand (its methods may change anything about the batches)."""
     if not isinstance(call.func, cst.Name):
@@ -238,7 +241,7 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None
             if base is None:
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
-            sub = iterator_subclass(ctx, call, tuple(ITERATORS))
+            sub = iterator_subclass(ctx, call, tuple(ITERATORS), ref)
             why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
             return (
                 f"{name} subclasses {parent} and is not migrated{why}",
