@@ -52,6 +52,7 @@ from .iterator_consumers import check_uses
 from .iterator_follow import Follower
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
+from .subclass_init import base_advice, handed_to_base
 from .subclasses import iterator_subclass
 from .wrappers import wrapped_iterator
 
@@ -176,6 +177,9 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
     if call is None:
         return None
     if not q or not q.startswith("nvidia.dali.plugin."):
+        base = handed_to_base(ctx, call)
+        if base is not None:  # a subclass that builds its pipeline itself
+            return FollowUp(call, *base_advice(*base))
         why = _subclass_reason(ctx, call, ref)
         return FollowUp(call, why[0], why[1]) if why is not None else None
     if q not in ITERATORS:

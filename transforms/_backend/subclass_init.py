@@ -26,7 +26,10 @@ from typing import cast
 
 import libcst as cst
 
+from dali_migrate.context import FileContext
+
 from .._cst import free_names, source_of, walk
+from .flow_sites import enclosing_class
 from .iterator_args import HARMLESS
 from .wrappers import LITERALS
 
@@ -257,3 +260,45 @@ def _super_init(s: cst.CSTNode) -> cst.Call | None:
     ):
         return call
     return None
+
+
+def handed_to_base(ctx: FileContext, call: cst.Call) -> tuple[str, str, str] | None:
+    """``call`` is ``super().__init__(...)`` in a class of this module that subclasses a DALI
+    framework iterator (the class builds its pipeline itself and hands it on): (the class, the
+    iterator it subclasses, the policy argument's text or "")."""
+    if _super_init(cst.SimpleStatementLine([cst.Expr(call)])) is None:
+        return None
+    cls = enclosing_class(ctx, call)
+    if cls is None:
+        return None
+    bases = [ctx.qualname(b.value) or "" for b in cls.bases]
+    base = next((b for b in bases if b.startswith("nvidia.dali.plugin.")), None)
+    if base is None:
+        return None
+    policy = next(
+        (
+            ctx.text(a.value)
+            for a in call.args
+            if a.keyword is not None
+            and a.keyword.value == "last_batch_policy"
+            and (ctx.qualname(a.value) or "").startswith("nvidia.dali.plugin.")
+        ),
+        "",
+    )
+    return cls.name.value, base.rsplit(".", 1)[-1], policy
+
+
+def base_advice(cls: str, base: str, policy: str) -> tuple[str, str]:
+    """The TODO at ``super().__init__(pipe, ...)`` of ``handed_to_base``: what it is, what to
+    write."""
+    cut = f" as last_batch_policy={policy} did" if policy else " as its last_batch_policy did"
+    return (
+        f"{cls} hands the pipeline to {base}.__init__, which runs only a Pipeline: {cls} is not "
+        "migrated",
+        f"write {cls} without the {base} base: build the reader once in __init__ (with "
+        "max_batch_size= to read its get_metadata()), make __iter__ start one epoch of "
+        "reader.next_epoch(batch_size=...) that runs the operators on each batch, and "
+        f"__next__ return what it returned, built from the outputs as {base} gave them "
+        f"(output.torch() for data[0][name]), ending the epoch{cut}; "
+        "self._counter, self._size and reset() are the DALI iterator's: count the samples instead",
+    )
