@@ -293,8 +293,8 @@ def base_advice(cls: str, base: str, policy: str) -> tuple[str, str]:
     write."""
     cut = f" as last_batch_policy={policy} did" if policy else " as its last_batch_policy did"
     return (
-        f"{cls} hands the pipeline to {base}.__init__, which runs only a Pipeline: {cls} is not "
-        "migrated",
+        f"{cls} hands the pipeline to `super().__init__` ({base}), which runs only a Pipeline: "
+        f"{cls} is not migrated",
         f"write {cls} without the {base} base: build the reader once in __init__ (with "
         "max_batch_size= to read its get_metadata()), make __iter__ start one epoch of "
         "reader.next_epoch(batch_size=...) that runs the operators on each batch, and "
