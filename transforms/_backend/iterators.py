@@ -118,8 +118,8 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         if call is not None and q not in ITERATORS
         else None
     )
-    if sub is not None and not sub[2]:
-        q = sub[1]
+    if sub is not None and not sub.reasons:
+        q = sub.base
     wrapped = (
         wrapped_iterator(ctx, ref, tuple(ITERATORS)) if q not in ITERATORS and not sub else None
     )
@@ -133,10 +133,10 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     reasons: list[str] = []
     # a subclass's __init__ hands the pipeline on: its super().__init__ call, resolved, says what
     # the iterator is (``subclass_init``)
-    read = sub[3] if sub is not None and sub[3] is not None else call
+    read = sub.resolved if sub is not None and sub.resolved is not None else call
     use = analyse_iterator(ctx, inst, read, q, reasons)
     if use is not None and sub is not None:
-        use.subclass, use.call = sub[0], call
+        use.subclass, use.call, use.annotations = sub.cls, call, sub.annotations
     if use is not None and wrapped is not None:
         use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
         call = use.call
@@ -246,7 +246,7 @@ def _subclass_reason(ctx: FileContext, call: cst.Call, ref: cst.CSTNode) -> tupl
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
             sub = iterator_subclass(ctx, call, tuple(ITERATORS), ref)
-            why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
+            why = f" ({'; '.join(sub.reasons)})" if sub is not None and sub.reasons else ""
             return (
                 f"{name} subclasses {parent} and is not migrated{why}",
                 "write a loader class whose __iter__ runs one epoch of "

@@ -24,6 +24,8 @@ TODO.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -36,13 +38,23 @@ from .wrappers import binding_of
 SELF_ATTRIBUTES = ("output_map",)
 
 
+class SubclassUse(NamedTuple):
+    """A subclass of a DALI iterator made at a call (``iterator_subclass``)."""
+
+    cls: cst.ClassDef
+    base: str  # the iterator's qualified name
+    reasons: list[str]  # why it cannot move into a loader
+    #: where it defines ``__init__``: the iterator call that stands for it (``subclass_init``)
+    resolved: cst.Call | None
+    #: the type annotations that name it (``-> MyIterator``): they name the loader instead
+    annotations: list[cst.CSTNode]
+
+
 def iterator_subclass(
     ctx: FileContext, call: cst.Call, iterators: tuple[str, ...], ref: cst.CSTNode | None = None
-) -> tuple[cst.ClassDef, str, list[str], cst.Call | None] | None:
-    """``call`` makes an object of a class defined here that subclasses one of ``iterators``:
-    (the class, the iterator's qualified name, why it cannot move into a loader, and where it
-    defines ``__init__``, the iterator call that stands for it: ``subclass_init``; ``ref`` is
-    the pipeline the call is given)."""
+) -> SubclassUse | None:
+    """``call`` makes an object of a class defined here that subclasses one of ``iterators``
+    (``ref``: the pipeline the call is given)."""
     if not isinstance(call.func, cst.Name):
         return None
     binding = binding_of(ctx, call.func)
@@ -53,7 +65,9 @@ def iterator_subclass(
     base = next((b for b in bases if b in iterators), None)
     if base is None:
         return None
-    reasons = _class_reasons(ctx, cls, len(bases), [r.node for r in binding.references])
+    refs = [r.node for r in binding.references]
+    notes = [r for r in refs if _annotates(ctx, r)]
+    reasons = _class_reasons(ctx, cls, len(bases), [r for r in refs if r not in notes])
     resolved = None
     if not reasons and method(cls, "__init__") is not None:
         made = (
@@ -65,7 +79,12 @@ def iterator_subclass(
             reasons.append(made)
         else:
             resolved = made
-    return cls, base, reasons, resolved
+    return SubclassUse(cls, base, reasons, resolved, notes)
+
+
+def _annotates(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is a name that makes up a type annotation (``-> MyIterator``) alone."""
+    return isinstance(node, cst.Name) and isinstance(ctx.parents.get(node), cst.Annotation)
 
 
 def _class_reasons(
