@@ -36,6 +36,7 @@ from .flow_sites import (
     unpacked_target,
 )
 from .model import FollowUp
+from .subclass_init import rebound_iterator_advice
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
 MAX_DEPTH = 4
@@ -176,7 +177,9 @@ class Flow:
                     self.seen.add(id(ref.node))
                     found.followups.append(
                         FollowUp(
-                            ref.node, f"`{name.value}` may hold the pipeline or something else here"
+                            ref.node,
+                            f"`{name.value}` may hold the pipeline or something else here",
+                            rebound_iterator_advice(ctx, ref.node),
                         )
                     )
 

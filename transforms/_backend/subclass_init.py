@@ -31,7 +31,7 @@ from dali_migrate.context import FileContext
 from .._cst import free_names, source_of, walk
 from .flow_sites import enclosing_class
 from .iterator_args import HARMLESS
-from .wrappers import LITERALS
+from .wrappers import LITERALS, binding_of
 
 #: comparisons decided between two literals
 _COMPARE = {
@@ -301,4 +301,33 @@ def base_advice(cls: str, base: str, policy: str) -> tuple[str, str]:
         f"__next__ return what it returned, built from the outputs as {base} gave them "
         f"(output.torch() for data[0][name]), ending the epoch{cut}; "
         "self._counter, self._size and reset() are the DALI iterator's: count the samples instead",
+    )
+
+
+def rebound_iterator_advice(ctx: FileContext, ref: cst.CSTNode) -> str:
+    """What to write where ``ref``, a name bound to this pipeline or another (one per branch), is
+    handed to a framework iterator (DALI's, or a subclass of it defined here); "" elsewhere."""
+    node = ctx.parents.get(ref)
+    if isinstance(node, cst.Element):  # [pipe]
+        node = ctx.parents.get(ctx.parents.get(node))
+    call = ctx.parents.get(node) if isinstance(node, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return ""
+    q = ctx.qualname(call.func) or ""
+    made = q.rsplit(".", 1)[-1] if q.startswith("nvidia.dali.plugin.") else None
+    cls = (
+        getattr(binding_of(ctx, call.func), "node", None)
+        if isinstance(call.func, cst.Name)
+        else None
+    )
+    if made is None and isinstance(cls, cst.ClassDef):
+        if any((ctx.qualname(b.value) or "").startswith("nvidia.dali.plugin.") for b in cls.bases):
+            made = cls.name.value
+    if made is None:
+        return ""
+    return (
+        f"{made} is not migrated over a name that holds a different pipeline in each branch: make "
+        f"the {made} where each pipeline is made (in each branch, with that branch's arguments), "
+        "so that each becomes a loader, or write one loader class per pipeline whose __iter__ "
+        f"runs one epoch of reader.next_epoch(batch_size=...) and yields what {made} gave"
     )
