@@ -130,9 +130,11 @@ class Leftovers(Rule):
         marked = {d.line for d in state.diagnostics if d.severity == "todo"}
         claimed = list(state.claimed)
         found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}
+        # a pipeline of this module was migrated (DM200-DM204)
+        here = any(f.rule in ("DM200", "DM201", "DM202", "DM203", "DM204") for f in state.fixes)
         for node in _references(ctx):
             q = ctx.qualname(node)
-            kind = _legacy_op(ctx, q) or _kind(q)
+            kind = _legacy_op(ctx, q) or _subclassed(ctx, node, q, here) or _kind(q)
             if kind is None or _inside(ctx, node, claimed, covered):
                 continue
             stmt = ctx.enclosing_statement(node)
@@ -228,6 +230,30 @@ def _legacy_op(ctx: FileContext, q: str | None) -> str | None:
         f"a legacy operator object{gone}: where this runs in dynamic mode, make it "
         f"functools.partial({ndd}, <the same arguments>) and call it as before{sized}"
     )
+
+
+def _subclassed(ctx: FileContext, node: cst.CSTNode, q: str | None, here: bool) -> str | None:
+    """A framework-iterator name in a class of this module that subclasses one (its base, its
+    ``last_batch_policy``): what to write instead of that class (``here``: over a pipeline this
+    module defines, migrated)."""
+    if not q or not q.startswith(_PLUGIN):
+        return None
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, cst.ClassDef):
+        cur = ctx.parents.get(cur)
+    if cur is None or not any((ctx.qualname(b.value) or "").startswith(_PLUGIN) for b in cur.bases):
+        return None
+    name = cur.name.value
+    return (
+        f"a framework iterator that {name} subclasses or configures: "
+        + ("" if here else "migrate the module that defines its pipeline in the same run, then ")
+        + f"write {name} without the DALI base, over the migrated pipeline: loop over "
+        "reader.next_epoch(batch_size=...), convert each ndd.Batch (.torch(), DLPack) and end "
+        "each epoch as its last_batch_policy did"
+    )
+
+
+_PLUGIN = "nvidia.dali.plugin."
 
 
 def _kind(q: str | None) -> str | None:

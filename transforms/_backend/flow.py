@@ -39,6 +39,7 @@ from .flow_sites import (
 )
 from .model import FollowUp, Relay
 from .reaching import reaching
+from .subclass_init import rebound_iterator_advice
 
 #: how deep factories and parameters are followed (a factory calling a factory...)
 MAX_DEPTH = 4
@@ -191,7 +192,9 @@ class Flow:
                     self.seen.add(id(ref.node))
                     found.followups.append(
                         FollowUp(
-                            ref.node, f"`{name.value}` may hold the pipeline or something else here"
+                            ref.node,
+                            f"`{name.value}` may hold the pipeline or something else here",
+                            rebound_iterator_advice(ctx, ref.node),
                         )
                     )
 

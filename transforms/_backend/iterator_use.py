@@ -56,6 +56,8 @@ class IteratorUse:
     hooked: bool = False
     #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
     subclass: cst.ClassDef | None = None
+    #: type annotations naming that subclass (they name the loader instead)
+    annotations: list[cst.CSTNode] = field(default_factory=list)
     #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
     signature: tuple | None = None
     #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and

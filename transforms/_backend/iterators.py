@@ -54,6 +54,7 @@ from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
 from .per_device import ADVICE as PER_DEVICE_ADVICE
 from .per_device import device_reasons, listed_pipelines, per_device_list
+from .subclass_init import base_advice, handed_to_base
 from .subclasses import iterator_subclass
 from .wrappers import wrapped_iterator
 
@@ -115,12 +116,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         inst.iterators.append(found)
         return ""
     sub = (
-        iterator_subclass(ctx, call, tuple(ITERATORS))
+        iterator_subclass(ctx, call, tuple(ITERATORS), ref)
         if call is not None and q not in ITERATORS
         else None
     )
-    if sub is not None and not sub[2]:
-        q = sub[1]
+    if sub is not None and not sub.reasons:
+        q = sub.base
     wrapped = (
         wrapped_iterator(ctx, ref, tuple(ITERATORS)) if q not in ITERATORS and not sub else None
     )
@@ -132,9 +133,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
-    use = analyse_iterator(ctx, inst, call, q, reasons)
+    # a subclass's __init__ hands the pipeline on: its super().__init__ call, resolved, says what
+    # the iterator is (``subclass_init``)
+    read = sub.resolved if sub is not None and sub.resolved is not None else call
+    use = analyse_iterator(ctx, inst, read, q, reasons)
     if use is not None and sub is not None:
-        use.subclass = sub[0]
+        use.subclass, use.call, use.annotations = sub.cls, call, sub.annotations
     if use is not None and wrapped is not None:
         use.call, use.wrapper = wrapped[1], (wrapped[0], ref, wrapped[3])
         call = use.call
@@ -180,7 +184,10 @@ def iterator_hint(ctx: FileContext, ref: cst.CSTNode) -> FollowUp | None:
     if call is None:
         return None
     if not q or not q.startswith("nvidia.dali.plugin."):
-        why = _subclass_reason(ctx, call)
+        base = handed_to_base(ctx, call)
+        if base is not None:  # a subclass that builds its pipeline itself
+            return FollowUp(call, *base_advice(*base))
+        why = _subclass_reason(ctx, call, ref)
         return FollowUp(call, why[0], why[1]) if why is not None else None
     if q not in ITERATORS:
         for prefix, (what, advice) in BY_HAND.items():
@@ -205,7 +212,7 @@ def _call_name(call: cst.Call) -> str:
     return func.value if isinstance(func, cst.Name) else "the iterator"
 
 
-def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None:
+def _subclass_reason(ctx: FileContext, call: cst.Call, ref: cst.CSTNode) -> tuple[str, str] | None:
     """``MyIterator([pipe], ...)`` where ``class MyIterator(DALIGenericIterator)`` is defined in
     this module: what to do by hand (its methods may change anything about the batches)."""
     if not isinstance(call.func, cst.Name):
@@ -217,8 +224,8 @@ def _subclass_reason(ctx: FileContext, call: cst.Call) -> tuple[str, str] | None
             if base is None:
                 return None
             name, parent = stmt.name.value, base.rsplit(".", 1)[-1]
-            sub = iterator_subclass(ctx, call, tuple(ITERATORS))
-            why = f" ({'; '.join(sub[2])})" if sub is not None and sub[2] else ""
+            sub = iterator_subclass(ctx, call, tuple(ITERATORS), ref)
+            why = f" ({'; '.join(sub.reasons)})" if sub is not None and sub.reasons else ""
             return (
                 f"{name} subclasses {parent} and is not migrated{why}",
                 "write a loader class whose __iter__ runs one epoch of "

@@ -23,6 +23,7 @@ from . import runtime
 from .iterator_use import IteratorUse
 from .layout import fit, one_line_params
 from .model import Refused
+from .subclass_init import method
 from .subclasses import body_names, folded_next
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -243,7 +244,8 @@ def yield_batch(
     batch: cst.BaseExpression = cst.Dict(elements)
     if use.framework != "jax" and use.devices is None:  # (one per GPU: the list is made later)
         batch = cst.List([cst.Element(batch)])
-    if use.subclass is not None:  # its __next__ converts the batch: that code yields
+    if use.subclass is not None and method(use.subclass, "__next__") is not None:
+        # its __next__ converts the batch: that code yields
         bound, reads = body_names(use.subclass)
         clash = (bound | reads) & (c.local | c.shared)
         if clash:

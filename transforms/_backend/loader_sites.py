@@ -91,9 +91,10 @@ def loader_site_edits(
             new[0] = new[0].with_changes(
                 leading_lines=[ln for ln in made.leading_lines if ln.comment is not None]
             )
-        if use.subclass is not None:  # its conversion moved into the loader
-            edits.append(removed_stmt(ctx, use.subclass))
         edits += [_dropped(ctx, r) for r in use.resets]
+    if use.subclass is not None:  # its conversion moved into the loader
+        edits.append(removed_stmt(ctx, use.subclass))
+        edits += [ctx.expr_edit(a, cst.Name(name)) for a in use.annotations]
     if together and pre:
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     device = inst.kwargs.get("device_id")

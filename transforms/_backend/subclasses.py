@@ -24,22 +24,37 @@ TODO.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
 
 from .._cst import assigned_names, free_names, walk
+from .subclass_init import init_reasons, method, resolved_call
 from .wrappers import binding_of
 
 #: names the body of ``__next__`` may read from ``self``
 SELF_ATTRIBUTES = ("output_map",)
 
 
+class SubclassUse(NamedTuple):
+    """A subclass of a DALI iterator made at a call (``iterator_subclass``)."""
+
+    cls: cst.ClassDef
+    base: str  # the iterator's qualified name
+    reasons: list[str]  # why it cannot move into a loader
+    #: where it defines ``__init__``: the iterator call that stands for it (``subclass_init``)
+    resolved: cst.Call | None
+    #: the type annotations that name it (``-> MyIterator``): they name the loader instead
+    annotations: list[cst.CSTNode]
+
+
 def iterator_subclass(
-    ctx: FileContext, call: cst.Call, iterators: tuple[str, ...]
-) -> tuple[cst.ClassDef, str, list[str]] | None:
-    """``call`` makes an object of a class defined here that subclasses one of ``iterators``:
-    (the class, the iterator's qualified name, why its ``__next__`` cannot move into a loader)."""
+    ctx: FileContext, call: cst.Call, iterators: tuple[str, ...], ref: cst.CSTNode | None = None
+) -> SubclassUse | None:
+    """``call`` makes an object of a class defined here that subclasses one of ``iterators``
+    (``ref``: the pipeline the call is given)."""
     if not isinstance(call.func, cst.Name):
         return None
     binding = binding_of(ctx, call.func)
@@ -50,8 +65,26 @@ def iterator_subclass(
     base = next((b for b in bases if b in iterators), None)
     if base is None:
         return None
-    reasons = _class_reasons(ctx, cls, len(bases), [r.node for r in binding.references])
-    return cls, base, reasons
+    refs = [r.node for r in binding.references]
+    notes = [r for r in refs if _annotates(ctx, r)]
+    reasons = _class_reasons(ctx, cls, len(bases), [r for r in refs if r not in notes])
+    resolved = None
+    if not reasons and method(cls, "__init__") is not None:
+        made = (
+            resolved_call(cls, call, ref, cls.bases[0].value)
+            if ref is not None
+            else "the pipeline it is given is not followed"
+        )
+        if isinstance(made, str):
+            reasons.append(made)
+        else:
+            resolved = made
+    return SubclassUse(cls, base, reasons, resolved, notes)
+
+
+def _annotates(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` is a name that makes up a type annotation (``-> MyIterator``) alone."""
+    return isinstance(node, cst.Name) and isinstance(ctx.parents.get(node), cst.Annotation)
 
 
 def _class_reasons(
@@ -63,34 +96,36 @@ def _class_reasons(
     if len(refs) != 1:
         return [f"{name} is used in more than one place"]
     body = [s for s in cls.body.body if not _is_doc_or_pass(s)]
-    if len(body) != 1 or not (
-        isinstance(body[0], cst.FunctionDef) and body[0].name.value == "__next__"
-    ):
-        return [f"{name} defines more than __next__"]
-    method = body[0]
-    params = method.params
+    names = [s.name.value if isinstance(s, cst.FunctionDef) else "" for s in body]
+    if not names or len(set(names)) != len(names) or not set(names) <= {"__init__", "__next__"}:
+        return [f"{name} defines more than __init__ and __next__"]
+    reasons = init_reasons(cls)
+    nxt = method(cls, "__next__")
+    if reasons or nxt is None:
+        return reasons
+    params = nxt.params
     if (
         len(params.params) != 1
         or params.star_arg is not cst.MaybeSentinel.DEFAULT
         or params.kwonly_params
     ):
         return [f"{name}.__next__ takes other parameters than self"]
-    return _next_reasons(ctx, cls, method)
+    return _next_reasons(ctx, cls, nxt)
 
 
-def _next_reasons(ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef) -> list[str]:
+def _next_reasons(ctx: FileContext, cls: cst.ClassDef, nxt: cst.FunctionDef) -> list[str]:
     name = cls.name.value
-    stmts = list(method.body.body)
+    stmts = list(nxt.body.body)
     last = stmts[-1]
     ret = (
         last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
     )
     if not (isinstance(ret, cst.Return) and ret.value is not None):
         return [f"{name}.__next__ does not end with `return <batch>`"]
-    supers = [n for n in walk(method) if _is_super_next(n)]
+    supers = [n for n in walk(nxt) if _is_super_next(n)]
     if len(supers) != 1:
         return [f"{name}.__next__ does not call super().__next__() exactly once"]
-    for n in walk(method.body):
+    for n in walk(nxt.body):
         if (
             isinstance(
                 n, (cst.Return, cst.Yield, cst.Raise, cst.Try, cst.Global, cst.Nonlocal, cst.Await)
@@ -105,7 +140,7 @@ def _next_reasons(ctx: FileContext, cls: cst.ClassDef, method: cst.FunctionDef) 
     outer = ctx.scopes.get(cls)
     if outer is not None and not isinstance(ctx.parents.get(cls), cst.Module):
         local = {a.name for a in outer.assignments}
-        closed = free_names(method.body) & local - {"self"}
+        closed = free_names(nxt.body) & local - {"self"}
         if closed:
             return [f"{name}.__next__ reads `{sorted(closed)[0]}` of the function it is defined in"]
     return []
@@ -152,12 +187,13 @@ def folded_next(
 ) -> list[cst.BaseStatement]:
     """The statements of ``cls.__next__`` with ``super().__next__()`` the loader's ``batch`` and
     ``self.output_map`` the names, ending in ``yield`` where it returned."""
-    method = next(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
+    nxt = method(cls, "__next__")
+    assert nxt is not None  # (the loader yields the batch itself where there is none)
     names = cst.List([cst.Element(cst.SimpleString(f'"{n}"')) for n in output_map])
     # an indented block that ends with `return <batch>` (``_next_reasons``)
-    block = cst.ensure_type(method.body, cst.IndentedBlock)
+    block = cst.ensure_type(nxt.body, cst.IndentedBlock)
     stmts = [_visited(s, _Fold(batch, names)) for s in block.body if not _is_doc_or_pass(s)]
-    stmts = _inline_dicts(stmts)
+    stmts = _inline_dicts(_picked_again(stmts))
     last = cst.ensure_type(stmts[-1], cst.SimpleStatementLine)
     ret = cst.ensure_type(last.body[0], cst.Return)
     stmts[-1] = last.with_changes(body=[cst.Expr(cst.Yield(ret.value))])
@@ -166,9 +202,11 @@ def folded_next(
 
 def body_names(cls: cst.ClassDef) -> tuple[set[str], set[str]]:
     """The names ``__next__`` binds and those it reads from outside."""
-    method = next(s for s in cls.body.body if isinstance(s, cst.FunctionDef))
-    bound = set().union(*(assigned_names(s) for s in method.body.body))
-    return bound, free_names(method.body) - bound - {"self", "super"}
+    nxt = method(cls, "__next__")
+    if nxt is None:
+        return set(), set()
+    bound = set().union(*(assigned_names(s) for s in nxt.body.body))
+    return bound, free_names(nxt.body) - bound - {"self", "super"}
 
 
 def _visited(stmt: cst.BaseStatement, visitor: cst.CSTTransformer) -> cst.BaseStatement:
@@ -258,6 +296,42 @@ def _inline_dicts(stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         folded = [_visited(r, _Inline(name, small.value)) for r in rest]
         return _inline_dicts(stmts[:i] + folded)
     return stmts
+
+
+def _picked_again(stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``out = [x]`` then ``out = out[0]`` (the batch of the one pipeline taken in two steps):
+    ``out = x``."""
+    out: list[cst.BaseStatement] = []
+    for s in stmts:
+        prev = _assign(out[-1]) if out else None
+        cur = _assign(s)
+        if prev is not None and cur is not None and prev[0] == cur[0]:
+            value = cur[1]
+            if (
+                isinstance(value, cst.Subscript)
+                and isinstance(value.value, cst.Name)
+                and value.value.value == cur[0]
+            ):
+                picked = _picked(value.with_changes(value=prev[1]))
+                if picked is not None:
+                    last = cst.ensure_type(out[-1], cst.SimpleStatementLine)
+                    small = cst.ensure_type(last.body[0], cst.Assign)
+                    out[-1] = last.with_changes(body=[small.with_changes(value=picked)])
+                    continue
+        out.append(s)
+    return out
+
+
+def _assign(s: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """``name = value``: (name, value)."""
+    small = s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 else None
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+    ):
+        return small.targets[0].target.value, small.value
+    return None
 
 
 def _key_of(stmt: cst.CSTNode, sub: cst.Subscript) -> str | None:
