@@ -221,6 +221,12 @@ class PipelineDef(Rule):
         _drop_unshared(state, self.id, units)
         drop_without_peers(state, self.id, units)
         for group in fix_groups(units):
+            try:  # code several of them reach (a call of a definition passed as a value)
+                check_disjoint(ctx, [e for u in group for e in u.edits])
+            except Refused as why:
+                for unit in group:
+                    refuse_pipeline(state, self.id, unit.fn, why)
+                continue
             self._propose(state, group)
 
     def _analysed(self, state: FileState) -> list[tuple[cst.FunctionDef, _Unit | Refused]]:
@@ -565,6 +571,10 @@ def _settle_forms(
         shared = f"the pipeline is also used in {where}, so it stays a plain generator of batches"
         handles_why.setdefault(0, shared)
         iterators_why.append(shared)
+    if any(i.through_value for i in instances):  # the code that calls it runs others too
+        passed = "the pipeline function is passed as a value, so it stays a plain generator"
+        handles_why.setdefault(0, passed)
+        iterators_why.append(passed)
     for inst in instances:
         if handles_why and (
             needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs

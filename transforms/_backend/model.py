@@ -117,6 +117,8 @@ class Instance:
     todo_lines: list[cst.EmptyLine] = field(default_factory=list)
     #: every expression found to hold the object (``pipe`` in ``pipe.run()``), followed or not
     uses: list[cst.CSTNode] = field(default_factory=list)
+    #: made by calling a parameter (or name) that the definition was passed to as a value
+    through_value: bool = False
 
     @property
     def followed(self) -> bool:
