@@ -35,6 +35,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import int_index
 from .arguments import PIPELINE_ARGS
 from .flow_sites import arguments_for, called_function, enclosing_function, parameter, references
 from .model import FollowUp
@@ -44,6 +45,11 @@ FUNCTION_ATTRS = frozenset({"__name__", "__qualname__", "__doc__", "__module__"}
 
 #: a binding that holds a definition: a parameter, or a name bound once
 Holder = cst.Param | cst.Name
+
+#: where a definition lies in a value: the indices into nested lists (``()``: the value is it)
+Path = tuple[int, ...]
+#: in a path, an element a loop takes (any index)
+ANY = -1
 
 #: the ``@pipeline_def`` function (migrated with this one) that a name refers to, else None
 DefinitionOf = Callable[[cst.CSTNode], "cst.CSTNode | None"]
@@ -68,7 +74,12 @@ class Reach:
 
 
 class DefinitionValues:
-    """Follows references to the pipeline definitions ``definition_of`` names."""
+    """Follows references to the pipeline definitions ``definition_of`` names.
+
+    A value is followed with a *path*: where the definition lies inside it (``()``: the value
+    is the definition; ``(0,)``: it is element 0 of a list; ``ANY``: an element a loop takes,
+    any of them), so that ``kinds = [[a, (0, 1)]]``, ``for kind in kinds: make, span = kind``
+    is followed to ``make``."""
 
     def __init__(self, ctx: FileContext, definition_of: DefinitionOf) -> None:
         self.ctx = ctx
@@ -78,12 +89,11 @@ class DefinitionValues:
         """The calls the definition ``ref`` refers to reaches as a value; None where it goes
         somewhere the tool cannot follow."""
         calls: dict[int, cst.Call] = {}
-        if not self._uses(ref, calls, set()):
+        if not self._uses(ref, (), calls, set()):
             return None
         reach = Reach()
         for call in calls.values():
-            assert isinstance(call.func, cst.Name)
-            defs = self._resolved(call.func, set())
+            defs = self._resolved(call.func, (), set())
             if not defs:
                 return None
             refusing = [d for d in defs if not _accepts(d, call)]
@@ -104,28 +114,71 @@ class DefinitionValues:
 
     # -- forward: where the value goes --------------------------------------------------------
 
-    def _uses(self, expr: cst.CSTNode, calls: dict[int, cst.Call], seen: set[int]) -> bool:
-        """Every use of the value ``expr`` holds is followed (its calls added to ``calls``)."""
-        parent = self.ctx.parents.get(expr)
-        if isinstance(parent, cst.Attribute) and parent.value is expr:
+    def _uses(
+        self, expr: cst.CSTNode, path: Path, calls: dict[int, cst.Call], seen: set[object]
+    ) -> bool:
+        """Every use of the value of ``expr`` (the definition at ``path`` in it) is followed;
+        the calls of the definition are added to ``calls``."""
+        ctx = self.ctx
+        parent = ctx.parents.get(expr)
+        if not path and isinstance(parent, cst.Attribute) and parent.value is expr:
             return parent.attr.value in FUNCTION_ATTRS
-        if isinstance(parent, cst.Call) and parent.func is expr and isinstance(expr, cst.Name):
-            calls.setdefault(id(parent), parent)
-            return True
-        holders = self._holders(expr)
-        if holders is None:
-            return False
-        for holder in holders:
-            if id(holder) in seen:
-                continue
-            seen.add(id(holder))
-            refs = _holder_refs(self.ctx, holder)
-            if refs is None or not all(self._uses(r, calls, seen) for r in refs):
+        if not path and isinstance(parent, cst.Call) and parent.func is expr:
+            if isinstance(expr, cst.Name):
+                calls.setdefault(id(parent), parent)
+            return isinstance(expr, cst.Name)
+        if isinstance(parent, cst.Element):  # [a, b]: the list holds it at that index
+            seq = ctx.parents.get(parent)
+            index = _index(seq, parent)
+            return index is not None and self._uses(seq, (index, *path), calls, seen)
+        if path and isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is expr:
+            return self._bound(parent.target, path[1:], calls, seen)
+        if path and isinstance(parent, cst.Subscript) and parent.value is expr:
+            key = int_index(parent)
+            if not isinstance(key, cst.Integer):
                 return False
-        return True
+            number = int(key.value, 0)
+            return number != path[0] != ANY or self._uses(parent, path[1:], calls, seen)
+        if path and isinstance(parent, cst.Arg):
+            call = ctx.parents.get(parent)
+            k = _product_arg(ctx, call, parent)
+            if k is not None:  # product([a, b], ...): tuples whose element k is one of them
+                return self._uses(call, (ANY, k, *path[1:]), calls, seen)
+            if _is_len(ctx, call):
+                return True
+        if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
+            return self._bound(parent.targets[0].target, path, calls, seen)
+        holders = self._holders(expr)
+        return holders is not None and all(self._held(h, path, calls, seen) for h in holders)
+
+    def _bound(
+        self, target: cst.CSTNode, path: Path, calls: dict[int, cst.Call], seen: set[object]
+    ) -> bool:
+        """``target = <value>`` (or a ``for`` target): a name, or names unpacked from it."""
+        if isinstance(target, cst.Name):
+            return self._held(target, path, calls, seen)
+        if not path or not isinstance(target, (cst.Tuple, cst.List)):
+            return False
+        if any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return False
+        taken = target.elements if path[0] == ANY else target.elements[path[0] : path[0] + 1]
+        if not taken:
+            return False
+        return all(self._bound(e.value, path[1:], calls, seen) for e in taken)
+
+    def _held(
+        self, holder: Holder, path: Path, calls: dict[int, cst.Call], seen: set[object]
+    ) -> bool:
+        """Every read of the binding ``holder`` (holding the definition at ``path``) is followed."""
+        if (id(holder), path) in seen:
+            return True
+        seen.add((id(holder), path))
+        refs = _holder_refs(self.ctx, holder)
+        return refs is not None and all(self._uses(r, path, calls, seen) for r in refs)
 
     def _holders(self, expr: cst.CSTNode) -> list[Holder] | None:
-        """The bindings the value of ``expr`` goes to; None where it goes elsewhere."""
+        """The parameters (or names) the value of ``expr`` goes to; None where it goes
+        elsewhere."""
         ctx = self.ctx
         parent = ctx.parents.get(expr)
         if isinstance(parent, cst.Param) and parent.default is expr:
@@ -136,12 +189,6 @@ class DefinitionValues:
             assert fn is None or isinstance(call, cst.Call)
             param = parameter(fn, call, parent) if fn is not None else None
             return [param] if param is not None else None
-        if isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1:
-            bound = parent.targets[0].target
-            return [bound] if isinstance(bound, cst.Name) else None
-        if isinstance(parent, cst.Element):
-            target = _loop_target(ctx, parent)
-            return [target] if target is not None else None
         if isinstance(parent, cst.Return) and parent.value is expr:
             return self._returned_to(parent)
         return None
@@ -169,41 +216,71 @@ class DefinitionValues:
 
     # -- backward: what may reach a call ------------------------------------------------------
 
-    def _resolved(self, expr: cst.CSTNode, seen: set[int]) -> list[cst.FunctionDef] | None:
-        """The definitions ``expr`` may evaluate to; None where it may be something else."""
+    def _resolved(
+        self, expr: cst.CSTNode, path: Path, seen: set[object]
+    ) -> list[cst.FunctionDef] | None:
+        """The definitions that may lie at ``path`` in the value of ``expr``; None where
+        something else may."""
         ctx = self.ctx
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-            fn = called_function(ctx, expr.func)
-            if fn is None or fn.decorators:
+        if isinstance(expr, (cst.List, cst.Tuple)) and path:
+            if any(isinstance(e, cst.StarredElement) for e in expr.elements):
                 return None
-            returns = list(_returns(ctx, fn))
-            if not returns or any(r.value is None for r in returns):
-                return None
-            return self._all([r.value for r in returns if r.value is not None], seen)
+            taken = expr.elements if path[0] == ANY else expr.elements[path[0] : path[0] + 1]
+            return self._all([(e.value, path[1:]) for e in taken], seen) if taken else None
+        if isinstance(expr, cst.Call):
+            return self._returned(expr, path, seen)
+        key = int_index(expr) if isinstance(expr, cst.Subscript) else None
+        if isinstance(expr, cst.Subscript) and isinstance(key, cst.Integer):
+            return self._resolved(expr.value, (int(key.value, 0), *path), seen)
         if not isinstance(expr, cst.Name):
             return None
-        definition = self.definition_of(expr)
+        definition = self.definition_of(expr) if not path else None
         if isinstance(definition, cst.FunctionDef):
             return [definition]
         binding = _binding(ctx, expr)
-        if binding is None or id(binding) in seen:
-            return [] if binding is not None else None
-        seen.add(id(binding))
-        return self._all(self._reaching(binding), seen)
+        if binding is None:
+            return None
+        if (id(binding), path) in seen:
+            return []
+        seen.add((id(binding), path))
+        return self._all(self._reaching(binding, path), seen)
 
-    def _all(self, exprs: list[cst.CSTNode] | None, seen: set[int]) -> list[cst.FunctionDef] | None:
-        if exprs is None:
+    def _returned(
+        self, call: cst.Call, path: Path, seen: set[object]
+    ) -> list[cst.FunctionDef] | None:
+        """What lies at ``path`` in what ``call`` returns: a function of the module, or
+        ``itertools.product`` over lists."""
+        ctx = self.ctx
+        if _is_product(ctx, call.func):
+            if len(path) < 2 or path[0] != ANY or path[1] == ANY or path[1] >= len(call.args):
+                return None
+            if any(a.keyword is not None or a.star for a in call.args):
+                return None
+            return self._resolved(call.args[path[1]].value, (ANY, *path[2:]), seen)
+        fn = _called(ctx, call)
+        if fn is None:
+            return None
+        returns = list(_returns(ctx, fn))
+        if not returns or any(r.value is None for r in returns):
+            return None
+        return self._all([(r.value, path) for r in returns if r.value is not None], seen)
+
+    def _all(
+        self, values: list[tuple[cst.CSTNode, Path]] | None, seen: set[object]
+    ) -> list[cst.FunctionDef] | None:
+        if values is None:
             return None
         out: dict[int, cst.FunctionDef] = {}
-        for e in exprs:
-            defs = self._resolved(e, seen)
+        for expr, path in values:
+            defs = self._resolved(expr, path, seen)
             if defs is None:
                 return None
             out.update((id(d), d) for d in defs)
         return list(out.values())
 
-    def _reaching(self, holder: cst.CSTNode) -> list[cst.CSTNode] | None:
-        """The expressions whose values the binding ``holder`` may take."""
+    def _reaching(self, holder: cst.CSTNode, path: Path) -> list[tuple[cst.CSTNode, Path]] | None:
+        """The expressions whose values the binding ``holder`` may take, each with where the
+        definition lies in it."""
         ctx = self.ctx
         if isinstance(holder, cst.Param):
             fn = _plain_function(ctx, holder)
@@ -214,17 +291,23 @@ class DefinitionValues:
                 p is None and not _omits(ctx, r, fn, holder) for p, r in _paired(ctx, fn, passed)
             ):
                 return None
-            values: list[cst.CSTNode] = [p for p in passed if p is not None]
+            values = [p for p in passed if p is not None]
             if holder.default is not None:  # callers that pass nothing, or outside the module
                 values.append(holder.default)
-            return values
-        if not isinstance(holder, cst.Name):
-            return None
+            return [(v, path) for v in values]
         parent = ctx.parents.get(holder)
+        if isinstance(parent, cst.Element):  # a, b = ... or for a, b in ...
+            target = ctx.parents.get(parent)
+            index = _index(target, parent)
+            if index is None:
+                return None
+            holder, parent, path = target, ctx.parents.get(target), (index, *path)
         if isinstance(parent, cst.AssignTarget):
             assign = ctx.parents.get(parent)
-            return [assign.value] if isinstance(assign, cst.Assign) else None
-        return _loop_values(ctx, holder)
+            return [(assign.value, path)] if isinstance(assign, cst.Assign) else None
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is holder:
+            return [(parent.iter, (ANY, *path))]
+        return None
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -342,68 +425,32 @@ def _is_product(ctx: FileContext, func: cst.BaseExpression) -> bool:
     )
 
 
-def _loop(ctx: FileContext, element: cst.Element) -> tuple[cst.CSTNode, int | None] | None:
-    """For an element of a list (or tuple) literal that a ``for`` iterates directly, or as
-    argument ``k`` of ``itertools.product(...)``: the loop and ``k`` (None when direct)."""
-    seq = ctx.parents.get(element)
+def _product_arg(ctx: FileContext, call: cst.CSTNode | None, arg: cst.Arg) -> int | None:
+    """``arg`` is positional argument ``k`` of ``itertools.product(...)`` (plain arguments)."""
+    if not (isinstance(call, cst.Call) and _is_product(ctx, call.func)):
+        return None
+    if any(a.keyword is not None or a.star for a in call.args):
+        return None
+    return [a is arg for a in call.args].index(True)
+
+
+def _is_len(ctx: FileContext, call: cst.CSTNode | None) -> bool:
+    """``len(...)`` (the builtin: no binding of ``len`` in the module)."""
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        return False
+    return (
+        call.func.value == "len"
+        and _binding(ctx, call.func) is None
+        and (called_function(ctx, call.func) is None)
+    )
+
+
+def _index(seq: cst.CSTNode | None, element: cst.CSTNode) -> int | None:
+    """The index of ``element`` in the list or tuple ``seq`` (None after a starred one)."""
     if not isinstance(seq, (cst.List, cst.Tuple)):
         return None
-    holder = ctx.parents.get(seq)
-    if isinstance(holder, (cst.For, cst.CompFor)) and holder.iter is seq:
-        return holder, None
-    call = ctx.parents.get(holder)
-    loop = ctx.parents.get(call)
-    if (
-        isinstance(holder, cst.Arg)
-        and holder.keyword is None
-        and not holder.star
-        and isinstance(call, cst.Call)
-        and _is_product(ctx, call.func)
-        and not any(a.keyword is not None or a.star for a in call.args)
-        and isinstance(loop, (cst.For, cst.CompFor))
-        and loop.iter is call
-    ):
-        return loop, [a is holder for a in call.args].index(True)
-    return None
-
-
-def _loop_target(ctx: FileContext, element: cst.Element) -> cst.Name | None:
-    """The name the loop over ``element``'s list binds to it."""
-    found = _loop(ctx, element)
-    if found is None:
+    elements = list(seq.elements)
+    at = [e is element for e in elements].index(True)
+    if any(isinstance(e, cst.StarredElement) for e in elements[: at + 1]):
         return None
-    loop, k = found
-    assert isinstance(loop, (cst.For, cst.CompFor))
-    target = loop.target
-    if k is None:
-        return target if isinstance(target, cst.Name) else None
-    call = loop.iter
-    assert isinstance(call, cst.Call)
-    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(call.args):
-        return None
-    name = target.elements[k].value
-    return name if isinstance(name, cst.Name) else None
-
-
-def _loop_values(ctx: FileContext, name: cst.Name) -> list[cst.CSTNode] | None:
-    """What the ``for`` target ``name`` takes: the elements of the list it iterates (directly,
-    or the ``k``-th list given to ``itertools.product``)."""
-    parent = ctx.parents.get(name)
-    if isinstance(parent, cst.Element):
-        parent = ctx.parents.get(ctx.parents.get(parent))  # for a, b in product(...)
-        call = parent.iter if isinstance(parent, (cst.For, cst.CompFor)) else None
-        if not isinstance(call, cst.Call) or not _is_product(ctx, call.func):
-            return None
-        target = parent.target
-        assert isinstance(target, (cst.Tuple, cst.List))
-        k = [e.value is name for e in target.elements].index(True)
-        seq = call.args[k].value if k < len(call.args) else None
-    elif isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name:
-        seq = parent.iter
-    else:
-        return None
-    if not isinstance(seq, (cst.List, cst.Tuple)) or any(
-        isinstance(e, cst.StarredElement) for e in seq.elements
-    ):
-        return None
-    return [e.value for e in seq.elements]
+    return at
