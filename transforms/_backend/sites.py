@@ -83,14 +83,19 @@ def _check_alike(
 ) -> None:
     """A call that several definitions may reach (``pipe_fn(...)``, given either as a value) is
     rewritten alike for each of them, or not at all (Refused)."""
-    text = ctx.text(threads.value) if threads is not None else ""
+    if not inst.through_value:
+        return
+    text = cst.Module([]).code_for_node(threads.value) if threads is not None else ""
     before = joint.calls.get(id(inst.call))
     if before is not None and (
         not before.deep_equals(new_call) or joint.threads_of.get(id(inst.call)) != text
     ):
         code = " ".join(ctx.text(inst.call).split())
         code = code if len(code) <= 60 else code[:57] + "..."
-        raise Refused(f"`{code}` may run pipelines of other definitions, which it calls otherwise")
+        raise Refused(
+            f"`{code}` may make the pipelines of several definitions, which would each rewrite "
+            "it differently (their num_threads or parameters differ)"
+        )
     joint.threads_of[id(inst.call)] = text
 
 
