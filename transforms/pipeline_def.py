@@ -76,9 +76,10 @@ wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, fa
 parameters); the definition itself too, where it is passed as a value (``bench(train_pipe)``,
 ``for make in [train_pipe, eval_pipe]``, a table of ``[definition, ...]`` rows, a function that
 returns one): a call ``make(...)`` that only migrated definitions taking its arguments can reach
-is rewritten as a direct call is (``_backend/def_values.py``), with those definitions in one fix; a use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an
-unknown method) keeps its code and gets a TODO right above it that says what to write there,
-written with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
+is rewritten as a direct call is (``_backend/def_values.py``), with those definitions in one
+fix. A use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an unknown
+method) keeps its code and gets a TODO right above it that says what to write there, written
+with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
 over (an operator dynamic mode lacks, an unsupported conditional, ...), the definition stays as
 it was with a TODO that lists every reason, and the code that builds it keeps its ``fn.*``.
 
