@@ -78,9 +78,13 @@ becomes the reader's own value (``_backend/meta_reads.py``); other reads keep a 
 
 The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
 wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
-parameters); a use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an
-unknown method) keeps its code and gets a TODO right above it that says what to write there,
-written with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
+parameters); the definition itself too, where it is passed as a value (``bench(train_pipe)``,
+``for make in [train_pipe, eval_pipe]``, a table of ``[definition, ...]`` rows, a function that
+returns one): a call ``make(...)`` that only migrated definitions taking its arguments can reach
+is rewritten as a direct call is (``_backend/def_values.py``), with those definitions in one
+fix. A use the tool cannot rewrite (``pipe`` passed to code it cannot see into, an unknown
+method) keeps its code and gets a TODO right above it that says what to write there, written
+with the fix and listed in its ``follow_ups``. When the graph itself cannot be carried
 over (an operator dynamic mode lacks, an unsupported conditional, ...), the definition stays as
 it was with a TODO that lists every reason, and the code that builds it keeps its ``fn.*``.
 
@@ -226,6 +230,12 @@ class PipelineDef(Rule):
         _drop_unshared(state, self.id, units)
         drop_without_peers(state, self.id, units)
         for group in fix_groups(units):
+            try:  # code several of them reach (a call of a definition passed as a value)
+                check_disjoint(ctx, [e for u in group for e in u.edits])
+            except Refused as why:
+                for unit in group:
+                    refuse_pipeline(state, self.id, unit.fn, why)
+                continue
             self._propose(state, group)
 
     def _analysed(self, state: FileState) -> list[tuple[cst.FunctionDef, _Unit | Refused]]:
@@ -572,6 +582,10 @@ def _settle_forms(
         if elsewhere or followups or not all(i.followed or i.relayed for i in instances):
             handles_why.setdefault(0, shared)  # (handles follow it through factories)
         iterators_why.append(shared)
+    if any(i.through_value for i in instances):  # the code that calls it runs others too
+        passed = "the pipeline function is passed as a value, so it stays a plain generator"
+        handles_why.setdefault(0, passed)
+        iterators_why.append(passed)
     for inst in instances:
         if handles_why and (
             needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs

@@ -15,6 +15,7 @@ from dali_migrate.context import FileContext
 from .._cst import in_source_order, kwargs_of, param_names, within
 from . import feeds, handles, iterators
 from .arguments import check_pipeline_args
+from .def_values import DefinitionValues, ValueCall
 from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
@@ -281,12 +282,20 @@ def instances_of(
     object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
     checkpoint arguments are then the front end's."""
     calls = []
+    values = DefinitionValues(ctx, peer_of) if peer_of is not None else None
+    through: dict[int, ValueCall] = {}  # calls of a parameter (or name) given the definition
     for ref in refs:
         call = ctx.parents.get(ref)
         if isinstance(call, cst.Call) and call.func is ref:
             calls.append(call)
-        else:
+            continue
+        reach = values.follow(ref) if values is not None else None
+        if reach is None:
             followups.append(FollowUp(ref, f"`{name}` is used here other than by calling it"))
+        else:
+            followups += [f for f in reach.followups if f not in followups]
+            through.update((id(v.call), v) for v in reach.calls if id(v.call) not in through)
+    calls += [v.call for v in through.values()]
     flow = Flow(ctx, {id(c) for c in calls}, peer_of=peer_of)
     instances: list[Instance] = []
     for call in calls:
@@ -311,6 +320,13 @@ def instances_of(
             continue
         inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
         follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
+        value = through.get(id(call))
+        if value is not None:  # pipe_fn(...): the definitions that may reach it share its code
+            inst.through_value = True
+            inst.label = f"{ctx.text(call.func)}(...)"
+            inst.copies = 2  # one per call of the code around it, at least
+            others = [d for d in value.defs if d.name.value != name]
+            inst.peers = list({id(p): p for p in [*inst.peers, *others]}.values())
         instances.append(inst)
     return instances
 

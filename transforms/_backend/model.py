@@ -132,6 +132,8 @@ class Instance:
     relays: list[Relay] = field(default_factory=list)
     #: the names each factory caller binds to the handles, by id of its ``Assign``
     relay_names: dict[int, list[str]] = field(default_factory=dict)
+    #: made by calling a parameter (or name) that the definition was passed to as a value
+    through_value: bool = False
 
     @property
     def followed(self) -> bool:

@@ -21,13 +21,14 @@ from .sites import refuse_pipeline
 
 
 def peer_of(ctx: FileContext, refused: set[int]) -> PeerOf:
-    """The ``@pipeline_def`` function of the module that ``call`` calls, unless it is one of
-    ``refused`` (ids): see ``Flow``."""
+    """The ``@pipeline_def`` function of the module that ``call`` calls (or that a name refers
+    to), unless it is one of ``refused`` (ids): see ``Flow``."""
 
     def find(call: cst.CSTNode) -> cst.CSTNode | None:
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        name = call.func if isinstance(call, cst.Call) else call  # a call, or the name alone
+        if not isinstance(name, cst.Name):
             return None
-        fn = called_function(ctx, call.func)
+        fn = called_function(ctx, name)
         if fn is None or id(fn) in refused or pipeline_decorator(ctx, fn) is None:
             return None
         return fn

@@ -25,7 +25,7 @@ from .._cst import (
 from . import batch_params, handles
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
-from .model import FollowUp, Instance
+from .model import FollowUp, Instance, Refused
 from .outputs import output_edits
 
 
@@ -50,6 +50,7 @@ def pipeline_def_instance_edits(
     blocks inside it too, not for the other branch of an ``if``);
     ``shared``: where the rewrites of statements that make several pipelines are built up."""
     threads = inst.kwargs.get("num_threads", threads_default)
+    threads_raw = threads
     if threads is not None and threads_set is not None:
         blocks = enclosing_blocks(ctx, inst.stmt)
         threads = None if any(b in threads_set for b in blocks) else threads
@@ -65,14 +66,37 @@ def pipeline_def_instance_edits(
         )
         joint.whole = inst.stmt.with_changes(body=[assign])
     else:  # the calls of other pipelines made in this statement stay as their fixes made them
+        _check_alike(ctx, joint, inst, new_call, threads_raw)
         joint.calls[id(inst.call)] = new_call
-    joint.lines += list(comments) + inst.todo_lines
+    lines = list(comments) + inst.todo_lines
     if inst.device_todo:
-        joint.lines.append(device_todo_line(ctx, inst, rule_id, notes))
+        lines.append(device_todo_line(ctx, inst, rule_id, notes))
+    joint.lines += [n for n in lines if not any(n.deep_equals(o) for o in joint.lines)]
     if threads is not None and joint.threads is None:
         joint.threads = set_threads_stmt(ctx, threads)
     joint.edit = ctx.stmt_edit(inst.stmt, joint.statements())
     return [joint.edit] + run_site_edits(ctx, inst, notes, peers=peers)
+
+
+def _check_alike(
+    ctx: FileContext, joint: _Joint, inst: Instance, new_call: cst.Call, threads: cst.Arg | None
+) -> None:
+    """A call that several definitions may reach (``pipe_fn(...)``, given either as a value) is
+    rewritten alike for each of them, or not at all (Refused)."""
+    if not inst.through_value:
+        return
+    text = cst.Module([]).code_for_node(threads.value) if threads is not None else ""
+    before = joint.calls.get(id(inst.call))
+    if before is not None and (
+        not before.deep_equals(new_call) or joint.threads_of.get(id(inst.call)) != text
+    ):
+        code = " ".join(ctx.text(inst.call).split())
+        code = code if len(code) <= 60 else code[:57] + "..."
+        raise Refused(
+            f"`{code}` may make the pipelines of several definitions, which would each rewrite "
+            "it differently (their num_threads or parameters differ)"
+        )
+    joint.threads_of[id(inst.call)] = text
 
 
 @dataclasses.dataclass
@@ -88,6 +112,8 @@ class _Joint:
     threads: cst.BaseStatement | None = None
     edit: Edit | None = None
     makers: set[str] = dataclasses.field(default_factory=set)
+    #: the thread count each call's pipeline asked for (the text of its expression, or "")
+    threads_of: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def statements(self) -> list[cst.BaseStatement]:
         """``ndd.set_num_threads`` (with the comments above the statement), the TODO lines,
@@ -126,8 +152,10 @@ class SharedStatements:
         and keeps the pipeline's TODO)."""
         maker = ctx.text(inst.call.func)
         joint = self._parts.setdefault(id(inst.stmt), _Joint(inst.stmt))
-        if maker in joint.makers:
-            return _Joint(inst.stmt)
+        if maker in joint.makers:  # the same call, reached by a definition passed as a value
+            return (
+                joint if inst.through_value and id(inst.call) in joint.calls else _Joint(inst.stmt)
+            )
         joint.makers.add(maker)
         return joint
 
