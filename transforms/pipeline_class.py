@@ -148,6 +148,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.handed import Handed
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
@@ -303,6 +304,9 @@ class PipelineClass(Rule):
         mini, mini_fn, params, graph, conditionals = graph_function(
             ctx, cls, init, body_stmts, kwargs, reasons
         )
+        if merged.handed:  # callables the caller passes: the graph code may call them
+            batch = cst.Module([]).code_for_node(batch_size.value)
+            graph.handed = Handed(merged.handed, f"{cls.name.value}(...)", batch)
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)

@@ -23,6 +23,7 @@ from .emit_inputs import InputPhases, first_name
 from .emit_loop import CAPTURE_COMMENT as CAPTURE_COMMENT  # imported from here by other modules
 from .emit_loop import LoopPhase
 from .external_source import SourceUse, as_batch, fetch, wrap
+from .handed import handed_todos
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -101,8 +102,24 @@ class _Emitter(InputPhases, LoopPhase):
         self.lowered_once = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.once]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
-            out += self._carry(s, self._statement(s, env, rules))
+            out += self._handed_todos(s, self._carry(s, self._statement(s, env, rules)))
         return out
+
+    def _handed_todos(
+        self, s: cst.BaseStatement, stmts: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """``stmts`` (what ``s`` became) with a TODO above them for each callable the caller
+        handed in that ``s`` calls (``handed``), and its diagnostic."""
+        handed = self.graph.handed
+        texts = handed_todos(s, handed, self.nodes) if handed is not None and stmts else []
+        self.handed_called = self.handed_called or bool(texts)
+        rule = self.plan.rule_id
+        for text in texts:
+            self.notes.append(Diagnostic(rule, text, self.ctx.line_of(s), 0, "todo"))
+        if texts:
+            todos = [comment_line(f"{TODO_PREFIX} {rule}: {t}") for t in texts]
+            stmts[0] = stmts[0].with_changes(leading_lines=[*leading_lines(stmts[0]), *todos])
+        return stmts
 
     def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
         """What a reader called inside an expression becomes there: the batch of the loop (one

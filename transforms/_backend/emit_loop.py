@@ -43,6 +43,7 @@ class LoopPhase(EmitState):
                 plan.single_use
                 and not moved
                 and not plan.checkpointing
+                and not self.handed_called  # code the caller passed: what it runs is not known
                 and _capturable(graph, lowered)
             )
             plan.captured = self.capture

@@ -62,6 +62,8 @@ class Graph:
     #: the graph code ends with an ``if`` on configuration whose branches each end with their
     #: outputs (``outputs_stmt`` is that ``if``): the outputs of each, by id of that statement
     branch_outputs: dict[int, list[cst.BaseExpression]] | None = None
+    #: values the caller handed in that the graph code may call (``handed.Handed``), or None
+    handed: Any = None
 
 
 @dataclass
