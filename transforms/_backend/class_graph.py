@@ -11,6 +11,7 @@ from dali_migrate.context import FileContext
 from .._cst import is_docstring, truthy, walk
 from .._local import collect_nodes
 from .conditionals import branch_reasons
+from .list_outputs import appended_list
 from .model import Graph, Refused
 from .recognise import analyse_graph, output_values
 
@@ -46,7 +47,9 @@ def graph_function(
         last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
     )
     outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-    reasons += _list_outputs(mini_fn, outputs)
+    appended = appended_list(mini, mini_fn, outputs)
+    if appended is None:
+        reasons += _list_outputs(mini_fn, outputs)
     conditionals = truthy(kwargs.get("enable_conditionals"))
     if conditionals:
         reasons += branch_reasons(mini, list(mini_body.body), collect_nodes(mini, mini_fn))
@@ -55,6 +58,7 @@ def graph_function(
     )
     if graph is None or reasons:
         raise Refused("; ".join(dict.fromkeys(reasons)))
+    graph.outputs_list = appended
     return mini, mini_fn, params, graph, conditionals
 
 

@@ -56,7 +56,7 @@ def emit_generator_body(
             isinstance(n, cst.Return) and n.value is None for s in e.graph.body for n in walk(s)
         )
         kind = "fed" if e.fed else "sourced" if ends else "endless"
-        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
+        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed], graph.outputs_list)
     body: list[cst.BaseStatement] = [doc]
     body += e.lowered_setup + e.lowered_once + hoisted
     if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):
@@ -289,8 +289,11 @@ class _Emitter(InputPhases, LoopPhase):
         return self._yielded(s, [self._lower(v, env, rules) for v in self.graph.outputs])
 
     def _yielded(self, s: cst.SimpleStatementLine, values: list) -> list[cst.BaseStatement]:
-        """``yield`` (``return``: fed) of ``values`` in place of ``s``."""
-        if len(values) > 1:
+        """``yield`` (``return``: fed) of ``values`` in place of ``s`` (``tuple(values[0])``
+        where the outputs are a list built in the graph code)."""
+        if self.graph.outputs_list is not None:  # tuple(output_list): one output per element
+            yielded = cst.Call(cst.Name("tuple"), [cst.Arg(values[0])])
+        elif len(values) > 1:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
         else:
             yielded = cst.Tuple([cst.Element(values[0])])

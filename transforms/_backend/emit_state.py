@@ -40,6 +40,8 @@ class EmitState:
         # one reader, made unconditionally: the loop runs over its epochs
         self.single = len(graph.readers) == 1 and not graph.readers[0].guards
         self.nodes = collect_nodes(ctx, graph.container)
+        if graph.outputs_list is not None:  # the list of the outputs: made anew for each batch
+            self.nodes.add(graph.outputs_list)
         if graph.handed is not None:  # what callables the caller passed give is data too
             self.nodes = handed_data(graph.body, graph.handed, self.nodes, self._read_later)
         #: the loop calls callables the caller passed (a TODO above each call)
