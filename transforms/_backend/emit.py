@@ -291,6 +291,7 @@ class _Emitter(InputPhases, LoopPhase):
     def _yielded(self, s: cst.SimpleStatementLine, values: list) -> list[cst.BaseStatement]:
         """``yield`` (``return``: fed) of ``values`` in place of ``s`` (``tuple(values[0])``
         where the outputs are a list built in the graph code)."""
+        yielded: cst.BaseExpression
         if self.graph.outputs_list is not None:  # tuple(output_list): one output per element
             yielded = cst.Call(cst.Name("tuple"), [cst.Arg(values[0])])
         elif len(values) > 1:

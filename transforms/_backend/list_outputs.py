@@ -47,7 +47,7 @@ def appended_list(
     return name
 
 
-def _makes_list(stmt: cst.BaseStatement, name: str) -> bool:
+def _makes_list(stmt: cst.BaseStatement | cst.BaseSmallStatement, name: str) -> bool:
     """``<name> = [...]`` (one target, no starred element)."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
         return False
