@@ -93,7 +93,11 @@ Operator objects made under an ``if`` in ``__init__`` are called under the same 
 helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
 ``_backend/iter_setup.py``). Uses of the objects the tool cannot rewrite get a TODO where they
-stand, as for DM200.
+stand, as for DM200. A callable the caller passes to ``__init__`` (``self.augment = augment``)
+that ``define_graph`` calls, on data, for its data or element by element, is called as written,
+once per batch, with a TODO above the call saying what it must take and return now
+(``_backend/handed.py``); outputs gathered in a list by appending (``views.append(...)``;
+``return views``) are yielded as ``tuple(views)`` (``_backend/list_outputs.py``).
 
 Decoder classes DALI removed migrate as the class that replaced each with the same
 implementation (``dali_migrate.catalog.REMOVED_OPS_CLASSES``)::

@@ -70,7 +70,11 @@ def _list_outputs(fn: cst.FunctionDef, outputs: list[cst.BaseExpression]) -> lis
     built = outputs[0].value if len(outputs) == 1 and isinstance(outputs[0], cst.Name) else None
     if built is None or not _built_list(fn, built):
         return []
-    return [f"its outputs are a list built in define_graph (`{built}`): return them by name"]
+    return [
+        f"its outputs are a list built in define_graph (`{built}`) other than by appending "
+        f"(`{built} = [...]` once, then only `{built}.append(<output>)` statements): build it "
+        "so, or return the outputs by name"
+    ]
 
 
 def _built_list(fn: cst.FunctionDef, name: str) -> bool:
