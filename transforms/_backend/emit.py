@@ -97,13 +97,27 @@ class _Emitter(InputPhases, LoopPhase):
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
         if self.current:
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
-        self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
+        self.lowered_defs = [
+            self._handed_in_def(s, self._carry(s, [self._lower(s, env, rules)])[0])
+            for s in self.defs
+        ]
         self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
         self.lowered_once = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.once]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
             out += self._handed_todos(s, self._carry(s, self._statement(s, env, rules)))
         return out
+
+    def _handed_in_def(self, s: cst.BaseStatement, new: cst.BaseStatement) -> cst.BaseStatement:
+        """``new`` (the helper function ``s`` became) with the TODOs of ``_handed_todos`` above
+        the statements of its body that call callables the caller handed in."""
+        if self.graph.handed is None or not isinstance(s, cst.FunctionDef):
+            return new
+        fn = cst.ensure_type(new, cst.FunctionDef)
+        if not isinstance(s.body, cst.IndentedBlock) or not isinstance(fn.body, cst.IndentedBlock):
+            return new
+        body = [self._handed_todos(old, [stmt])[0] for old, stmt in zip(s.body.body, fn.body.body)]
+        return fn.with_changes(body=fn.body.with_changes(body=body))
 
     def _handed_todos(
         self, s: cst.BaseStatement, stmts: list[cst.BaseStatement]
