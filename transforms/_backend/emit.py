@@ -23,7 +23,7 @@ from .emit_inputs import InputPhases, first_name
 from .emit_loop import CAPTURE_COMMENT as CAPTURE_COMMENT  # imported from here by other modules
 from .emit_loop import LoopPhase
 from .external_source import SourceUse, as_batch, fetch, wrap
-from .handed import handed_todos
+from .handed import handed_todos, local_names
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -125,7 +125,9 @@ class _Emitter(InputPhases, LoopPhase):
         """``stmts`` (what ``s`` became) with a TODO above them for each callable the caller
         handed in that ``s`` calls (``handed``), and its diagnostic."""
         handed = self.graph.handed
-        texts = handed_todos(s, handed, self.nodes) if handed is not None and stmts else []
+        texts = []
+        if handed is not None and stmts:
+            texts = handed_todos(s, handed, self.nodes, local_names(self.graph.body, handed))
         self.handed_called = self.handed_called or bool(texts)
         rule = self.plan.rule_id
         for text in texts:

@@ -1,7 +1,8 @@
-"""Callables the caller hands to a pipeline and the graph calls (DM202): ``__init__`` keeps a
-parameter (``self.transforms = transforms``) that ``define_graph`` calls on data
-(``self.transforms(jpegs)``), calls for its data (``self.dataset_reader()``), or whose elements it
-calls (``for t in self.transforms_list: out.append(t(jpegs))``).
+"""Callables the caller hands to a pipeline and the graph calls: a parameter of an
+``@pipeline_def`` function (DM200), or one ``__init__`` keeps (``self.transforms = transforms``,
+DM202), that the graph code calls on data (``self.transforms(jpegs)``), calls for its data
+(``self.dataset_reader()``), or whose elements it calls (``for t in self.transforms_list:
+out.append(t(jpegs))``).
 
 The tool cannot see what the caller passes (often something made in another module), so the
 generator calls it as written and a TODO above the statement says what it must be now: pipeline
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .._cst import walk
+from .._cst import assigned_names, free_names, walk
 from .class_calls import is_self_attr
 from .class_init import bound_names
 
@@ -76,11 +77,12 @@ def handed_data(
     read_later: Callable[[int, set[str]], set[str]],
 ) -> set[str]:
     """``nodes`` (names holding data) with the names that get data from handed-in callables:
-    what one returns when called with arguments (``images = augment(images)``: the graph code
-    calls them on its nodes), and what one called without arguments returns when graph code
-    after it (``read_later``: the names statements after the ``i``-th read, given the data
-    names) reads it (``images, labels = source()``)."""
+    what one returns when called on what the graph code computes (``images = augment(images)``:
+    an argument reads a name the graph code binds, :func:`local_names`), and what one called
+    without arguments returns when graph code after it (``read_later``: the names statements
+    after the ``i``-th read, given the data names) reads it (``images, labels = source()``)."""
     nodes = set(nodes)
+    local = local_names(stmts, handed)
     changed = True
     while changed:
         changed = False
@@ -89,25 +91,36 @@ def handed_data(
                 bound = _bound(assign)
                 if bound <= nodes:
                     continue
-                if any(c.args for c, _ in calls) or bound & read_later(i, nodes):
+                if any(_on_data(c, local) for c, _ in calls) or (
+                    all(not c.args for c, _ in calls) and bound & read_later(i, nodes)
+                ):
                     nodes |= bound
                     changed = True
     return nodes
+
+
+def local_names(stmts: list[cst.BaseStatement], handed: Handed) -> set[str]:
+    """The names the graph code binds (its data among them), less the handed-in values."""
+    return set().union(*(assigned_names(s) for s in stmts)) - set(handed.names)
+
+
+def _on_data(call: cst.Call, local: set[str]) -> bool:
+    return any(free_names(a.value) & local for a in call.args)
 
 
 def _bound(assign: cst.Assign) -> set[str]:
     return {n.value for t in assign.targets for n in walk(t.target) if isinstance(n, cst.Name)}
 
 
-def handed_todos(stmt: cst.CSTNode, handed: Handed, nodes: set[str]) -> list[str]:
+def handed_todos(stmt: cst.CSTNode, handed: Handed, nodes: set[str], local: set[str]) -> list[str]:
     """What the TODOs above ``stmt`` (a statement of the loop's body, before lowering) say: one
-    per handed-in value it calls with arguments (the graph's nodes, which are ndd.Batch now),
-    whose elements it calls so, or that gives it data (``nodes``: the names holding data,
-    ``handed_data``)."""
+    per handed-in value it calls on what the graph code computes (``local``: the names it binds,
+    :func:`local_names`; its nodes are ndd.Batch now), whose elements it calls so, or that gives
+    it data (``nodes``: the names holding data, :func:`handed_data`)."""
     out: list[str] = []
     for call, element in _calls(stmt, handed):
         func = cst.ensure_type(call.func, cst.Name).value
-        if call.args:
+        if _on_data(call, local):
             text = _elements_called(element, handed) if element else _called(func, handed, True)
         elif not call.args and not element and _gives_data(stmt, call, nodes):
             text = _called(func, handed, False)
