@@ -94,7 +94,12 @@ helper methods ``define_graph`` calls become functions of the body,
 ``iter_setup`` + ``feed_input`` become code of the loop (``_backend/class_merge.py``,
 ``_backend/iter_setup.py``). ``pipe.epoch_size(...)``/``reader_meta(...)`` read the reader's
 metadata as for DM200 (``_backend/class_handles.py``); checkpoints keep a TODO. Uses of the objects
-the tool cannot rewrite get a TODO where they stand, as for DM200.
+the tool cannot rewrite get a TODO where they stand, as for DM200. A callable the caller passes to
+``__init__`` (``self.augment = augment``) that ``define_graph`` calls, on data, for its data or
+element by element, is called as written, once per batch, with a TODO above the call saying what
+it must take and return now (``_backend/handed.py``); outputs gathered in a list by appending
+(``views.append(...)``; ``return views``) are yielded as ``tuple(views)``
+(``_backend/list_outputs.py``).
 
 Decoder classes DALI removed migrate as the class that replaced each with the same
 implementation (``dali_migrate.catalog.REMOVED_OPS_CLASSES``)::
@@ -150,6 +155,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.handed import Handed
 from ._backend.handles import name_handles, wrap_body
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
@@ -307,6 +313,9 @@ class PipelineClass(Rule):
             ctx, cls, init, body_stmts, kwargs, reasons
         )
         needs = settle_class_handles(ctx, graph, instances, followups)
+        if merged.handed:  # callables the caller passes: the graph code may call them
+            batch = cst.Module([]).code_for_node(batch_size.value)
+            graph.handed = Handed(merged.handed, f"{cls.name.value}(...)", batch)
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
         loader = settle_iterators(ctx, graph, instances, followups, why)

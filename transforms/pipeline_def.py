@@ -119,6 +119,7 @@ from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
 from ._backend.feeds import match_feeds
 from ._backend.flow import PeerOf
+from ._backend.handed import Handed
 from ._backend.handles import (
     FORMAT_NOTE,
     RESTORE_PARAM,
@@ -393,6 +394,9 @@ class PipelineDef(Rule):
         loader = loader_instance(instances)  # iterated: a loader class
         sig = self._signature(ctx, unit, needs, loader)
         plan = self._plan(state, unit, capture, sig, needs, loader)
+        # callables the caller passes as arguments: the graph code may call them
+        batch = cst.Module([]).code_for_node(plan.batch_size)
+        graph.handed = Handed({p: p for p in param_names(fn)}, f"{fn.name.value}(...)", batch)
         body, fired = emit_generator_body(ctx, graph, plan, notes)
         unit.captured = plan.captured
         existing = param_names(fn)

@@ -55,6 +55,7 @@ class OpCalls:
     made_by: dict[str, cst.BaseExpression]
     kwargs: dict[str, cst.Arg]
     data: set[str]  # names that hold data nodes in the graph's code
+    handed: dict[str, str]  # self.<name> = <a parameter of __init__>: the parameter
 
     def _ops_class(self, func: cst.BaseExpression, quiet: bool = False) -> OpInfo | None:
         q = self.ctx.qualname(func)
@@ -169,7 +170,7 @@ class _Rewriter(cst.CSTTransformer):
                 return m._conditional_call(
                     [Variant(v.path, v.op, self._ctor(v)) for v in variants], updated
                 )
-            if name in m.attrs and name not in m.helpers:
+            if name in m.attrs and name not in m.helpers and name not in m.handed:
                 m.reasons += m.not_an_operator(name)
         if isinstance(original.func, cst.Call):  # ops.Resize(...)(x) made and called in one go
             op = m._ops_class(original.func.func)

@@ -11,6 +11,7 @@ from dali_migrate.context import FileContext
 from .._cst import is_docstring, truthy, walk
 from .._local import collect_nodes
 from .conditionals import branch_reasons
+from .list_outputs import appended_list
 from .model import Graph, Refused
 from .recognise import analyse_graph, output_values
 
@@ -46,7 +47,9 @@ def graph_function(
         last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
     )
     outputs = output_values(ret.value) if isinstance(ret, cst.Return) else []
-    reasons += _list_outputs(mini_fn, outputs)
+    appended = appended_list(mini, mini_fn, outputs)
+    if appended is None:
+        reasons += _list_outputs(mini_fn, outputs)
     conditionals = truthy(kwargs.get("enable_conditionals"))
     if conditionals:
         reasons += branch_reasons(mini, list(mini_body.body), collect_nodes(mini, mini_fn))
@@ -55,6 +58,7 @@ def graph_function(
     )
     if graph is None or reasons:
         raise Refused("; ".join(dict.fromkeys(reasons)))
+    graph.outputs_list = appended
     return mini, mini_fn, params, graph, conditionals
 
 
@@ -66,7 +70,11 @@ def _list_outputs(fn: cst.FunctionDef, outputs: list[cst.BaseExpression]) -> lis
     built = outputs[0].value if len(outputs) == 1 and isinstance(outputs[0], cst.Name) else None
     if built is None or not _built_list(fn, built):
         return []
-    return [f"its outputs are a list built in define_graph (`{built}`): return them by name"]
+    return [
+        f"its outputs are a list built in define_graph (`{built}`) other than by appending "
+        f"(`{built} = [...]` once, then only `{built}.append(<output>)` statements): build it "
+        "so, or return the outputs by name"
+    ]
 
 
 def _built_list(fn: cst.FunctionDef, name: str) -> bool:

@@ -29,6 +29,7 @@ from .arguments import pipeline_ctor_kwargs
 from .class_calls import IfPath, OpCalls, Variant, is_self_attr
 from .class_helpers import factory_ctor, helper_call, inline
 from .class_init import bound_names, plain_names
+from .handed import handed_values
 from .iter_setup import EXTERNAL_SOURCE, fed_nodes, inline_block
 from .op_arguments import data_names
 from .op_flags import flag_statement, value_reads
@@ -62,6 +63,8 @@ class Merger(OpCalls):
         self.notes: dict[str, list[cst.EmptyLine]] = {}
         self.data: set[str] = set()  # names that hold data nodes in the graph's code
         self.flags: set[str] = set()  # attributes set to an operator object or a plain value
+        # self.<name> = <a parameter of __init__>, set once (``handed``): the parameter's name
+        self.handed: dict[str, str] = {}
 
     # -- reading ------------------------------------------------------------------------------------
 
@@ -80,6 +83,7 @@ class Merger(OpCalls):
         self.helpers = self._called_helpers(graph_fn, init)
         for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
+        self.handed = handed_values(init, [init, graph_fn, *self.helpers.values()])
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         self.data = data_names([graph_fn, *self.helpers.values()], self._makes_node)
         mixed = {name for name in self.ops if name in self.attrs}

@@ -33,11 +33,13 @@ def generator_doc(
     outputs: list[cst.BaseExpression],
     kind: str,
     fed: Sequence[cst.Name] = (),
+    listed: str | None = None,
 ) -> cst.SimpleStatementLine:
     """``\"\"\"Yields (images, labels) batches epoch after epoch, without end, as Pipeline.run() did.\"\"\"``;
     ``kind``: "endless", "sourced" (until its external source ends) or "fed" (a function of the
-    data ``pipe.feed_input()`` gave, whose names are ``fed``)."""
-    names = ", ".join(output_names(ctx, outputs))
+    data ``pipe.feed_input()`` gave, whose names are ``fed``); ``listed``: the outputs are the
+    elements of the list of that name."""
+    names = f"*{listed}" if listed is not None else ", ".join(output_names(ctx, outputs))
     if kind == "fed":
         args = ", ".join(n.value for n in fed)
         text = (

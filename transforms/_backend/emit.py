@@ -23,6 +23,7 @@ from .emit_inputs import InputPhases, first_name
 from .emit_loop import CAPTURE_COMMENT as CAPTURE_COMMENT  # imported from here by other modules
 from .emit_loop import LoopPhase
 from .external_source import SourceUse, as_batch, fetch, wrap
+from .handed import handed_todos, local_names
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
@@ -55,7 +56,7 @@ def emit_generator_body(
             isinstance(n, cst.Return) and n.value is None for s in e.graph.body for n in walk(s)
         )
         kind = "fed" if e.fed else "sourced" if ends else "endless"
-        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed])
+        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed], graph.outputs_list)
     body: list[cst.BaseStatement] = [doc]
     body += e.lowered_setup + e.lowered_once + hoisted
     if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):
@@ -96,13 +97,45 @@ class _Emitter(InputPhases, LoopPhase):
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
         if self.current:
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
-        self.lowered_defs = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.defs]
+        self.lowered_defs = [
+            self._handed_in_def(s, self._carry(s, [self._lower(s, env, rules)])[0])
+            for s in self.defs
+        ]
         self.lowered_setup = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.setup]
         self.lowered_once = [self._carry(s, [self._lower(s, env, rules)])[0] for s in self.once]
         out: list[cst.BaseStatement] = []
         for s in self.loop_body:
-            out += self._carry(s, self._statement(s, env, rules))
+            out += self._handed_todos(s, self._carry(s, self._statement(s, env, rules)))
         return out
+
+    def _handed_in_def(self, s: cst.BaseStatement, new: cst.BaseStatement) -> cst.BaseStatement:
+        """``new`` (the helper function ``s`` became) with the TODOs of ``_handed_todos`` above
+        the statements of its body that call callables the caller handed in."""
+        if self.graph.handed is None or not isinstance(s, cst.FunctionDef):
+            return new
+        fn = cst.ensure_type(new, cst.FunctionDef)
+        if not isinstance(s.body, cst.IndentedBlock) or not isinstance(fn.body, cst.IndentedBlock):
+            return new
+        body = [self._handed_todos(old, [stmt])[0] for old, stmt in zip(s.body.body, fn.body.body)]
+        return fn.with_changes(body=fn.body.with_changes(body=body))
+
+    def _handed_todos(
+        self, s: cst.BaseStatement, stmts: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """``stmts`` (what ``s`` became) with a TODO above them for each callable the caller
+        handed in that ``s`` calls (``handed``), and its diagnostic."""
+        handed = self.graph.handed
+        texts = []
+        if handed is not None and stmts:
+            texts = handed_todos(s, handed, self.nodes, local_names(self.graph.body, handed))
+        self.handed_called = self.handed_called or bool(texts)
+        rule = self.plan.rule_id
+        for text in texts:
+            self.notes.append(Diagnostic(rule, text, self.ctx.line_of(s), 0, "todo"))
+        if texts:
+            todos = [comment_line(f"{TODO_PREFIX} {rule}: {t}") for t in texts]
+            stmts[0] = stmts[0].with_changes(leading_lines=[*leading_lines(stmts[0]), *todos])
+        return stmts
 
     def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
         """What a reader called inside an expression becomes there: the batch of the loop (one
@@ -272,8 +305,12 @@ class _Emitter(InputPhases, LoopPhase):
         return self._yielded(s, [self._lower(v, env, rules) for v in self.graph.outputs])
 
     def _yielded(self, s: cst.SimpleStatementLine, values: list) -> list[cst.BaseStatement]:
-        """``yield`` (``return``: fed) of ``values`` in place of ``s``."""
-        if len(values) > 1:
+        """``yield`` (``return``: fed) of ``values`` in place of ``s`` (``tuple(values[0])``
+        where the outputs are a list built in the graph code)."""
+        yielded: cst.BaseExpression
+        if self.graph.outputs_list is not None:  # tuple(output_list): one output per element
+            yielded = cst.Call(cst.Name("tuple"), [cst.Arg(values[0])])
+        elif len(values) > 1:
             yielded = cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
         else:
             yielded = cst.Tuple([cst.Element(values[0])])

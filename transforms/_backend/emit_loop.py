@@ -46,6 +46,7 @@ class LoopPhase(EmitState):
                 plan.single_use
                 and not moved
                 and not plan.checkpointing
+                and not self.handed_called  # code the caller passed: what it runs is not known
                 and _capturable(graph, lowered)
             )
             plan.captured = self.capture
@@ -234,6 +235,14 @@ class _Evaluated(cst.CSTTransformer):
         )
 
     def _values(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        if _is_tuple_call(value):  # the outputs are a list: each element evaluated
+            each = cst.Name("output")
+            self.wrapped += 1
+            element = cst.Call(cst.Attribute(each, cst.Name("evaluate")))
+            loop = cst.CompFor(each, cst.ensure_type(value, cst.Call).args[0].value)
+            return value.with_changes(
+                args=[cst.Arg(cst.GeneratorExp(element, loop, lpar=[], rpar=[]))]
+            )
         if isinstance(value, cst.Tuple):
             return value.with_changes(
                 elements=[e.with_changes(value=self._one(e.value)) for e in value.elements]
@@ -249,6 +258,17 @@ class _Evaluated(cst.CSTTransformer):
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         self.wrapped += 1
         return cst.Call(cst.Attribute(value, cst.Name("evaluate")))
+
+
+def _is_tuple_call(value: cst.BaseExpression) -> bool:
+    """``tuple(<name>)``: what the loop yields where the outputs are a list it builds."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "tuple"
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, cst.Name)
+    )
 
 
 def _capturable(graph: Graph, lowered: list[cst.BaseStatement]) -> bool:

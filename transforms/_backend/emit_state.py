@@ -12,10 +12,11 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic
 
-from .._cst import assigned_names, children, fresh_name, leading_lines, names_in
+from .._cst import assigned_names, children, free_names, fresh_name, leading_lines, names_in
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .current import Current, CurrentReadsRule, self_assignments
 from .external_source import RAISE_REASON
+from .handed import handed_data
 from .model import Graph, PipelinePlan, Refused
 from .random_helpers import RandomHelper
 from .run_once import run_once
@@ -39,6 +40,12 @@ class EmitState:
         # one reader, made unconditionally: the loop runs over its epochs
         self.single = len(graph.readers) == 1 and not graph.readers[0].guards
         self.nodes = collect_nodes(ctx, graph.container)
+        if graph.outputs_list is not None:  # the list of the outputs: made anew for each batch
+            self.nodes.add(graph.outputs_list)
+        if graph.handed is not None:  # what callables the caller passed give is data too
+            self.nodes = handed_data(graph.body, graph.handed, self.nodes, self._read_later)
+        #: the loop calls callables the caller passed (a TODO above each call)
+        self.handed_called = False
         self.fired: set[str] = set()
         self.helpers: dict[str, RandomHelper] = {}
         self.reader_vars: dict[int, str] = {}
@@ -96,6 +103,18 @@ class EmitState:
         self.evaluated = False
         #: the EvalContext variable of the pipeline's GPU, once a loop runs its operators in it
         self.device_ctx: str | None = None
+
+    def _read_later(self, i: int, nodes: set[str]) -> set[str]:
+        """The names the graph code after its ``i``-th statement reads to build graph nodes
+        (``nodes``: the names holding data), or gives as outputs."""
+        later = self.graph.body[i + 1 :]
+        return set().union(
+            *(
+                free_names(s)
+                for s in later
+                if s is self.graph.outputs_stmt or _runs_dali(self.ctx, s, nodes)
+            )
+        )
 
     def _current(self) -> dict[int, cst.BaseExpression]:
         """What each read of ``Pipeline.current()`` becomes (by id of the read), from the plan;

@@ -99,6 +99,12 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         why = _meta_reason(graph, use)
         if why:
             return [why]
+    if graph.outputs_list is not None:
+        return [
+            f"the pipeline's outputs are the list `{graph.outputs_list}` built in define_graph: "
+            "their number is known only when it runs, and the iterator's output_map must name "
+            "each"
+        ]
     if use.framework == "tf":
         if graph.sources:
             return [

@@ -62,6 +62,11 @@ class Graph:
     #: the graph code ends with an ``if`` on configuration whose branches each end with their
     #: outputs (``outputs_stmt`` is that ``if``): the outputs of each, by id of that statement
     branch_outputs: dict[int, list[cst.BaseExpression]] | None = None
+    #: values the caller handed in that the graph code may call (``handed.Handed``), or None
+    handed: Any = None
+    #: the outputs are the elements of the list this name holds, built by appending to it
+    #: (``outputs`` is that name): their number is known only when the code runs
+    outputs_list: str | None = None
 
 
 @dataclass
