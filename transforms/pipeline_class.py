@@ -149,6 +149,7 @@ from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.instances import find_instances, own_uses
+from ._backend.fed_loaders import attribute_value, prefetch_ahead
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
@@ -305,6 +306,10 @@ class PipelineClass(Rule):
         )
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
+        for use in (u for i in instances for u in i.iterators):  # (fed in iter_setup)
+            use.ahead = prefetch_ahead(kwargs)
+            if use.size_attr is not None:
+                use.size_value = attribute_value(merged.methods, use.size_attr)
         loader = settle_iterators(ctx, graph, instances, followups, why)
         advice = (
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
