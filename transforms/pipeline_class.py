@@ -148,8 +148,8 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.instances import find_instances, own_uses
 from ._backend.fed_loaders import attribute_value, prefetch_ahead
+from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance

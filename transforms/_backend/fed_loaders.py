@@ -120,9 +120,7 @@ def prefetch_ahead(kwargs: dict[str, cst.Arg]) -> int | None:
     return None
 
 
-def attribute_value(
-    methods: dict[str, cst.FunctionDef], attr: str
-) -> cst.BaseExpression | None:
+def attribute_value(methods: dict[str, cst.FunctionDef], attr: str) -> cst.BaseExpression | None:
     """What ``pipe.<attr>`` is in the generator's code, where ``self.x`` is the name ``x``: the
     expression a ``@property`` returns, or the name itself (an attribute ``__init__`` sets; the
     loader checks that the code before the loop binds it). None for another method."""
@@ -297,4 +295,3 @@ def _base(value: cst.BaseExpression, key: str, ndd: str) -> str:
     if isinstance(node, cst.Name) and node.value != ndd:
         return node.value
     return key if key.isidentifier() else "output"
-
