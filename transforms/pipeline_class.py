@@ -148,7 +148,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.fed_loaders import attribute_value, prefetch_ahead
+from ._backend.fed_loaders import attribute_value, carried_note, prefetch_ahead
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
@@ -309,8 +309,11 @@ class PipelineClass(Rule):
         for use in (u for i in instances for u in i.iterators):  # (fed in iter_setup)
             use.ahead = prefetch_ahead(kwargs)
             if use.size_attr is not None:
-                use.size_value = attribute_value(merged.methods, use.size_attr)
+                use.size_value = attribute_value(merged.methods, init, use.size_attr)
         loader = settle_iterators(ctx, graph, instances, followups, why)
+        if loader is not None:  # a property size= read is carried into the loader
+            carried = {u.size_attr for u in loader.iterators if u.size_value is not None}
+            carried_note(notes, cls.name.value, {a for a in carried if a})
         advice = (
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
             "batch with next(...)"

@@ -71,12 +71,13 @@ After::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.fixes import Edit
+from dali_migrate.fixes import Diagnostic, Edit
 
 from .._cst import free_names, fresh_name, names_in, source_of, visited, walk
 from .loader_iter import PARTIAL_ONE
@@ -120,24 +121,38 @@ def prefetch_ahead(kwargs: dict[str, cst.Arg]) -> int | None:
     return None
 
 
-def attribute_value(methods: dict[str, cst.FunctionDef], attr: str) -> cst.BaseExpression | None:
+def attribute_value(
+    methods: dict[str, cst.FunctionDef], init: cst.FunctionDef, attr: str
+) -> cst.BaseExpression | None:
     """What ``pipe.<attr>`` is in the generator's code, where ``self.x`` is the name ``x``: the
-    expression a ``@property`` returns, or the name itself (an attribute ``__init__`` sets; the
-    loader checks that the code before the loop binds it). None for another method."""
+    expression a ``@property`` returns, or the name itself (an attribute ``__init__`` sets).
+    None for another method, or where it reads an attribute ``__init__`` does not set."""
     method = methods.get(attr)
-    if method is None:
-        return cst.Name(attr)
-    if [source_of(d.decorator) for d in method.decorators] != ["property"]:
-        return None
-    body = [s for s in method.body.body if not _is_docstring(s)]
-    line = body[0] if len(body) == 1 else None
-    ret = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
-    if not isinstance(ret, cst.Return) or ret.value is None:
-        return None
-    value = visited(ret.value, _SelfToName())
-    if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(value)):
-        return None  # (self itself, or self.x() of a method)
-    return value
+    value: cst.BaseExpression = cst.Name(attr)
+    if method is not None:
+        if [source_of(d.decorator) for d in method.decorators] != ["property"]:
+            return None
+        body = [s for s in method.body.body if not _is_docstring(s)]
+        line = body[0] if len(body) == 1 else None
+        ret = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
+        if not isinstance(ret, cst.Return) or ret.value is None:
+            return None
+        value = visited(ret.value, _SelfToName())
+        if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(value)):
+            return None  # (self itself, or self.x() of a method)
+    return value if free_names(value) <= _set_in(init) else None
+
+
+def _set_in(init: cst.FunctionDef) -> set[str]:
+    """The attributes ``__init__`` sets in its own statements (``self.x = ...``)."""
+    out = set()
+    for stmt in init.body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            for target in small.targets if isinstance(small, cst.Assign) else ():
+                t = target.target
+                if isinstance(t, cst.Attribute) and source_of(t.value) == "self":
+                    out.add(t.attr.value)
+    return out
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -162,6 +177,19 @@ class _SelfToName(cst.CSTTransformer):
         if isinstance(value, cst.Name) and value.value == "self" and id(original) not in self.calls:
             return cst.Name(updated.attr.value)
         return updated
+
+
+def carried_note(notes: list[Diagnostic], cls_name: str, carried: set[str]) -> None:
+    """The note that the class's other methods are not carried over, less those the loader
+    carries (the property ``size=pipe.<attr>`` read)."""
+    prefix, suffix = "methods ", f" of {cls_name} are not carried over: their callers get a TODO"
+    for k, d in enumerate(notes):
+        if d.message.startswith(prefix) and d.message.endswith(suffix):
+            named = d.message[len(prefix) : -len(suffix)].split(", ")
+            left = [m for m in named if m not in carried]
+            message = prefix + ", ".join(left) + suffix
+            notes[k : k + 1] = [dataclasses.replace(d, message=message)] if left else []
+            return
 
 
 # -- the class -------------------------------------------------------------------------------------
@@ -226,7 +254,11 @@ def fed_loader_definition(
     methods = [method_def("__init__", ["pass"], init).with_changes(params=all_params), batches]
     if use.kept_resets:
         methods.insert(1, method_def("reset", [KEPT_RESET, "pass"]))
-    methods.append(_iter_method(c, _yielded(loop), size, counted))
+    values = _yielded(loop)
+    single = len(values) == 1 and any(
+        isinstance(n, cst.Yield) and not isinstance(n.value, cst.Tuple) for n in walk(loop)
+    )
+    methods.append(_iter_method(c, values, single, size, counted))
     name = class_name(ctx, fn.name.value)
     cls = class_def(ctx, name, [class_doc(use, "fed"), *methods], fn, at)
     return [cls], import_edits(ctx, c), cls.name.value
@@ -238,11 +270,20 @@ def _yielded(loop: cst.While) -> list[cst.BaseExpression]:
     if len(found) != 1 or not isinstance(found[0].value, cst.BaseExpression):
         raise Refused("the generated loop does not yield once")
     out = found[0].value
-    return [e.value for e in out.elements] if isinstance(out, cst.Tuple) else [out]
+    if isinstance(out, cst.Tuple):
+        return [e.value for e in out.elements]
+    return [out]
+
+
+def _unpacked(outs: list[str], single: bool) -> str:
+    """The target that takes a batch of the stream: one output yielded alone, else a tuple."""
+    if single:
+        return outs[0]
+    return f"({outs[0]},)" if len(outs) == 1 else ", ".join(outs)
 
 
 def _iter_method(
-    c: LoaderClass, values: list[cst.BaseExpression], size: str, counted: bool
+    c: LoaderClass, values: list[cst.BaseExpression], single: bool, size: str, counted: bool
 ) -> cst.FunctionDef:
     """``__iter__``: the batches that fill ``size`` samples of the stream, each converted for
     the framework (PARTIAL: cut to the samples left)."""
@@ -277,7 +318,7 @@ def _iter_method(
         f"if {batch} is None:  {ENDED}",
         f"    {again} = False",
         "    return",
-        f"{', '.join(outs)} = {batch}",
+        f"{_unpacked(outs, single)} = {batch}",
     ]
     yields = yield_batch(c, [cst.Name(o) for o in outs], trim)
     text = [source_of(s).rstrip("\n") for s in yields]
