@@ -129,7 +129,7 @@ def unused_pipeline_params(
     for stmt in body:
         read |= free_names(stmt)
     use = inst.iterators[0]
-    if use.size is not None:
+    if use.size is not None and use.size_param is None:  # (else size= is given, not computed)
         read |= set(size_parameters(use, inst, fn)[0].values())
     out = set()
     for key, arg in kwargs.items():
