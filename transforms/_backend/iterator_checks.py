@@ -208,10 +208,12 @@ def _fed_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str
         return [f"{what} without size= (its epochs end where iter_setup raises StopIteration)"]
     if use.policy == "DROP":
         return [f"{what} with the DROP policy"]
+    if use.dropin:
+        return [f"{what}, taken by code the tool cannot read"]
+    if use.early_exit or use.subclass is not None or use.wrapper is not None:
+        return [f"{what}: only loops over it to their end (no subclass, wrapper or early exit)"]
     if use.lens or use.size_reads or use.meta_calls or use.pulls or use.hooked:
         return [f"{what}: len(), _size, next() or the epoch size of the iterator are read"]
-    if use.early_exit or use.dropin or use.subclass is not None or use.wrapper is not None:
-        return [f"{what}: only loops over it to their end (no subclass, wrapper or early exit)"]
     if use.size_attr is not None:
         if use.size_value is None:
             return [
