@@ -72,7 +72,7 @@ After::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -132,9 +132,14 @@ def attribute_value(
     if method is not None:
         if [source_of(d.decorator) for d in method.decorators] != ["property"]:
             return None
-        body = [s for s in method.body.body if not _is_docstring(s)]
-        line = body[0] if len(body) == 1 else None
-        ret = line.body[0] if isinstance(line, cst.SimpleStatementLine) else None
+        smalls: Sequence[cst.BaseSmallStatement] = ()
+        if isinstance(method.body, cst.IndentedBlock):
+            body = [s for s in method.body.body if not _is_docstring(s)]
+            line = body[0] if len(body) == 1 else None
+            smalls = line.body if isinstance(line, cst.SimpleStatementLine) else ()
+        elif isinstance(method.body, cst.SimpleStatementSuite):  # def size(self): return ...
+            smalls = method.body.body
+        ret = smalls[0] if len(smalls) == 1 else None
         if not isinstance(ret, cst.Return) or ret.value is None:
             return None
         value = visited(ret.value, _SelfToName())
