@@ -71,6 +71,7 @@ After::
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections.abc import Callable, Sequence
 
@@ -145,7 +146,12 @@ def attribute_value(
         value = visited(ret.value, _SelfToName())
         if any(isinstance(n, cst.Name) and n.value == "self" for n in walk(value)):
             return None  # (self itself, or self.x() of a method)
-    return value if free_names(value) <= _set_in(init) else None
+    return value if _attributes_read(value) <= _set_in(init) else None
+
+
+def _attributes_read(value: cst.BaseExpression) -> set[str]:
+    """The names ``value`` reads that are not builtins (``len``): the class's attributes."""
+    return free_names(value) - set(dir(builtins))
 
 
 def _set_in(init: cst.FunctionDef) -> set[str]:
@@ -235,7 +241,7 @@ def fed_loader_definition(
         raise Refused("the pipeline function has a parameter named self")
     made = bound_in(setup)
     value = use.size_value
-    if value is not None and not free_names(value) <= made | set(names):
+    if value is not None and not _attributes_read(value) <= made | set(names):
         raise Refused(f"size={source_of(use.size)} reads what the pipeline's __init__ does not set")
     c.local = names_in(fn) | set(names)
     c.taken = set(names) | made | {"_batches"}
