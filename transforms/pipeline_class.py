@@ -148,7 +148,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
-from ._backend.fed_loaders import attribute_value, carried_note, prefetch_ahead
+from ._backend.fed_loaders import carried_note, fed_iterators
 from ._backend.instances import find_instances, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
@@ -306,14 +306,8 @@ class PipelineClass(Rule):
         )
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
-        for use in (u for i in instances for u in i.iterators):  # (fed in iter_setup)
-            use.ahead = prefetch_ahead(kwargs)
-            if use.size_attr is not None:
-                use.size_value = attribute_value(merged.methods, init, use.size_attr)
+        fed_iterators(instances, kwargs, init, merged.methods)  # (fed in iter_setup)
         loader = settle_iterators(ctx, graph, instances, followups, why)
-        if loader is not None:  # a property size= read is carried into the loader
-            carried = {u.size_attr for u in loader.iterators if u.size_value is not None}
-            carried_note(notes, cls.name.value, {a for a in carried if a})
         advice = (
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
             "batch with next(...)"
@@ -474,6 +468,7 @@ class PipelineClass(Rule):
         those only passed to the Pipeline constructor, made where the iterator was."""
         loader = loader_instance(instances)
         assert loader is not None
+        carried_note(notes, cls.name.value, loader)
         fn = cst.FunctionDef(
             cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines
         )

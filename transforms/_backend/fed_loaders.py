@@ -190,9 +190,24 @@ class _SelfToName(cst.CSTTransformer):
         return updated
 
 
-def carried_note(notes: list[Diagnostic], cls_name: str, carried: set[str]) -> None:
+def fed_iterators(
+    instances: list[Instance],
+    kwargs: dict[str, cst.Arg],
+    init: cst.FunctionDef,
+    methods: dict[str, cst.FunctionDef],
+) -> None:
+    """What the iterators over a Pipeline subclass need if it is fed in ``iter_setup``: how far
+    ahead DALI ran it, and what ``size=pipe.<attr>`` is in the generator's code."""
+    for use in (u for i in instances for u in i.iterators):
+        use.ahead = prefetch_ahead(kwargs)
+        if use.size_attr is not None:
+            use.size_value = attribute_value(methods, init, use.size_attr)
+
+
+def carried_note(notes: list[Diagnostic], cls_name: str, loader: Instance) -> None:
     """The note that the class's other methods are not carried over, less those the loader
     carries (the property ``size=pipe.<attr>`` read)."""
+    carried = {u.size_attr for u in loader.iterators if u.size_value is not None}
     prefix, suffix = "methods ", f" of {cls_name} are not carried over: their callers get a TODO"
     for k, d in enumerate(notes):
         if d.message.startswith(prefix) and d.message.endswith(suffix):
