@@ -155,6 +155,7 @@ from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
+from ._backend.fed_loaders import carried_note, fed_iterators
 from ._backend.handed import Handed
 from ._backend.handles import name_handles, wrap_body
 from ._backend.instances import find_instances, own_uses
@@ -318,6 +319,7 @@ class PipelineClass(Rule):
             graph.handed = Handed(merged.handed, f"{cls.name.value}(...)", batch)
         # a framework iterator over the class's object: the class becomes a loader class
         why, batch_stmt = batch_size_reason(batch_size.value, names_in(mini_fn))
+        fed_iterators(instances, kwargs, init, merged.methods)  # (fed in iter_setup)
         loader = settle_iterators(ctx, graph, instances, followups, why)
         advice = (
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
@@ -484,6 +486,7 @@ class PipelineClass(Rule):
         those only passed to the Pipeline constructor, made where the iterator was."""
         loader = loader_instance(instances)
         assert loader is not None
+        carried_note(notes, cls.name.value, loader)
         fn = cst.FunctionDef(
             cls.name, params, cst.IndentedBlock(body), leading_lines=cls.leading_lines
         )

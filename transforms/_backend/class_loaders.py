@@ -130,7 +130,7 @@ def unused_pipeline_params(
     for stmt in body:
         read |= free_names(stmt)
     use = inst.iterators[0]
-    if use.size is not None:
+    if use.size is not None and use.size_param is None:  # (else size= is given, not computed)
         read |= set(size_parameters(use, inst, fn)[0].values())
     out = set()
     for key, arg in kwargs.items():
@@ -141,11 +141,18 @@ def unused_pipeline_params(
 
 
 def without_params(params: cst.Parameters, dropped: set[str]) -> cst.Parameters:
-    """``params`` less the ``dropped`` ones."""
+    """``params`` less the ``dropped`` ones (the new last of each list ends as the old did)."""
     return params.with_changes(
-        params=[p for p in params.params if p.name.value not in dropped],
-        kwonly_params=[p for p in params.kwonly_params if p.name.value not in dropped],
+        params=_kept(params.params, dropped),
+        kwonly_params=_kept(params.kwonly_params, dropped),
     )
+
+
+def _kept(params: Sequence[cst.Param], dropped: set[str]) -> list[cst.Param]:
+    out = [p for p in params if p.name.value not in dropped]
+    if out and out[-1] is not params[-1]:  # (no ``batch_size, )`` where the rest was dropped)
+        out[-1] = out[-1].with_changes(comma=params[-1].comma)
+    return out
 
 
 def loader_args(call: cst.Call, params: cst.Parameters, dropped: set[str]) -> list[cst.Arg]:

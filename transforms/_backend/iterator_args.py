@@ -146,7 +146,21 @@ def analyse_iterator(
         isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
     )
     use.claimed, use.sparse_lists = claimed, sparse_lists
+    if size is not None and pipe_attribute(size, inst.variable) is not None:
+        use.size_attr = pipe_attribute(size, inst.variable)
     return use
+
+
+def pipe_attribute(expr: cst.BaseExpression, pipe: str | None) -> str | None:
+    """``pipe.size``: the attribute of the pipeline object ``expr`` is (else None)."""
+    if (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and pipe is not None
+        and expr.value.value == pipe
+    ):
+        return expr.attr.value
+    return None
 
 
 def _output_map(om: cst.BaseExpression | None, q: str, reasons: list[str]) -> list[str] | None:
@@ -221,6 +235,9 @@ def _size(
     pipe = inst.variable
     calls = [n for n in walk(expr) if isinstance(n, cst.Call) and _is_epoch_size(n, pipe)]
     names = [n for n in walk(expr) if isinstance(n, cst.Name) and n.value == pipe]
+    if not calls and pipe_attribute(expr, pipe) is not None:
+        # size=pipe.size: an attribute of the pipeline, which the front end may resolve
+        return expr, None, [cst.ensure_type(expr, cst.Attribute).value]
     if len(calls) > 1 or len(names) != len(calls):
         reasons.append(
             f"size={source_of(expr)} is not migrated (only an expression with at most one "

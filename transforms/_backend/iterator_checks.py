@@ -114,6 +114,14 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
     if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
         return ["the pipeline's number of outputs depends on the `if` that ends it"]
+    if use.ahead is not None and not graph.sources and not graph.readers:
+        return _fed_reasons(ctx, inst, use)
+    if use.size_attr is not None:
+        return [
+            f"size={source_of(use.size)} is not migrated (only an expression with at most one "
+            f'{inst.variable}.epoch_size("<reader name>")): give the reader a name and pass '
+            "reader_name= instead"
+        ]
     if graph.sources and not graph.readers:
         return _source_reasons(graph, use) or _sized_source_reasons(ctx, inst, graph, use)
     if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
@@ -194,6 +202,34 @@ def _sized_source_reasons(
     if use.last_batch_padded or use.subclass or use.wrapper or use.dropin:
         return [f"{what}: only loops over it (no last_batch_padded, subclass or wrapper)"]
     if made_elsewhere(ctx, inst, use) or (inst.variable or "") in free_names(use.size):
+        return [f"{what}: size={source_of(use.size)} cannot be computed where the loader is made"]
+    use.size_param = "size"  # (named in the loader's __init__)
+    return _placement_reasons(ctx, inst, use)
+
+
+def _fed_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str]:
+    """``size=N`` over a Pipeline subclass fed in ``iter_setup``: DALI's iterator counted N
+    samples an epoch over the batches iter_setup fed; the loader does too, given N where it is
+    made (or computing ``pipe.<attr>`` as the class did)."""
+    what = "a framework iterator over a pipeline fed in iter_setup"
+    if use.size is None or use.size_reader is not None:
+        return [f"{what} without size= (its epochs end where iter_setup raises StopIteration)"]
+    if use.policy == "DROP":
+        return [f"{what} with the DROP policy"]
+    if use.dropin:
+        return [f"{what}, taken by code the tool cannot read"]
+    if use.early_exit or use.subclass is not None or use.wrapper is not None:
+        return [f"{what}: only loops over it to their end (no subclass, wrapper or early exit)"]
+    if use.lens or use.size_reads or use.meta_calls or use.pulls or use.hooked:
+        return [f"{what}: len(), _size, next() or the epoch size of the iterator are read"]
+    if use.size_attr is not None:
+        if use.size_value is None:
+            return [
+                f"size={source_of(use.size)} is not migrated: `{use.size_attr}` is not an "
+                "attribute the class sets in __init__ or a property that returns one"
+            ]
+        return _placement_reasons(ctx, inst, use)
+    if not _size_at_site(ctx, inst, use):
         return [f"{what}: size={source_of(use.size)} cannot be computed where the loader is made"]
     use.size_param = "size"  # (named in the loader's __init__)
     return _placement_reasons(ctx, inst, use)

@@ -81,6 +81,14 @@ class IteratorUse:
     #: reads it. Each pipeline becomes a loader where it is made, and the iterator gives their
     #: batches side by side (``per_device``)
     devices: cst.Name | None = None
+    #: ``size=pipe.<attr>``: the attribute of the pipeline object it reads, and what it is in the
+    #: generator's code (set by the front end: a property of the class, or an attribute its
+    #: ``__init__`` sets), computed in the loader's ``__init__``
+    size_attr: str | None = None
+    size_value: cst.BaseExpression | None = None
+    #: a Pipeline subclass fed in ``iter_setup``: how many batches ahead of the iterator DALI ran
+    #: it (1 without ``exec_pipelined``, else ``prefetch_queue_depth``), None where unknown
+    ahead: int | None = None
 
     @property
     def site(self) -> cst.Call:

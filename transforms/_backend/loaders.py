@@ -72,6 +72,7 @@ from dali_migrate.fixes import Edit
 
 from .._cst import free_names, names_in, source_of
 from .dataset_generator import dataset_definition
+from .fed_loaders import fed_loader_definition
 from .iterator_checks import epochs_kind, is_sharded
 from .iterator_use import IteratorUse
 from .loader_init import init_method, init_tail, size_lines
@@ -158,6 +159,10 @@ def loader_definition(
     use = inst.iterators[0]
     if use.framework == "tf":
         return dataset_definition(ctx, fn, graph, body, params, inst)
+    if not graph.readers and not graph.sources and use.ahead is not None:  # fed in iter_setup
+        taken = names_in(fn)
+        sized = (lambda p: _with_size_param(p, use, taken)) if use.size_param else None
+        return fed_loader_definition(ctx, fn, graph, body, params, inst, at, sized)
     if not graph.readers:  # external sources: one pass of them per epoch (or size= samples)
         taken = names_in(fn)
         sized = (lambda p: _with_size_param(p, use, taken)) if use.size is not None else None
