@@ -103,7 +103,10 @@ def _counted_tail(
     samples = c.attr("samples")
     total = _size_text(c, inst, fn) if c.use.reader_name is None else size
     if kind == "ahead":
-        lines = [f"{samples} = {total}", f"{c.attr('read')} = {c.attr('end')} = 0"]
+        counts = (
+            c.attr("read") if c.use.reader_name is None else f"{c.attr('read')} = {c.attr('end')}"
+        )
+        lines = [f"{samples} = {total}", f"{counts} = 0"]
         if c.use.lens or c.use.hooked:
             lines.append(f"{c.attr('length')} = {_ceil(c, f'{samples} / batch_size')}")
         return _with_stream(c, lines), c.attr("length")

@@ -279,27 +279,37 @@ def _stream_iter(c: LoaderClass, take: str) -> tuple[list[str], str | None]:
 
 def _ahead_iter(c: LoaderClass, take: str) -> list[str]:
     """FILL without padding over one shard (or ``size=``): an epoch ends with the batch that
-    reaches its last sample; what that batch read past it counts into the next epoch."""
+    reaches its last sample; what that batch read past it counts into the next epoch (with
+    ``size=``, modulo ``size``: DALI's ``reset()`` took ``counter % size``, which differs from the
+    excess where a batch holds more than ``size`` samples)."""
+    if c.use.reader_name is None:
+        return _sized_ahead_iter(c, take)
     read, end, samples = c.attr("read"), c.attr("end"), c.attr("samples")
     start = [f"{end} += {samples}"]
-    if c.use.lens and c.use.reader_name is not None:
+    if c.use.lens:
         start.append(f"{c.attr('length')} = math.ceil(({end} - {read}) / batch_size)")
         c.imports.add("math")
     if c.use.early_exit:
         start = [f"if {read} >= {end}:  {RESUME}", *["    " + s for s in start]]
-    comment = (
-        FILL_AHEAD.split("\n")
-        if c.use.reader_name is not None
-        else [
-            f"# an epoch ends with the batch that reaches {samples}; the samples that batch took "
-            "from",
-            "# the next epoch count into it",
-        ]
-    )
     return [
-        *comment,
+        *FILL_AHEAD.split("\n"),
         *start,
         f"while {read} < {end}:",
+        f"    {take}",
+        f"    {read} += batch_size",
+        "    __YIELD__",
+    ]
+
+
+def _sized_ahead_iter(c: LoaderClass, take: str) -> list[str]:
+    """:func:`_ahead_iter` with ``size=`` (no ``reader_name=``): the count starts each epoch at
+    what the last one read past ``size``, modulo ``size`` (a loop left early resumes its epoch)."""
+    read, samples = c.attr("read"), c.attr("samples")
+    return [
+        f"# an epoch ends with the batch that reaches {samples}; the samples that batch took from",
+        f"# the next epoch count into it (modulo {samples}, as DALI's reset() counted them)",
+        f"{read} %= {samples}",
+        f"while {read} < {samples}:",
         f"    {take}",
         f"    {read} += batch_size",
         "    __YIELD__",

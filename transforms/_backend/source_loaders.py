@@ -113,7 +113,7 @@ def source_loader_definition(
     if sized is None:  # (counted_pass converted them)
         iter_code = [_converted_yields(c, s) for s in iter_code]
     if sized is not None and use.policy == "FILL":  # the samples read, where this epoch ends
-        init.append(stmt_of(f"{c.attr('read')} = {c.attr('end')} = 0"))
+        init.append(stmt_of(f"{c.attr('read')} = 0"))
     methods = [
         method_def("__init__", ["pass"], init or None).with_changes(params=all_params),
     ]
@@ -213,7 +213,7 @@ class _Yields(cst.CSTTransformer):
 
 SIZED_FILL = (
     "# DALI's iterator counted size= samples an epoch: it ends with the batch that reaches them,\n"
-    "# and what that batch read past them counts into the next epoch"
+    "# and what that batch read past them counts into the next epoch (modulo size=)"
 )
 SIZED = "# DALI's iterator counted size= samples an epoch: the batches they fill"
 ENDED = "# the source ended: so did DALI's epochs"
@@ -238,8 +238,8 @@ def counted_pass(c: LoaderClass, loop: cst.For, names: list[str]) -> list[cst.Ba
     ]
     trim, guard = None, None
     if policy == "FILL":
-        read, end = c.attr("read"), c.attr("end")
-        head = [*SIZED_FILL.split("\n"), f"{end} += {size}", f"while {read} < {end}:"]
+        read = c.attr("read")  # modulo size=, as DALI's reset() took it (a batch may hold more)
+        head = [*SIZED_FILL.split("\n"), f"{read} %= {size}", f"while {read} < {size}:"]
         take.append(f"{read} += {bs}")
         tail: list[str] = []
     else:
