@@ -59,7 +59,9 @@ random operators fed the batch size and one RNG, the TensorList API of outputs r
 DALI nodes made before the block in the same body (``mirror = fn.random.coin_flip()`` above
 ``with pipe:``) and used only by it are part of its graph: they move into the loop, computed
 per batch. The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
-the tool cannot rewrite gets a TODO where it stands.
+the tool cannot rewrite gets a TODO where it stands. A framework iterator over the object makes the
+block a loader class (``class_loaders``); in a method, what the block read from ``self`` is read
+where it stood, since the class's methods have their own ``self`` (``outer_self``).
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """
