@@ -102,12 +102,13 @@ def self_reads(roots: Sequence[cst.CSTNode]) -> tuple[list[str], OuterReads]:
     stores = _stored_attributes(roots)
     if _binds_self(roots):
         return [
-            "the pipeline's code binds `self` itself: in the loader class, `self` is the loader"
+            "the pipeline's code binds `self` itself (rename it): in the loader class, `self` is "
+            "the loader"
         ], reads
     if stores:
         return [
-            f"the pipeline's code sets `self.{stores[0]}`: in the loader class, `self` is the "
-            "loader, and the attribute would be set on each batch"
+            f"the pipeline's code sets `self.{stores[0]}` (bind a plain name there instead): in "
+            "the loader class, `self` is the loader, and the attribute would be set on each batch"
         ], reads
     skip = {id(n.value) for r in roots for n in walk(r) if _is_self_attr(n)} | _not_reads(roots)
     for root in roots:
