@@ -239,3 +239,32 @@ def test_a_helper_reading_an_rng_of_its_own_keeps_the_pipeline() -> None:
     )
     assert any("reads `rng` from around it" in t for t in todos), todos
     assert "return img + fn.random.uniform(range=(-1.0, 1.0)) * float(rng.random())" in code
+
+
+def test_a_tf_dataset_made_in_a_method_keeps_self() -> None:
+    """TensorFlow's DALIDataset becomes a generator function defined where the block was, not a
+    class: ``self`` there is the method's, read as it is."""
+    result = migrate_source(
+        textwrap.dedent(
+            """
+            import nvidia.dali.plugin.tf as dali_tf
+            import tensorflow as tf
+            from nvidia.dali import fn
+            from nvidia.dali.pipeline import Pipeline
+
+            class Data:
+                def dataset(self):
+                    pipe = Pipeline(batch_size=4, num_threads=2, device_id=0)
+                    with pipe:
+                        jpegs, labels = fn.readers.file(file_root=self.root, name="Reader")
+                        images = fn.resize(fn.decoders.image(jpegs), size=(16, 16))
+                        pipe.set_outputs(images, labels)
+                    return dali_tf.DALIDataset(
+                        pipeline=pipe, batch_size=4, output_shapes=((4, 16, 16, 3), (4, 1)),
+                        output_dtypes=(tf.uint8, tf.int32), device_id=0,
+                    )
+            """
+        )
+    )
+    assert "ndd.readers.File(file_root=self.root, max_batch_size=batch_size)" in result.code
+    assert "root = self.root" not in result.code

@@ -221,10 +221,11 @@ class PipelineObject(Rule):
             ):
                 plan.device = device.value
             body, fired = emit_generator_body(ctx, graph, plan, notes)
-            outer.bind(_names_around(ctx, block) | {n for s in body for n in free_names(s)})
-            body = [outer.rebound(s) for s in body]
-            if any("self" in free_names(s) for s in body):  # (none is left: a guard)
-                raise Refused("the pipeline's code reads `self`, which the loader class cannot")
+            if inst.iterators[0].framework != "tf":  # (TF's is a function: `self` is the method's)
+                outer.bind(_names_around(ctx, block) | {n for s in body for n in free_names(s)})
+                body = [outer.rebound(s) for s in body]
+                if any("self" in free_names(s) for s in body):  # (none is left: a guard)
+                    raise Refused("the pipeline's code reads `self`, which the loader class cannot")
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer)
         else:
             edits, fired = self._generator_edits(
@@ -406,8 +407,8 @@ def _loader_edits(
     )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
     reads = outer.statements(name, free_names(helpers[-1]))
-    if reads:  # the class's comments above them, a blank line between
-        cls = cst.ensure_type(helpers[-1], cst.ClassDef)
+    cls = helpers[-1]
+    if reads and isinstance(cls, cst.ClassDef):  # the class's comments above them, then a blank
         reads[0] = reads[0].with_changes(
             leading_lines=[*cls.leading_lines, *reads[0].leading_lines]
         )
