@@ -95,6 +95,30 @@ def free_names(expr: cst.CSTNode) -> set[str]:
     }
 
 
+def called_defs(
+    ctx: FileContext, root: cst.CSTNode
+) -> dict[str, tuple[list[cst.FunctionDef], int]]:
+    """The functions defined outside ``root`` that its code calls by name: for each name, the
+    definitions Python finds where it is called (a module-level function, or one defined in a
+    function around ``root``) and how many bindings of that name it finds there (more than one
+    where the name is bound again). Code not in ``ctx.module`` as written finds the module's."""
+    module = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
+    out: dict[str, tuple[list[cst.FunctionDef], int]] = {}
+    for call in walk(root):
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+            continue
+        name = call.func.value
+        scope = ctx.scopes.get(call)
+        if scope is None:
+            found: list[cst.CSTNode] = [module[name]] if name in module else []
+        else:
+            found = [n for a in scope[name] if (n := getattr(a, "node", None)) is not None]
+        defs = [n for n in found if isinstance(n, cst.FunctionDef) and not within(ctx, n, root)]
+        if defs:
+            out[name] = (defs, len(found))
+    return out
+
+
 def assigned_names(stmt: cst.CSTNode) -> set[str]:
     """Names bound in ``stmt`` by assignments and ``for`` targets."""
     names: set[str] = set()

@@ -59,7 +59,9 @@ random operators fed the batch size and one RNG, the TensorList API of outputs r
 DALI nodes made before the block in the same body (``mirror = fn.random.coin_flip()`` above
 ``with pipe:``) and used only by it are part of its graph: they move into the loop, computed
 per batch. The object is followed as for DM200 (returned by a factory, kept in an attribute, ...); a use
-the tool cannot rewrite gets a TODO where it stands.
+the tool cannot rewrite gets a TODO where it stands. A framework iterator over the object makes the
+block a loader class (``class_loaders``); in a method, what the block read from ``self`` is read
+where it stood, since the class's methods have their own ``self`` (``outer_self``).
 
 Safety: safe. Random values differ from the old pipeline's, as for DM200.
 """
@@ -87,6 +89,7 @@ from ._backend.arguments import (
 from ._backend.class_loaders import (
     block_params,
     init_reads,
+    moved_code_reasons,
     rebound_reasons,
     settle_iterators,
 )
@@ -100,9 +103,10 @@ from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
+from ._backend.outer_self import OuterReads
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import fresh_name, truthy, walk
+from ._cst import free_names, fresh_name, truthy, walk
 from ._local import collect_nodes
 
 #: the last statement of a ``with`` block: a line, or a small statement of a one-line block
@@ -186,10 +190,13 @@ class PipelineObject(Rule):
         if own:
             raise Refused("; ".join(own))
         # a framework iterator over the object: the block becomes a loader class
-        loader = None
+        loader, outer = None, OuterReads()
         if inst.iterators:
             sizes = [u.size for u in inst.iterators if u.size is not None]
             why = rebound_reasons(ctx, block, batch_size.value, *sizes, moved=prefix)
+            why += moved_code_reasons(
+                block, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
+            )
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
@@ -210,11 +217,16 @@ class PipelineObject(Rule):
             if (
                 device is not None
                 and device_todo(ctx, block, device, var)
-                and init_reads(ctx, block, device.value)
+                and init_reads(ctx, block, device.value, outer)
             ):
                 plan.device = device.value
             body, fired = emit_generator_body(ctx, graph, plan, notes)
-            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes)
+            if inst.iterators[0].framework != "tf":  # (TF's is a function: `self` is the method's)
+                outer.bind(_names_around(ctx, block) | {n for s in body for n in free_names(s)})
+                body = [outer.rebound(s) for s in body]
+                if any("self" in free_names(s) for s in body):  # (none is left: a guard)
+                    raise Refused("the pipeline's code reads `self`, which the loader class cannot")
+            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer)
         else:
             edits, fired = self._generator_edits(
                 ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
@@ -377,11 +389,13 @@ def _loader_edits(
     body: list[cst.BaseStatement],
     plan: PipelinePlan,
     notes: list[Diagnostic],
+    outer: OuterReads,
 ) -> list[Edit]:
     """The ``with`` block becomes the loader class of the iterator over the object (``__init__``
     takes ``batch_size``, the constructor's by default, and the context of the pipeline's GPU
     where the loop's shape let the emitter apply its ``device_id``), made where the iterator
-    was; the constructor gives way to ``ndd.set_num_threads``."""
+    was, below what its code read from ``self`` (``outer``); the constructor gives way to
+    ``ndd.set_num_threads``."""
     var = inst.name
     device = inst.kwargs.get("device_id")
     inst.device_todo = None if plan.device_applied else device_todo(ctx, block, device, var)
@@ -392,6 +406,13 @@ def _loader_edits(
         cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
     )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
+    reads = outer.statements(name, free_names(helpers[-1]))
+    cls = helpers[-1]
+    if reads and isinstance(cls, cst.ClassDef):  # the class's comments above them, then a blank
+        reads[0] = reads[0].with_changes(
+            leading_lines=[*cls.leading_lines, *reads[0].leading_lines]
+        )
+        helpers[-1:] = [*reads, cls.with_changes(leading_lines=blank)]
     notes += dropin_note(ctx, rule_id, inst.iterators[0], name)
     start, end = ctx.stmt_span(block)
     after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]
@@ -401,6 +422,12 @@ def _loader_edits(
     return edits + loader_site_edits(
         ctx, inst, name, rule_id, None, set(), notes, set(), args=[], todo_where_made=True
     )
+
+
+def _names_around(ctx: FileContext, block: cst.With) -> set[str]:
+    """The names the function around ``block`` (or the module) reads or binds, and those the
+    loader class's methods bind themselves."""
+    return free_names(_graph_scope(ctx, block)) | set(ctx.skipped_names) | {"self", "batch_size"}
 
 
 def _target_name(assign: cst.Assign) -> str:

@@ -58,6 +58,7 @@ from .._cst import free_names, walk
 from .arguments import PIPELINE_ARGS
 from .iterator_checks import abandon_iterators, iterator_reasons, size_parameters
 from .model import FollowUp, Graph, Instance
+from .outer_self import OuterReads, self_reads
 
 #: pipeline arguments the loader keeps (the others configure the pipeline object only)
 KEPT = {"batch_size", "max_batch_size", "seed"}
@@ -226,19 +227,48 @@ def rebound_reasons(
     return reasons[:1]
 
 
-def init_reads(ctx: FileContext, block: cst.With, expr: cst.BaseExpression) -> bool:
+def moved_code_reasons(
+    block: cst.With,
+    batch: cst.BaseExpression,
+    moved: Sequence[cst.CSTNode],
+    outer: OuterReads,
+    ctor: Sequence[cst.BaseExpression] = (),
+) -> list[str]:
+    """The loader class's methods bind ``self`` and ``batch_size`` themselves: what the code of
+    the ``with`` block (the statements ``moved`` with it, the arguments ``ctor`` of the Pipeline
+    constructor: its seed) reads from ``self`` is read where the block stood (into
+    ``outer``), and a ``batch_size`` the block reads from around it must be the pipeline's; else
+    the reasons the class cannot take that code."""
+    roots = [*moved, block.body]
+    why, reads = self_reads([*roots, *ctor])
+    outer.names.update(reads.names)
+    names: set[str] = set()
+    for root in roots:
+        names |= free_names(root)
+    return why + batch_size_reason(batch, names)[0]
+
+
+def init_reads(
+    ctx: FileContext, block: cst.With, expr: cst.BaseExpression, outer: OuterReads
+) -> bool:
     """Whether the ``__init__`` of the loader class defined where the ``with`` block was reads
     ``expr`` (an argument of the Pipeline constructor) as the constructor did: no name the class
-    binds there itself (``self``, ``batch_size``), each other one bound once, outside a loop, in
-    the code around the block (:func:`rebound_reasons`)."""
+    binds there itself (``batch_size``; ``self`` only as what ``outer`` reads where the block
+    stood, which then reads it too), each other one bound once, outside a loop, in the code
+    around the block (:func:`rebound_reasons`)."""
     names = free_names(expr)
     scope = ctx.scopes.get(block.body.body[0]) if block.body.body else None
-    if scope is None or names & _INIT_NAMES:
+    why, reads = self_reads([expr])
+    if scope is None or why or (names - {"self"}) & _INIT_NAMES:
         return False
-    return not any(_rebound(ctx, scope, name) for name in names)
+    if any(_rebound(ctx, scope, name) for name in names - {"self"}):
+        return False
+    for attr in reads.names:
+        outer.names.setdefault(attr, "")
+    return True
 
 
-#: the names the loader's ``__init__`` binds (its parameters)
+#: the names the loader's ``__init__`` binds (its parameters; ``self`` aside)
 _INIT_NAMES = {"self", "batch_size"}
 
 

@@ -24,7 +24,8 @@ After::
                 yield augment(ndd.decoders.image(jpegs), rng=rng, batch_size=jpegs.batch_size), labels
 
 Random operators need the pipeline's RNG and the current batch size, which only the pipeline
-has: the helper takes them as keyword-only parameters (``batch_size`` only when one of its
+has (a helper defined in the function around the pipeline, e.g. beside a ``with pipe:`` block,
+too): the helper takes them as keyword-only parameters (``batch_size`` only when one of its
 random operators has no data input) and draws in the same order as when its code was inlined.
 A helper with random operators that is also used outside the pipelines migrated with it, calls
 another such helper, or already has a parameter named ``rng``/``batch_size`` keeps the pipeline's
@@ -42,7 +43,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
 
-from .._cst import append_arg, kwarg, scope_label, walk, within
+from .._cst import append_arg, called_defs, free_names, kwarg, scope_label, walk, within
 from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .model import Refused
 
@@ -56,18 +57,14 @@ class RandomHelper:
 def random_helpers(
     ctx: FileContext, container: cst.CSTNode, hosts: list[cst.CSTNode] | None = None
 ) -> dict[str, RandomHelper]:
-    """The module-level functions with random operators that ``container`` calls; Refused with
-    the reason when one cannot be migrated. Calls inside ``hosts`` (other pipelines, migrated
-    with this one or not at all) are no use outside."""
+    """The functions with random operators that ``container`` calls, defined outside it (at
+    module level, or in a function around it); Refused with the reason when one cannot be
+    migrated. Calls inside ``hosts`` (other pipelines, migrated with this one or not at all)
+    are no use outside."""
     inside = [container, *(hosts or [])]
-    defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    called = {
-        n.func.value
-        for n in walk(container)
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
-    }
+    defs = _called_defs(ctx, container)
     helpers: dict[str, RandomHelper] = {}
-    for name in sorted(called & set(defs)):
+    for name in sorted(defs):
         fn = defs[name]
         randoms = [n for n in walk(fn.body) if isinstance(n, cst.Call) and _is_random(ctx, n)]
         if not randoms:
@@ -81,6 +78,13 @@ def random_helpers(
         if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
             raise Refused(
                 f"helper {name} with random operators already takes rng, batch_size or **kwargs"
+            )
+        read = sorted({"rng", "batch_size"} & free_names(fn.body))
+        if read:  # the parameters it gains would hide them
+            raise Refused(
+                f"helper {name} with random operators reads `{read[0]}` from around it, which "
+                f"the parameter {read[0]} it would take (the pipeline's) would hide: rename "
+                "that variable"
             )
         outside = [
             n
@@ -156,6 +160,23 @@ class HelperCalls(LocalRule[cst.Call]):
         if self.helpers[original.func.value].needs_batch_size:
             args = append_arg(args, kwarg("batch_size", env.batch_size))
         return updated.with_changes(args=args)
+
+
+def _called_defs(ctx: FileContext, container: cst.CSTNode) -> dict[str, cst.FunctionDef]:
+    """The functions defined outside ``container`` that its code calls by name (those defined
+    inside it are part of its graph code); Refused where such a name is bound more than once
+    and one binding is a function with random operators."""
+    out: dict[str, cst.FunctionDef] = {}
+    for name, (defs, bindings) in called_defs(ctx, container).items():
+        if bindings == 1:
+            out[name] = defs[0]
+        elif any(_has_random(ctx, d) for d in defs):
+            raise Refused(f"helper {name} with random operators is bound more than once")
+    return out
+
+
+def _has_random(ctx: FileContext, fn: cst.FunctionDef) -> bool:
+    return any(isinstance(n, cst.Call) and _is_random(ctx, n) for n in walk(fn.body))
 
 
 def _is_random(ctx: FileContext, call: cst.Call) -> bool:

@@ -16,6 +16,7 @@ from dali_migrate.rules import FileState
 
 from .._cst import (
     assigned_names,
+    called_defs,
     comment_line,
     leading_lines,
     remove_args,
@@ -261,17 +262,16 @@ def _shared_helpers(rule_id: str, helpers: list[cst.FunctionDef], state: FileSta
 
 
 def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
-    """The module-level functions ``root`` calls, directly or through each other."""
-    defs = {s.name.value: s for s in ctx.module.body if isinstance(s, cst.FunctionDef)}
-    found: dict[str, cst.FunctionDef] = {}
+    """The functions defined outside ``root`` (at module level, or in a function around it)
+    that it calls, directly or through each other."""
+    found: dict[int, cst.FunctionDef] = {}
     todo = [root]
     while todo:
-        for n in walk(todo.pop()):
-            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in defs:
-                name = n.func.value
-                if name not in found and defs[name] is not root:
-                    found[name] = defs[name]
-                    todo.append(defs[name])
+        for defs, _ in called_defs(ctx, todo.pop()).values():
+            for fn in defs:
+                if id(fn) not in found and fn is not root:
+                    found[id(fn)] = fn
+                    todo.append(fn)
     return list(found.values())
 
 
