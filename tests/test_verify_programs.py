@@ -112,6 +112,8 @@ def test_verifies_on_the_gpu_as_written(old: Path, new: Path, synthetic_data) ->
     data = synthetic_data(json.loads(spec_file.read_text())) if spec_file.is_file() else None
     report = verify(old, new, data=data, device="gpu", samples=10, timeout=300)
     assert not report.lowered
-    assert report.ok and all(p.verdict in ("match", "skipped") for p in report.pipelines), (
-        format_report(report)
-    )
+    verdicts = [p.verdict for p in report.pipelines]
+    assert not any(v in ("mismatch", "error") for v in verdicts), format_report(report)
+    if "match" not in verdicts:  # as on the CPU: the programs test runs such programs whole
+        pytest.skip("; ".join(f"{p.name}: {p.reason}" for p in report.pipelines))
+    assert report.ok and all(v in ("match", "skipped") for v in verdicts), format_report(report)
