@@ -163,6 +163,7 @@ from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
+from ._backend.seeds import rng_seed
 from ._backend.sites import (
     creation_todos,
     device_todo_line,
@@ -335,7 +336,7 @@ class PipelineClass(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
-            seed=None if seed is None or is_unset(seed.value) else seed.value,
+            seed=rng_seed(seed.value if seed else None, mini_fn.params),
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,

@@ -146,6 +146,7 @@ from ._backend.recognise import (
     pipeline_decorator,
     returned_values,
 )
+from ._backend.seeds import rng_seed, unset_seed
 from ._backend.sites import (
     SharedStatements,
     creation_todos,
@@ -486,7 +487,7 @@ class PipelineDef(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=cst.Name(sig.batch_name),
-            seed=cst.Name(sig.seed_name) if sig.seed_name else None,
+            seed=_seed(sig.seed_name, dec_kwargs, instances),
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(
@@ -627,3 +628,15 @@ def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
     return ctx.project is not None and fn.name.value in ctx.project.external_uses
+
+
+def _seed(
+    name: str | None, dec_kwargs: dict[str, cst.Arg], instances: list[Instance]
+) -> cst.BaseExpression | None:
+    """The RNG's seed: the generator's seed parameter, guarded where the decorator or a call
+    gives it DALI's "no seed" (-1, None)."""
+    if name is None:
+        return None
+    given = [dec_kwargs.get("seed")] + [i.kwargs.get("seed") for i in instances]
+    unset = any(a is not None and unset_seed(a.value) for a in given)
+    return rng_seed(cst.Name(name), may_be_unset=unset)
