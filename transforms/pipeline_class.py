@@ -166,6 +166,7 @@ from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
 from ._backend.seeds import rng_seed
+from ._backend.site_args import lower_site_args, with_site_call
 from ._backend.sites import (
     creation_todos,
     device_todo_line,
@@ -354,7 +355,8 @@ class PipelineClass(Rule):
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
             "batch with next(...)"
         )
-        written += creation_todos(ctx, self.id, instances, followups, advice)
+        site_fired, site_todos = lower_site_args(ctx, instances, state.lowering)
+        written += creation_todos(ctx, self.id, instances, followups, advice) + site_todos
         seed = kwargs.get("seed")
         device = kwargs.get("device_id")
         todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
@@ -380,6 +382,7 @@ class PipelineClass(Rule):
             device_turns=loader is not None and loader.iterators[0].devices is not None,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
+        fired = sorted({*fired, *site_fired})
         todo = None if plan.device_applied else todo
         # what the back end noted is about the class (the small module's lines mean nothing here)
         notes += [
@@ -493,7 +496,7 @@ class PipelineClass(Rule):
         if device_todo_at(ctx, inst, params, device, gpu):
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
-        stmt = unpacked(inst) if inst.handle_names else inst.stmt
+        stmt = with_site_call(unpacked(inst) if inst.handle_names else inst.stmt, inst)
         if stmts or after or lines != list(inst.stmt.leading_lines) or stmt is not inst.stmt:
             stmts.append(stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))

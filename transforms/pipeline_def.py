@@ -147,6 +147,7 @@ from ._backend.recognise import (
     returned_values,
 )
 from ._backend.seeds import rng_seed, unset_seed
+from ._backend.site_args import lower_site_args
 from ._backend.sites import (
     SharedStatements,
     creation_todos,
@@ -174,6 +175,8 @@ class _Unit:
     advice: str = ""
     edits: list[Edit] = field(default_factory=list)
     included: list[str] = field(default_factory=list)
+    #: the local rules that rewrote the arguments of its calls (``site_args.py``)
+    site_fired: set[str] = field(default_factory=set)
     capture_elsewhere: bool = False
     captured: bool = False
 
@@ -205,7 +208,9 @@ class PipelineDef(Rule):
                 continue
             unit = result
             unit.advice = generator_advice(fn.name.value, output_names(ctx, unit.graph.outputs))
+            unit.site_fired, site_todos = lower_site_args(ctx, unit.instances, state.lowering)
             unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
+            unit.written += site_todos
             units.append(unit)
         runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
         # where set_num_threads is written already: the blocks of the generators' sites, the
@@ -222,6 +227,7 @@ class PipelineDef(Rule):
                 unit.edits, unit.included = self._rewrite(
                     state, unit, alone and not taken, runs, (threads_set, loader_threads), shared
                 )
+                unit.included = sorted({*unit.included, *unit.site_fired})
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
                 units.remove(unit)
