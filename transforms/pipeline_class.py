@@ -153,7 +153,7 @@ from ._backend.class_loaders import (
     without_params,
 )
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
-from ._backend.class_sites import call_site_value, device_named, device_todo_at
+from ._backend.class_sites import call_site_value, class_seed, device_named, device_todo_at
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
@@ -165,7 +165,6 @@ from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
-from ._backend.seeds import rng_seed
 from ._backend.site_args import lower_site_args, with_site_call
 from ._backend.sites import (
     creation_todos,
@@ -368,7 +367,7 @@ class PipelineClass(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
-            seed=rng_seed(seed.value if seed else None, mini_fn.params),
+            seed=class_seed(seed, mini_fn.params, instances),
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,

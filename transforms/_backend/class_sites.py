@@ -1,5 +1,6 @@
 """What a ``Pipeline`` subclass's ``__init__`` arguments are at the calls that make it (DM202):
-the literal a call passes, or the parameter's default, and what that says about its GPU."""
+the literal a call passes, or the parameter's default, and what that says about its GPU and
+its seed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dali_migrate.context import FileContext
 
 from .arguments import device_message, is_default_device
 from .model import Instance
+from .seeds import rng_seed, unset_seed
 
 
 def device_todo_at(
@@ -54,3 +56,15 @@ def call_site_value(
             return a.value
     default = every[index].default
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
+
+
+def class_seed(
+    seed: cst.Arg | None, params: cst.Parameters, instances: list[Instance]
+) -> cst.BaseExpression | None:
+    """The RNG's seed: the Pipeline constructor's, guarded where ``__init__``'s default or a
+    call gives the parameter DALI's "no seed" (-1, None)."""
+    if seed is None:
+        return None
+    given = [call_site_value(params, i.call, seed.value) for i in instances]
+    unset = any(v is not None and unset_seed(v) for v in given)
+    return rng_seed(seed.value, params, may_be_unset=unset)
