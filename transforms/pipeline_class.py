@@ -116,6 +116,8 @@ Safety: safe. Random values differ from the old pipeline's, as for DM200.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import libcst as cst
 
 from dali_migrate.context import FileContext
@@ -123,15 +125,14 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import (
-    device_message,
     device_todo,
     dropped_comments,
-    is_default_device,
     is_unset,
     set_threads_stmt,
 )
 from ._backend.class_family import (
     base_names,
+    bases_of_refused,
     class_methods,
     dead_factories,
     defines_graph,
@@ -152,6 +153,7 @@ from ._backend.class_loaders import (
     without_params,
 )
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
+from ._backend.class_sites import call_site_value, class_seed, device_named, device_todo_at
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
@@ -164,6 +166,7 @@ from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.recognise import pipeline_count
+from ._backend.site_args import lower_site_args, with_site_call
 from ._backend.sites import (
     creation_todos,
     device_todo_line,
@@ -177,6 +180,16 @@ from ._cst import (
     names_in,
 )
 from ._local import collect_nodes
+
+#: a class of a family migrated: its edits, the rules that fired, its instances, and its
+#: notes, follow-ups and TODOs written
+_Migrated: TypeAlias = tuple[
+    cst.ClassDef,
+    list[Edit],
+    list[str],
+    list[Instance],
+    tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]],
+]
 
 
 class PipelineClass(Rule):
@@ -228,15 +241,11 @@ class PipelineClass(Rule):
         done: list[cst.ClassDef] = []
         self.factories: set[str] = set()
         self.members = members
-        for cls, chain in leaves:
-            mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
-            try:
-                cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
-                check_disjoint(state.ctx, cls_edits)  # identical edits count once
-            except Refused as why:
-                which = f" (class {cls.name.value})" if len(members) > 1 else ""
-                refuse_pipeline(state, self.id, cls, why, which)
-                continue
+        migrated, refused = self._each(state, leaves)
+        for cls, why in refused:
+            which = f" (class {cls.name.value})" if len(members) > 1 else ""
+            refuse_pipeline(state, self.id, cls, why, which)
+        for cls, cls_edits, cls_fired, instances, mine in migrated:
             state.claimed += [i.stmt for i in instances]
             edits += cls_edits
             fired |= set(cls_fired)
@@ -285,6 +294,28 @@ class PipelineClass(Rule):
             written=written,
         )
 
+    def _each(
+        self, state: FileState, leaves: list[tuple[cst.ClassDef, list[cst.ClassDef]]]
+    ) -> tuple[list[_Migrated], list[tuple[cst.ClassDef, str]]]:
+        """Each class of the family migrated, or refused with its reason. A class that a refused
+        one derives from is refused too: the class would derive from the function it becomes."""
+        migrated: list[_Migrated] = []
+        refused: list[tuple[cst.ClassDef, list[cst.ClassDef], str]] = []
+        for cls, chain in leaves:
+            mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
+            try:
+                cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
+                check_disjoint(state.ctx, cls_edits)  # identical edits count once
+            except Refused as why:
+                refused.append((cls, chain, str(why)))
+                continue
+            migrated.append((cls, cls_edits, cls_fired, instances, mine))
+        bases = bases_of_refused(refused)
+        kept = [m for m in migrated if id(m[0]) not in bases]
+        return kept, [(c, why) for c, _, why in refused] + [
+            (m[0], bases[id(m[0])]) for m in migrated if id(m[0]) in bases
+        ]
+
     def _migrate(
         self,
         state: FileState,
@@ -325,7 +356,8 @@ class PipelineClass(Rule):
             f"{cls.name.value}(...) returns a generator of batches now, not a Pipeline: take each "
             "batch with next(...)"
         )
-        written += creation_todos(ctx, self.id, instances, followups, advice)
+        site_fired, site_todos = lower_site_args(ctx, instances, state.lowering)
+        written += creation_todos(ctx, self.id, instances, followups, advice) + site_todos
         seed = kwargs.get("seed")
         device = kwargs.get("device_id")
         todo = device_todo(mini, mini_fn, device, f"{cls.name.value}(...)")
@@ -337,7 +369,7 @@ class PipelineClass(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=cst.Name("batch_size") if loader and batch_stmt else batch_size.value,
-            seed=None if seed is None or is_unset(seed.value) else seed.value,
+            seed=class_seed(seed, mini_fn.params, instances),
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             single_use=self._single_use(ctx, chain, instances, followups),
             lowering=state.lowering,
@@ -345,12 +377,13 @@ class PipelineClass(Rule):
             device=device.value
             if todo
             and device
-            and _device_named(params, instances, device.value)
+            and device_named(params, instances, device.value)
             and _visible(ctx, cls, mini, mini_fn, device.value)
             else None,
             device_turns=loader is not None and loader.iterators[0].devices is not None,
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
+        fired = sorted({*fired, *site_fired})
         todo = None if plan.device_applied else todo
         # what the back end noted is about the class (the small module's lines mean nothing here)
         notes += [
@@ -448,7 +481,7 @@ class PipelineClass(Rule):
         """``pipe = TrainPipe(...)``: ``ndd.set_num_threads`` before it, a TODO when the device it
         asks for is dropped (``gpu``: the pipeline uses the GPU), then its run sites."""
         threads, device = kwargs.get("num_threads"), kwargs.get("device_id")
-        value = _call_site_value(params, inst.call, threads.value) if threads is not None else None
+        value = call_site_value(params, inst.call, threads.value) if threads is not None else None
         lines = list(inst.stmt.leading_lines)
         stmts: list[cst.BaseStatement] = []
         after = list(inst.todo_lines)
@@ -461,10 +494,10 @@ class PipelineClass(Rule):
                 "num_threads could not be followed to this call: ndd uses its default thread count"
             )
             notes.append(ctx.info(self.id, inst.stmt, text))
-        if _device_todo(ctx, inst, params, device, gpu):
+        if device_todo_at(ctx, inst, params, device, gpu):
             lines.append(device_todo_line(ctx, inst, self.id, notes))
         edits: list[Edit] = []
-        stmt = unpacked(inst) if inst.handle_names else inst.stmt
+        stmt = with_site_call(unpacked(inst) if inst.handle_names else inst.stmt, inst)
         if stmts or after or lines != list(inst.stmt.leading_lines) or stmt is not inst.stmt:
             stmts.append(stmt.with_changes(leading_lines=lines + after))
             edits.append(ctx.stmt_edit(inst.stmt, stmts))
@@ -503,7 +536,7 @@ class PipelineClass(Rule):
                 continue
             threads = kwargs.get("num_threads")
             value = (
-                _call_site_value(params, inst.call, threads.value) if threads is not None else None
+                call_site_value(params, inst.call, threads.value) if threads is not None else None
             )
             if value is None and threads is not None and not is_unset(threads.value):
                 text = (
@@ -512,7 +545,7 @@ class PipelineClass(Rule):
                 )
                 notes.append(ctx.info(self.id, inst.stmt, text))
             threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
-            _device_todo(ctx, inst, params, kwargs.get("device_id"), gpu)
+            device_todo_at(ctx, inst, params, kwargs.get("device_id"), gpu)
             args = loader_args(inst.call, params, dropped)
             edits += loader_site_edits(
                 ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
@@ -542,31 +575,6 @@ def _generator_def(
     )
 
 
-def _device_todo(
-    ctx: FileContext, inst: Instance, params: cst.Parameters, device: cst.Arg | None, gpu: bool
-) -> bool:
-    """Sets the TODO about the device the call asks for, dropped (``gpu``: the pipeline uses
-    the GPU) where it is not 0 or None; whether it did."""
-    where = _call_site_value(params, inst.call, device.value) if device is not None else None
-    if gpu and device is not None and (where is None or not is_default_device(where)):
-        shown = ctx.text(where if where is not None else device.value)
-        inst.device_todo = device_message(shown, inst.label)
-        return True
-    return False
-
-
-def _device_named(
-    params: cst.Parameters, instances: list[Instance], device: cst.BaseExpression
-) -> bool:
-    """Some call (or, with none in sight, the class) asks for a GPU other than 0 or None, or
-    for one the tool cannot follow: only then does the generator select it."""
-    for inst in instances:
-        where = _call_site_value(params, inst.call, device)
-        if where is None or not is_default_device(where):
-            return True
-    return not instances
-
-
 def _visible(
     ctx: FileContext,
     cls: cst.ClassDef,
@@ -582,23 +590,3 @@ def _visible(
         (inside is not None and n in inside) or (outside is not None and n in outside)
         for n in free_names(expr)
     )
-
-
-def _call_site_value(
-    params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression
-) -> cst.BaseExpression | None:
-    """What ``expr`` (a literal, or a parameter of ``__init__``) is at ``call``."""
-    if not isinstance(expr, cst.Name):
-        return expr if isinstance(expr, (cst.Integer, cst.SimpleString)) else None
-    every = [*params.params, *params.kwonly_params]  # keyword-only ones are never positional
-    names = [p.name.value for p in every]
-    if expr.value not in names:
-        return None
-    index = names.index(expr.value)
-    for i, a in enumerate(call.args):
-        if (a.keyword is None and i == index) or (
-            a.keyword is not None and a.keyword.value == expr.value
-        ):
-            return a.value
-    default = every[index].default
-    return default if isinstance(default, (cst.Integer, cst.Name)) else None

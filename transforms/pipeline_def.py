@@ -146,6 +146,8 @@ from ._backend.recognise import (
     pipeline_decorator,
     returned_values,
 )
+from ._backend.seeds import rng_seed, unset_seed
+from ._backend.site_args import lower_site_args
 from ._backend.sites import (
     SharedStatements,
     creation_todos,
@@ -173,6 +175,8 @@ class _Unit:
     advice: str = ""
     edits: list[Edit] = field(default_factory=list)
     included: list[str] = field(default_factory=list)
+    #: the local rules that rewrote the arguments of its calls (``site_args.py``)
+    site_fired: set[str] = field(default_factory=set)
     capture_elsewhere: bool = False
     captured: bool = False
 
@@ -204,7 +208,9 @@ class PipelineDef(Rule):
                 continue
             unit = result
             unit.advice = generator_advice(fn.name.value, output_names(ctx, unit.graph.outputs))
+            unit.site_fired, site_todos = lower_site_args(ctx, unit.instances, state.lowering)
             unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
+            unit.written += site_todos
             units.append(unit)
         runs = tuple(r for u in units for inst in u.instances for r in inst.runs)
         # where set_num_threads is written already: the blocks of the generators' sites, the
@@ -221,6 +227,7 @@ class PipelineDef(Rule):
                 unit.edits, unit.included = self._rewrite(
                     state, unit, alone and not taken, runs, (threads_set, loader_threads), shared
                 )
+                unit.included = sorted({*unit.included, *unit.site_fired})
             except Refused as why:
                 refuse_pipeline(state, self.id, unit.fn, why)
                 units.remove(unit)
@@ -486,7 +493,7 @@ class PipelineDef(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=cst.Name(sig.batch_name),
-            seed=cst.Name(sig.seed_name) if sig.seed_name else None,
+            seed=_seed(sig.seed_name, dec_kwargs, instances),
             single_use=capture,
             capture_elsewhere=not capture and unit.capture_elsewhere,
             dropped=dropped_comments(
@@ -627,3 +634,15 @@ def _capturable_alone(ctx: FileContext, unit: _Unit) -> bool:
 
 def _used_elsewhere(ctx: FileContext, fn: cst.FunctionDef) -> bool:
     return ctx.project is not None and fn.name.value in ctx.project.external_uses
+
+
+def _seed(
+    name: str | None, dec_kwargs: dict[str, cst.Arg], instances: list[Instance]
+) -> cst.BaseExpression | None:
+    """The RNG's seed: the generator's seed parameter, guarded where the decorator or a call
+    gives it DALI's "no seed" (-1, None)."""
+    if name is None:
+        return None
+    given = [dec_kwargs.get("seed")] + [i.kwargs.get("seed") for i in instances]
+    unset = any(a is not None and unset_seed(a.value) for a in given)
+    return rng_seed(cst.Name(name), may_be_unset=unset)

@@ -98,6 +98,7 @@ from ._backend.docstrings import output_names
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
+from ._backend.flow_sites import enclosing_function
 from ._backend.instances import follow_pipeline, own_uses
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
@@ -105,6 +106,7 @@ from ._backend.loaders import loader_definition
 from ._backend.model import FollowUp, Graph, Instance, PipelinePlan, Refused
 from ._backend.outer_self import OuterReads
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
+from ._backend.seeds import rng_seed
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
 from ._cst import free_names, fresh_name, truthy, walk
 from ._local import collect_nodes
@@ -205,7 +207,7 @@ class PipelineObject(Rule):
             rule_id=self.id,
             passes=loader is not None,
             batch_size=batch_size.value,
-            seed=None if seed is None or is_unset(seed.value) else seed.value,
+            seed=rng_seed(seed.value if seed else None, _params_around(ctx, block)),
             single_use=not followups and inst.copies == 1 and pipeline_count(ctx) == 1,
             dropped=dropped_comments(ctx, [kwargs], branches=branches),
             lowering=state.lowering,
@@ -551,3 +553,9 @@ def graph_outputs(ctx: FileContext, block: cst.With, var: str) -> list[cst.BaseE
         values = chosen[1] if chosen is not None else []
         values = next(iter(branched.values())) if branched else values
     return values
+
+
+def _params_around(ctx: FileContext, node: cst.CSTNode) -> cst.Parameters | None:
+    """The parameters of the function around ``node``, if any (what a seed name may be)."""
+    fn = enclosing_function(ctx, node)
+    return fn.params if fn is not None else None

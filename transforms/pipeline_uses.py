@@ -74,6 +74,7 @@ from ._backend.instances import instances_of
 from ._backend.iterator_checks import abandon_iterators
 from ._backend.model import FollowUp
 from ._backend.recognise import pipeline_count
+from ._backend.site_args import lower_site_args
 from ._backend.sites import (
     creation_todos,
     follow_up_todos,
@@ -174,7 +175,8 @@ class PipelineUses(Rule):
             return  # the definition's TODO (in its own module) tells why
         threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
         advice = generator_advice(fp.name, ["its outputs"])
-        written = creation_todos(ctx, self.id, instances, followups, advice)
+        site_fired, site_todos = lower_site_args(ctx, instances, state.lowering)
+        written = creation_todos(ctx, self.id, instances, followups, advice) + site_todos
         edits: list[Edit] = []
         for inst in instances:
             dropped = dropped_comments(ctx, [inst.kwargs])
@@ -193,7 +195,7 @@ class PipelineUses(Rule):
             alias,
             edits,
             message,
-            [],
+            sorted(site_fired),
             notes,
             followups,
             advice,

@@ -51,6 +51,7 @@ class OpCalls:
     reasons: list[str]
     ops: dict[str, list[Variant]]  # self.<name> = ops.X(...)
     attrs: set[str]  # self.<name> = <plain value>
+    renamed: dict[str, str]  # attributes whose local name is another (``class_attrs.py``)
     helpers: dict[str, cst.FunctionDef]
     made_by: dict[str, cst.BaseExpression]
     kwargs: dict[str, cst.Arg]
@@ -190,7 +191,7 @@ class _Rewriter(cst.CSTTransformer):
             return updated
         name = original.attr.value
         if name in self.m.attrs or name in self.m.helpers:
-            return cst.Name(name)
+            return cst.Name(self.m.renamed.get(name, name))
         arg = self.m.kwargs.get(_PIPELINE_ATTRS.get(name, ""))
         if arg is not None:  # self.batch_size: what the Pipeline constructor was given
             return arg.value

@@ -32,6 +32,21 @@ def pipeline_chain(ctx: FileContext, cls: cst.ClassDef, classes: dict) -> list[c
         return None
 
 
+def bases_of_refused(refused: list[tuple[cst.ClassDef, list[cst.ClassDef], str]]) -> dict[int, str]:
+    """The bases in this file of the refused classes (each with its chain and reason), by id,
+    each with the reason it stays a class too: a refused class would derive from the function
+    it became, and fail at import."""
+    out: dict[int, str] = {}
+    for cls, chain, why in refused:
+        for base in chain[1:]:
+            out.setdefault(
+                id(base),
+                f"class {cls.name.value} derives from it and is not migrated ({why}): make "
+                f"{cls.name.value} migrate (or derive from Pipeline itself), then both migrate",
+            )
+    return out
+
+
 def dead_factories(
     ctx: FileContext, names: set[str], members: list[cst.ClassDef]
 ) -> list[cst.FunctionDef]:

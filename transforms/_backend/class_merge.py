@@ -26,6 +26,7 @@ from dali_migrate.context import FN_PREFIX, MATH_PREFIX, FileContext
 
 from .._cst import block_statements, free_names, is_docstring, leading_lines, walk
 from .arguments import pipeline_ctor_kwargs
+from .class_attrs import renamed_attrs
 from .class_calls import IfPath, OpCalls, Variant, is_self_attr
 from .class_helpers import factory_ctor, helper_call, inline
 from .class_init import bound_names, plain_names
@@ -51,6 +52,7 @@ class Merger(OpCalls):
         self.methods = methods
         self.ops: dict[str, list[Variant]] = {}  # self.<name> = ops.X(...)
         self.attrs: set[str] = set()  # self.<name> = <plain value>
+        self.renamed: dict[str, str] = {}
         self.helpers: dict[str, cst.FunctionDef] = {}
         self.inlined: set[str] = set()  # helpers whose code replaced their calls
         # self.<name> = <func>(...) that is not an operator object
@@ -84,6 +86,11 @@ class Merger(OpCalls):
         for fn in [init, graph_fn, *self.helpers.values()]:
             self._collect_attrs(fn)
         self.handed = handed_values(init, [init, graph_fn, *self.helpers.values()])
+        merged = [init, graph_fn, *self.helpers.values()]
+        taken = self.local_names | self.attrs | set(self.ops) | set(self.helpers)
+        taken |= set().union(*(plain_names(fn) for fn in merged))
+        names = bound_names(init) | plain_names(init.params)
+        self.renamed = renamed_attrs(self.attrs - set(self.handed), init, names, taken)
         self.ops = {name: _effective(variants) for name, variants in self.ops.items()}
         self.data = data_names([graph_fn, *self.helpers.values()], self._makes_node)
         mixed = {name for name in self.ops if name in self.attrs}
@@ -341,7 +348,12 @@ class Merger(OpCalls):
                 return flag_statement(stmt, target, made)
             self.notes.setdefault(target, []).extend(_comment_lines(stmt))
             return cst.RemovalSentinel.REMOVE
-        if target is not None and isinstance(value, cst.Name) and value.value == target:
+        if (
+            target is not None
+            and isinstance(value, cst.Name)
+            and value.value == target
+            and target not in self.renamed
+        ):
             return None  # self.size = size: the parameter already has the name
         if isinstance(stmt, cst.If):
             return self._init_if(stmt)

@@ -26,6 +26,7 @@ from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
 from .guards import exclusive, guard_test, skeleton
 from .model import ReaderUse, Refused
+from .seeds import guarded, reader_seed
 
 
 class InputPhases(EmitState):
@@ -224,6 +225,13 @@ def _reader_seed(
     if not shuffles or any(a.keyword and a.keyword.value == "seed" for a in args):
         return args
     if seed is not None:
+        unset = (
+            f"; where {ctx.render(reader_seed(seed), [])} is negative or None, the order is the "
+            "same in every run (it was random)"
+            if guarded(seed)
+            else ""
+        )
+        seed = reader_seed(seed)
         notes.append(
             ctx.info(
                 rule_id,
@@ -231,7 +239,7 @@ def _reader_seed(
                 f"the reader now shuffles with seed={ctx.render(seed, [])}; pipeline mode derived "
                 "its seed from the "
                 "pipeline seed, so the shuffle order differs from the old pipeline's (each epoch "
-                "holds the same samples)",
+                f"holds the same samples){unset}",
             )
         )
         return append_arg(args, kwarg("seed", seed))

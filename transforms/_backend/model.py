@@ -128,6 +128,9 @@ class Instance:
     feed_stmts: list[cst.BaseStatement] = field(default_factory=list)
     #: what a ``run()`` becomes when not ``next(pipe)`` (id of the run call -> the new call)
     run_calls: dict[int, cst.BaseExpression] = field(default_factory=dict)
+    #: the call's arguments the local rules rewrote (id of the original ``Arg`` -> the new one):
+    #: what it hands the generator runs in dynamic mode now (``site_args.py``)
+    lowered: dict[int, cst.Arg] = field(default_factory=dict)
     #: follow-up TODOs about the creation statement itself, written with its new code
     todo_lines: list[cst.EmptyLine] = field(default_factory=list)
     #: every expression found to hold the object (``pipe`` in ``pipe.run()``), followed or not

@@ -468,7 +468,8 @@ def kept_args(inst: Instance, params: set[str]) -> list[cst.Arg]:
     not those of the Pipeline that dynamic mode has no use for (``params``: the function's own
     parameters of those names are kept)."""
     return remove_args(
-        list(inst.call.args), PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+        [inst.lowered.get(id(a), a) for a in inst.call.args],
+        PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args,
     )
 
 

@@ -1,0 +1,70 @@
+"""What a ``Pipeline`` subclass's ``__init__`` arguments are at the calls that make it (DM202):
+the literal a call passes, or the parameter's default, and what that says about its GPU and
+its seed."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dali_migrate.context import FileContext
+
+from .arguments import device_message, is_default_device
+from .model import Instance
+from .seeds import rng_seed, unset_seed
+
+
+def device_todo_at(
+    ctx: FileContext, inst: Instance, params: cst.Parameters, device: cst.Arg | None, gpu: bool
+) -> bool:
+    """Sets the TODO about the device the call asks for, dropped (``gpu``: the pipeline uses
+    the GPU) where it is not 0 or None; whether it did."""
+    where = call_site_value(params, inst.call, device.value) if device is not None else None
+    if gpu and device is not None and (where is None or not is_default_device(where)):
+        shown = ctx.text(where if where is not None else device.value)
+        inst.device_todo = device_message(shown, inst.label)
+        return True
+    return False
+
+
+def device_named(
+    params: cst.Parameters, instances: list[Instance], device: cst.BaseExpression
+) -> bool:
+    """Some call (or, with none in sight, the class) asks for a GPU other than 0 or None, or
+    for one the tool cannot follow: only then does the generator select it."""
+    for inst in instances:
+        where = call_site_value(params, inst.call, device)
+        if where is None or not is_default_device(where):
+            return True
+    return not instances
+
+
+def call_site_value(
+    params: cst.Parameters, call: cst.Call, expr: cst.BaseExpression
+) -> cst.BaseExpression | None:
+    """What ``expr`` (a literal, or a parameter of ``__init__``) is at ``call``."""
+    if not isinstance(expr, cst.Name):
+        return expr if isinstance(expr, (cst.Integer, cst.SimpleString)) else None
+    every = [*params.params, *params.kwonly_params]  # keyword-only ones are never positional
+    names = [p.name.value for p in every]
+    if expr.value not in names:
+        return None
+    index = names.index(expr.value)
+    for i, a in enumerate(call.args):
+        if (a.keyword is None and i == index) or (
+            a.keyword is not None and a.keyword.value == expr.value
+        ):
+            return a.value
+    default = every[index].default
+    return default if isinstance(default, (cst.Integer, cst.Name)) else None
+
+
+def class_seed(
+    seed: cst.Arg | None, params: cst.Parameters, instances: list[Instance]
+) -> cst.BaseExpression | None:
+    """The RNG's seed: the Pipeline constructor's, guarded where ``__init__``'s default or a
+    call gives the parameter DALI's "no seed" (-1, None)."""
+    if seed is None:
+        return None
+    given = [call_site_value(params, i.call, seed.value) for i in instances]
+    unset = any(v is not None and unset_seed(v) for v in given)
+    return rng_seed(seed.value, params, may_be_unset=unset)
