@@ -23,6 +23,7 @@ reads a name the graph code binds.
 from __future__ import annotations
 
 import builtins
+from pathlib import PurePath
 
 import libcst as cst
 
@@ -132,7 +133,8 @@ def _bindings(block: cst.CSTNode, graph: cst.CSTNode) -> _Scope:
         elif isinstance(n, cst.ImportFrom) and not isinstance(n.names, cst.ImportStar):
             module = "." * len(n.relative) + (_code(n.module) if n.module else "")
             for a in n.names:
-                out.setdefault(_code(a.asname.name if a.asname else a.name), ("import", module))
+                bound = _code(a.asname.name if a.asname else a.name)
+                out.setdefault(bound, ("import", f"{module}:{_code(a.name)}"))
         elif isinstance(n, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.With)):
             targets = (
                 [i.asname.name for i in n.items if i.asname]
@@ -185,10 +187,11 @@ def _origin(
         if kind == "def":
             return None
         if kind == "import":
-            if info == "nvidia" or info.startswith("nvidia."):
+            module = info.split(":")[0]
+            if module == "nvidia" or module.startswith("nvidia.") or _given(ctx, info):
                 return None
-            what = "imported from" if isinstance(expr, cst.Name) else "from the module"
-            return f"{what} `{info}`, whose code the tool does not see"
+            what = "imported" if isinstance(expr, cst.Name) else f"of `{root}`, imported"
+            return f"{what} from `{module}`, whose code the tool does not see"
         if not isinstance(node, cst.FunctionDef):
             what = "a module-level object" if isinstance(expr, cst.Name) else "an attribute of "
             what += "" if isinstance(expr, cst.Name) else f"`{root}`, a module-level object"
@@ -201,6 +204,25 @@ def _origin(
             what = f"an attribute of `{root}`, {what}"
         return f"{what}, whose code the tool does not see"
     return None  # a builtin, or a name bound where the tool does not look (import *)
+
+
+def _given(ctx: FileContext, imported: str) -> bool:
+    """The module ``imported`` names (``module`` or ``module:name``, relative or not), or the
+    submodule it imports, is a file of the run (``ModuleInfo.given``): migrated with it."""
+    info = ctx.project
+    if info is None or not getattr(info, "given", None):
+        return False
+    module, _, name = imported.partition(":")
+    rest = module.lstrip(".")
+    level = len(module) - len(rest)
+    wanted = [rest] if level == 0 else []
+    # relative: to each name this module has (a package's __init__ names the package itself)
+    drop = level - (ctx.path is not None and PurePath(ctx.path).name == "__init__.py")
+    for own in info.names if level else ():
+        parts = own.split(".")
+        if drop <= len(parts):
+            wanted.append(".".join([*parts[: len(parts) - drop], *([rest] if rest else [])]))
+    return any(m in info.given or f"{m}.{name}" in info.given for m in wanted if m)
 
 
 def _own_method(ctx: FileContext, fn: cst.FunctionDef, root: str, expr: cst.BaseExpression) -> bool:
