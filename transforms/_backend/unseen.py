@@ -44,7 +44,7 @@ def unseen_todos(
     names holding data, with those computed from them, :func:`data_names`)."""
     scopes = ctx.memo(("unseen-scopes", id(graph.container)), lambda: _scopes(ctx, graph))
     local = set().union(*(assigned_names(s) for s in graph.body))
-    data = data_names(graph.body, nodes)
+    data = ctx.memo(("unseen-data", id(graph.container)), lambda: data_names(ctx, graph, nodes))
     skip = set(graph.handed.names) if graph.handed is not None else set()
     if rule == "DM202":
         skip.add("self")  # the pipeline's own attributes: DM202 merges or refuses them
@@ -72,12 +72,15 @@ def unseen_todos(
     return out
 
 
-def data_names(body: list[cst.BaseStatement], nodes: set[str]) -> set[str]:
-    """``nodes`` with the names the graph code binds to values computed from them, whatever
-    computes them (``img = aug(img)``, ``for t in steps: out = t(out)``)."""
+def data_names(ctx: FileContext, graph: Graph, nodes: set[str]) -> frozenset[str]:
+    """The names the graph code binds to data: ``nodes``, the readers' and sources' outputs,
+    what a DALI call gives (``img = fn.decoders.image(raw)``), and what is computed from them,
+    whatever computes it (``img = aug(img)``, ``for t in steps: out = t(out)``)."""
     data = set(nodes)
+    for use in [*graph.readers, *graph.sources]:
+        data |= free_names(use.target)
     bindings: list[tuple[set[str], cst.CSTNode]] = []
-    for s in body:
+    for s in graph.body:
         for n in walk(s):
             if isinstance(n, cst.Assign):
                 bindings.append(({x for t in n.targets for x in free_names(t.target)}, n.value))
@@ -85,6 +88,10 @@ def data_names(body: list[cst.BaseStatement], nodes: set[str]) -> set[str]:
                 bindings.append((free_names(n.target), n.value))
             elif isinstance(n, cst.For):
                 bindings.append((free_names(n.target), n.iter))
+    dali = {*ctx.dali_names, ctx.ndd}
+    for names, value in bindings:
+        if any(isinstance(c, cst.Call) and _root(c.func) in dali for c in walk(value)):
+            data |= names
     changed = True
     while changed:
         changed = False
@@ -92,7 +99,7 @@ def data_names(body: list[cst.BaseStatement], nodes: set[str]) -> set[str]:
             if not names <= data and free_names(value) & data:
                 data |= names
                 changed = True
-    return data
+    return frozenset(data)
 
 
 #: a scope's bindings: name -> ("def" | "import" | "param" | "var", the module / function name)
@@ -190,6 +197,8 @@ def _origin(
             module = info.split(":")[0]
             if module == "nvidia" or module.startswith("nvidia.") or _given(ctx, info):
                 return None
+            if ":" not in info:  # import mod: mod.func(...)
+                return f"from the module `{module}`, whose code the tool does not see"
             what = "imported" if isinstance(expr, cst.Name) else f"of `{root}`, imported"
             return f"{what} from `{module}`, whose code the tool does not see"
         if not isinstance(node, cst.FunctionDef):
