@@ -42,34 +42,94 @@ def unseen_todos(
     """What the TODOs above ``stmt`` (a statement of the graph code) say: one per call in it of a
     callable whose code the tool does not see, an argument of which reads data (``nodes``: the
     names holding data, with those computed from them, :func:`data_names`)."""
-    scopes = ctx.memo(("unseen-scopes", id(graph.container)), lambda: _scopes(ctx, graph))
-    local = set().union(*(assigned_names(s) for s in graph.body))
-    data = ctx.memo(("unseen-data", id(graph.container)), lambda: data_names(ctx, graph, nodes))
-    skip = set(graph.handed.names) if graph.handed is not None else set()
-    if rule == "DM202":
-        skip.add("self")  # the pipeline's own attributes: DM202 merges or refuses them
-    if isinstance(graph.container, cst.With):  # ``with pipe:``: the pipeline's own methods
-        skip |= {r for i in graph.container.items if (r := _root(i.item)) is not None}
-    elements = _elements(ctx, stmt, scopes, local | skip)
+    scopes = ctx.memo(("unseen-scopes", graph.container), lambda: _scopes(ctx, graph))
+    data = ctx.memo(("unseen-data", graph.container), lambda: data_names(ctx, graph, nodes))
+    seen = _Seen(ctx, graph, scopes, rule)
+    elements = seen.elements(stmt)
     out: list[str] = []
     for call in (n for n in walk(stmt) if isinstance(n, cst.Call)):
         if not any(free_names(a.value) & data for a in call.args):
             continue
-        root = _root(call.func)
-        if root is None or root in skip:
-            continue
-        if root in elements and isinstance(call.func, cst.Name):
-            text = _elements_called(elements[root])
-        elif root in local:
-            continue
+        if isinstance(call.func, cst.Name) and call.func.value in elements:
+            text = _elements_called(elements[call.func.value])
         else:
-            origin = _origin(ctx, root, call.func, scopes)
-            if origin is None:
+            what = seen.unseen(call.func)
+            if what is None:
                 continue
-            text = _called(f"`{_code(call.func)}` ({origin})")
+            text = _called(what)
         if text not in out:
             out.append(text)
     return out
+
+
+class _Seen:
+    """What the graph code of ``graph`` can tell of the callees it calls."""
+
+    def __init__(
+        self, ctx: FileContext, graph: Graph, scopes: list[tuple[cst.CSTNode, _Scope]], rule: str
+    ) -> None:
+        self.ctx, self.scopes = ctx, scopes
+        self.local = set().union(*(assigned_names(s) for s in graph.body))
+        self.skip = set(graph.handed.names) if graph.handed is not None else set()
+        if rule == "DM202":
+            self.skip.add("self")  # the pipeline's own attributes: DM202 merges or refuses them
+        if isinstance(graph.container, cst.With):  # ``with pipe:``: the pipeline's own methods
+            self.skip |= {r for i in graph.container.items if (r := _root(i.item)) is not None}
+        self.bound = _bound_once(graph.body)
+
+    def unseen(self, expr: cst.BaseExpression) -> str | None:
+        """How the TODO names ``expr`` (a callee, or an iterable of callees) and where it comes
+        from, when the tool does not see its code; None when it does, or cannot tell."""
+        root = _root(expr)
+        if root is None or root in self.skip:
+            return None
+        if root not in self.local:
+            origin = _origin(self.ctx, root, _callee(expr), self.scopes)
+            return f"`{_code(expr)}` ({origin})" if origin is not None else None
+        value = self.bound.get(root)  # ``aug = make_aug(cfg)`` in the graph code, then ``aug(x)``
+        inner = _root(value) if value is not None else None
+        if value is None or inner is None or inner in self.local | self.skip:
+            return None
+        origin = _origin(self.ctx, inner, _callee(value), self.scopes)
+        if origin is None:
+            return None
+        return (
+            f"`{_code(expr)}` (what `{_code(value)}` gives: `{_code(_callee(value))}` is {origin})"
+        )
+
+    def elements(self, stmt: cst.CSTNode) -> dict[str, str]:
+        """``for t in <iterable>`` in ``stmt`` over an iterable of unseen origin: ``t`` -> how
+        the TODO names the iterable."""
+        out: dict[str, str] = {}
+        for n in walk(stmt):
+            if isinstance(n, cst.For) and isinstance(n.target, cst.Name):
+                what = self.unseen(n.iter)
+                if what is not None:
+                    out[n.target.value] = what
+        return out
+
+
+def _bound_once(body: list[cst.BaseStatement]) -> dict[str, cst.BaseExpression]:
+    """``name = <value>`` in ``body``, for the names bound there once, by that statement."""
+    counts: dict[str, int] = {}
+    values: dict[str, cst.BaseExpression] = {}
+    for s in body:
+        for n in walk(s):
+            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+                for name in free_names(n.target):
+                    counts[name] = counts.get(name, 0) + 1
+            if isinstance(n, cst.Assign) and len(n.targets) == 1:
+                target = n.targets[0].target
+                if isinstance(target, cst.Name):
+                    values[target.value] = n.value
+    return {k: v for k, v in values.items() if counts.get(k) == 1}
+
+
+def _callee(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``expr`` calls to get its value (``make_aug`` of ``make_aug(cfg)``), or ``expr``."""
+    while isinstance(expr, cst.Call):
+        expr = expr.func
+    return expr
 
 
 def data_names(ctx: FileContext, graph: Graph, nodes: set[str]) -> frozenset[str]:
@@ -155,27 +215,11 @@ def _bindings(block: cst.CSTNode, graph: cst.CSTNode) -> _Scope:
     return out
 
 
-def _elements(
-    ctx: FileContext, stmt: cst.CSTNode, scopes: list[tuple[cst.CSTNode, _Scope]], seen: set[str]
-) -> dict[str, str]:
-    """``for t in <iterable>`` in ``stmt`` over an iterable of unseen origin: ``t`` -> how the
-    TODO names the iterable."""
-    out: dict[str, str] = {}
-    for n in walk(stmt):
-        if isinstance(n, cst.For) and isinstance(n.target, cst.Name):
-            root = _root(n.iter)
-            if root is None or root in seen:
-                continue
-            origin = _origin(ctx, root, n.iter, scopes)
-            if origin is not None:
-                out[n.target.value] = f"`{_code(n.iter)}` ({origin})"
-    return out
-
-
 def _root(expr: cst.BaseExpression) -> str | None:
-    """The name an attribute chain or subscript starts from (``self`` of ``self.augs[0]``)."""
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
+    """The name an attribute chain, subscript or call starts from (``self`` of
+    ``self.augs[0]``, ``make`` of ``make(cfg).apply``)."""
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
     return expr.value if isinstance(expr, cst.Name) else None
 
 
