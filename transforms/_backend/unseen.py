@@ -22,7 +22,6 @@ reads a name the graph code binds.
 
 from __future__ import annotations
 
-import builtins
 from pathlib import PurePath
 
 import libcst as cst
@@ -32,8 +31,6 @@ from dali_migrate.cst_walk import children
 
 from .._cst import assigned_names, free_names, param_names, walk
 from .model import Graph
-
-_BUILTINS = frozenset(dir(builtins))
 
 
 def unseen_todos(
@@ -80,6 +77,9 @@ class _Seen:
     def unseen(self, expr: cst.BaseExpression) -> str | None:
         """How the TODO names ``expr`` (a callee, or an iterable of callees) and where it comes
         from, when the tool does not see its code; None when it does, or cannot tell."""
+        wrapped = _partial_of(expr)
+        if wrapped is not None:  # partial(fn.resize, size=...): what it wraps
+            return self.unseen(wrapped)
         root = _root(expr)
         if root is None or root in self.skip:
             return None
@@ -88,6 +88,8 @@ class _Seen:
             return f"`{_code(expr)}` ({origin})" if origin is not None else None
         value = self.bound.get(root)  # ``aug = make_aug(cfg)`` in the graph code, then ``aug(x)``
         inner = _root(value) if value is not None else None
+        if value is not None and _partial_of(value) is not None:
+            return self.unseen(value)
         if value is None or inner is None or inner in self.local | self.skip:
             return None
         origin = _origin(self.ctx, inner, _callee(value), self.scopes)
@@ -123,6 +125,15 @@ def _bound_once(body: list[cst.BaseStatement]) -> dict[str, cst.BaseExpression]:
                 if isinstance(target, cst.Name):
                     values[target.value] = n.value
     return {k: v for k, v in values.items() if counts.get(k) == 1}
+
+
+def _partial_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The callable ``partial(<callable>, ...)`` / ``functools.partial(...)`` wraps, or None."""
+    if not (isinstance(expr, cst.Call) and expr.args and expr.args[0].keyword is None):
+        return None
+    if _code(expr.func) not in ("partial", "functools.partial"):
+        return None
+    return expr.args[0].value
 
 
 def _callee(expr: cst.BaseExpression) -> cst.BaseExpression:
