@@ -477,6 +477,8 @@ def _project_inputs(info: ModuleInfo) -> tuple:
         tuple(sorted((k, tuple(v)) for k, v in info.use_reasons.items())),
         tuple(sorted(info.migrated)),
         tuple(sorted(info.capture)),
+        info.given,
+        info.names,
     )
 
 

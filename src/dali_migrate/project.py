@@ -60,6 +60,10 @@ class ModuleInfo:
     first_made: str | None = None
     #: pipelines defined here whose loop runs in capture mode (the plan's choice, see settle)
     capture: set[str] = field(default_factory=set)
+    #: the dotted names of every module of the run (:func:`module_names` of each file), and
+    #: this module's: code imported from one of them is migrated in the same run
+    given: frozenset[str] = frozenset()
+    names: tuple[str, ...] = ()
 
 
 @dataclass
@@ -302,7 +306,8 @@ def plan(
     dali_files: set[str],
     migrate: Callable[[list[tuple[str, str, ModuleInfo]]], object],
 ) -> dict[str, ModuleInfo]:
-    """Discover the links between ``files`` and settle what migrates across modules.
+    """Discover the links between ``files`` and settle what migrates across modules; every
+    file of ``dali_files`` gets a :class:`ModuleInfo` (most only learn the modules of the run).
     ``migrate([(text, path, info), ...])`` runs the migrations in memory; the analysis reports
     through each ``info``, and a migration that fails must leave its ``info.migrated`` empty.
     Files that cannot be read or parsed take no part."""
@@ -315,9 +320,22 @@ def plan(
             return None
 
     infos = discover(files, roots, read, dali_files)
+    names = {str(p): module_names(p, roots) for p in files}
+    given = frozenset(n for forms in names.values() for n in forms)
+    for path, info in infos.items():
+        info.given, info.names = given, names.get(path, ())
 
     def analyse(items: list[tuple[str, ModuleInfo]]) -> None:
         texts = [(read(Path(path)), path, info) for path, info in items]
         migrate([(text, path, info) for text, path, info in texts if text is not None])
 
-    return settle(infos, analyse)
+    links = settle(infos, analyse)
+    for p in files:  # every module that may be migrated learns which modules the run holds
+        if str(p) in dali_files and str(p) not in links:
+            links[str(p)] = ModuleInfo(given=given, names=names[str(p)])
+    return links
+
+
+def linked(info: ModuleInfo | None) -> bool:
+    """``info`` links its module to others: it defines a pipeline they use or uses theirs."""
+    return info is not None and bool(info.foreign or info.external_uses)

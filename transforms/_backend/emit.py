@@ -27,6 +27,7 @@ from .handed import handed_todos, local_names
 from .model import Graph, PipelinePlan, ReaderUse, Refused
 from .random_helpers import HelperCalls, helper_edits, random_helpers
 from .recognise import has_random
+from .unseen import unseen_todos
 
 RNG_NOTE = (
     "random operators now draw from an ndd.random.RNG: their values differ from the "
@@ -111,7 +112,7 @@ class _Emitter(InputPhases, LoopPhase):
     def _handed_in_def(self, s: cst.BaseStatement, new: cst.BaseStatement) -> cst.BaseStatement:
         """``new`` (the helper function ``s`` became) with the TODOs of ``_handed_todos`` above
         the statements of its body that call callables the caller handed in."""
-        if self.graph.handed is None or not isinstance(s, cst.FunctionDef):
+        if not isinstance(s, cst.FunctionDef):
             return new
         fn = cst.ensure_type(new, cst.FunctionDef)
         if not isinstance(s.body, cst.IndentedBlock) or not isinstance(fn.body, cst.IndentedBlock):
@@ -125,9 +126,11 @@ class _Emitter(InputPhases, LoopPhase):
         """``stmts`` (what ``s`` became) with a TODO above them for each callable the caller
         handed in that ``s`` calls (``handed``), and its diagnostic."""
         handed = self.graph.handed
-        texts = []
+        texts: list[str] = []
         if handed is not None and stmts:
             texts = handed_todos(s, handed, self.nodes, local_names(self.graph.body, handed))
+        if stmts:  # callables whose code the tool does not see, called on data
+            texts += unseen_todos(self.ctx, self.graph, s, self.nodes, self.plan.rule_id)
         self.handed_called = self.handed_called or bool(texts)
         rule = self.plan.rule_id
         for text in texts:
