@@ -157,6 +157,8 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
         op = ctx.fn_op(expr.func)
         if op is not None:
             return op.target.num_outputs == 1
+        if _shape_of_node(ctx, expr, nodes):  # ``x.shape()``: a 1-D tensor per sample
+            return True
         q = ctx.qualname(expr.func)
         if q and q.startswith("nvidia.dali.math."):
             return True
@@ -174,6 +176,17 @@ def produces_node(ctx: FileContext, expr: cst.BaseExpression, nodes: set[str]) -
     if isinstance(expr, cst.Subscript):
         return produces_node(ctx, expr.value, nodes)
     return False
+
+
+def _shape_of_node(ctx: FileContext, call: cst.Call, nodes: set[str]) -> bool:
+    """``x.shape()`` (keywords only) on a data node ``x``."""
+    func = call.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "shape"
+        and all(a.keyword is not None for a in call.args)
+        and produces_node(ctx, func.value, nodes)
+    )
 
 
 def _bind(

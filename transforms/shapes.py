@@ -129,7 +129,7 @@ class Shapes(LocalRule[cst.Call]):
                 )
             if device != "cpu":  # the shapes of data of either device, placed on that one
                 device_arg = f", device={code(kw['device'].value)}"
-        dtype_arg = kw.get("dtype")
+        dtype_arg = kwargs_of(original).get("dtype")  # (the node the file's imports resolve)
         np_dtype = "int64"
         if dtype_arg is not None:
             d = dali_dtype(ctx, dtype_arg.value)
