@@ -84,6 +84,11 @@ from ._cst import within
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
 _KINDS = (
     (
+        "nvidia.dali.plugin.pytorch.feed_ndarray",
+        "DALI's copy of a Tensor into a torch tensor: with an ndd Tensor `t` write "
+        "`arr.copy_(t.torch())` (an ndd Batch: `ndd.as_tensor(b).torch()`)",
+    ),
+    (
         "nvidia.dali.plugin.",
         "a framework iterator: migrate the module that defines its pipeline in the same run, "
         "then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)",

@@ -44,6 +44,7 @@ def tensor_edits(
 
 def _use(ctx: FileContext, node: cst.CSTNode, edits: list[Edit], todos: list[Diagnostic]) -> None:
     attr = ctx.parents.get(node)
+    edits += fed_to_torch(ctx, node)
     if not (isinstance(attr, cst.Attribute) and attr.value is node):
         return
     call = ctx.parents.get(attr)
@@ -68,3 +69,44 @@ def _use(ctx: FileContext, node: cst.CSTNode, edits: list[Edit], todos: list[Dia
                 "the ndd Tensor API by hand",
             )
         )
+
+
+def fed_to_torch(ctx: FileContext, node: cst.CSTNode) -> list[Edit]:
+    """``feed_ndarray(t, arr)`` (DALI's copy of a Tensor into a torch tensor of the same dtype and
+    shape, which it asserts; ``t`` is ``node``, an ndd Tensor now) -> ``arr.copy_(t.torch())``:
+    the same values, ``arr`` returned as ``feed_ndarray`` did. Two edits around ``arr``, which
+    other rules may rewrite inside. None where the call passes more (a ``cuda_stream=`` other
+    than None: the copy's stream would change) or ``arr`` needs parentheses. A TensorList never
+    passed the shape assertion, so a Batch is not rewritten."""
+    arg = ctx.parents.get(node)
+    call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or ctx.qualname(call.func) != _FEED:
+        return []
+    args = list(call.args)
+    if len(args) < 2 or args[0] is not arg or any(not _none_stream(a) for a in args[2:]):
+        return []
+    if any(a.star or a.keyword is not None for a in args[:2]):
+        return []
+    arr = args[1].value
+    if not isinstance(arr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        return []
+    whole, inner = ctx.positions[call], ctx.positions[arr]
+    at = ctx.lines.offset
+    return [
+        Edit(
+            at(whole.start.line, whole.start.column), at(inner.start.line, inner.start.column), ""
+        ),
+        Edit(
+            at(inner.end.line, inner.end.column),
+            at(whole.end.line, whole.end.column),
+            f".copy_({ctx.text(node)}.torch())",
+        ),
+    ]
+
+
+_FEED = "nvidia.dali.plugin.pytorch.feed_ndarray"
+
+
+def _none_stream(arg: cst.Arg) -> bool:
+    """``cuda_stream=None`` (or a third positional None): the default, DALI's copy stream."""
+    return isinstance(arg.value, cst.Name) and arg.value.value == "None"
