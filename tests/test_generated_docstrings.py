@@ -112,9 +112,9 @@ def test_one_output_is_written_as_the_tuple_of_one_the_generator_yields():
 
 def test_each_branch_names_its_own_outputs():
     docs = _docs(BRANCHES)
-    assert docs[0].startswith('"""Yields (images, masks) or (output, masks) or (images,) batches'), (
-        docs
-    )
+    assert docs[0].startswith(
+        '"""Yields (images, masks) or (output, masks) or (images,) batches'
+    ), docs
 
 
 def test_an_operator_object_called_on_a_variable_is_not_that_variable():
