@@ -131,3 +131,38 @@ def test_the_batches_of_a_function_with_its_own_docstring_are_named_too():
     assert '"""(jpegs, labels) batches epoch after epoch, without end, as Pipeline.run()' in new, (
         new
     )
+
+
+DATASET = """\
+import nvidia.dali.fn as fn
+import nvidia.dali.plugin.tf as dali_tf
+import tensorflow as tf
+from nvidia.dali import pipeline_def
+
+
+@pipeline_def(batch_size=4, num_threads=1, device_id=0)
+def volumes(root):
+    volume = fn.readers.numpy(file_root=root)
+    return volume.gpu()
+
+
+def make_dataset(root):
+    return dali_tf.DALIDataset(
+        pipeline=volumes(root, device_id=0),
+        batch_size=4,
+        output_shapes=SHAPES,
+        output_dtypes=DTYPES,
+        device_id=0,
+    )
+"""
+
+
+def test_a_dataset_generator_of_one_output_says_whether_it_yields_a_tuple():
+    """DALIDataset of one output: the generator yields the array itself for a signature of one
+    shape, a tuple of one for a tuple of shapes; the docstring says which."""
+    bare = migrate_source(DATASET.replace("SHAPES", "(4, 8)").replace("DTYPES", "tf.float32")).code
+    assert '"""volume batches as numpy arrays, without end' in bare, bare
+    tupled = migrate_source(
+        DATASET.replace("SHAPES", "((4, 8),)").replace("DTYPES", "(tf.float32,)")
+    ).code
+    assert '"""(volume,) batches as numpy arrays, without end' in tupled, tupled
