@@ -114,7 +114,7 @@ from ._backend.def_signature import (
     device_param,
     pipeline_params,
 )
-from ._backend.docstrings import output_names
+from ._backend.docstrings import graph_outputs_text
 from ._backend.edits import check_disjoint
 from ._backend.emit import emit_generator_body
 from ._backend.feeds import match_feeds
@@ -207,7 +207,7 @@ class PipelineDef(Rule):
                 refuse_pipeline(state, self.id, fn, result)
                 continue
             unit = result
-            unit.advice = generator_advice(fn.name.value, output_names(ctx, unit.graph.outputs))
+            unit.advice = generator_advice(fn.name.value, graph_outputs_text(ctx, unit.graph))
             unit.site_fired, site_todos = lower_site_args(ctx, unit.instances, state.lowering)
             unit.written = creation_todos(ctx, self.id, unit.instances, unit.followups, unit.advice)
             unit.written += site_todos

@@ -94,7 +94,7 @@ from ._backend.class_loaders import (
     settle_iterators,
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
-from ._backend.docstrings import output_names
+from ._backend.docstrings import outputs_text
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
@@ -141,9 +141,9 @@ class PipelineObject(Rule):
                 continue
             state.claimed += claimed
             message = f"migrate pipeline {inst.label} and its use sites to dynamic mode"
-            names = ", ".join(output_names(ctx, graph_outputs(ctx, block, inst.label)))
+            names = outputs_text(ctx, graph_outputs(ctx, block, inst.label))
             advice = (
-                f"`{inst.label}` is a generator of ({names}) batches now, "
+                f"`{inst.label}` is a generator of {names} batches now, "
                 "not a Pipeline: take each batch with next(...), and drop build()"
             )
             propose_pipeline_fix(
@@ -539,20 +539,18 @@ def _is_set_outputs(call: cst.CSTNode, var: str) -> TypeGuard[cst.Call]:
     )
 
 
-def graph_outputs(ctx: FileContext, block: cst.With, var: str) -> list[cst.BaseExpression]:
-    """The nodes the block's final ``pipe.set_outputs(...)`` names (or the ``if`` that ends it)."""
+def graph_outputs(ctx: FileContext, block: cst.With, var: str) -> list[list[cst.BaseExpression]]:
+    """The nodes the block's final ``pipe.set_outputs(...)`` names (those of each branch of the
+    ``if`` that ends it)."""
     last = block.body.body[-1]
     values = _set_outputs_values(last, var)
-    if values is None:
-        chosen = chosen_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var))
-        branched = (
-            branch_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var), [])
-            if chosen is None
-            else None
-        )
-        values = chosen[1] if chosen is not None else []
-        values = next(iter(branched.values())) if branched else values
-    return values
+    if values is not None:
+        return [values]
+    chosen = chosen_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var))
+    if chosen is not None:
+        return [chosen[1]]
+    branched = branch_outputs(ctx, block, last, lambda stmt: _set_outputs_values(stmt, var), [])
+    return list(branched.values()) if branched else []
 
 
 def _params_around(ctx: FileContext, node: cst.CSTNode) -> cst.Parameters | None:

@@ -174,7 +174,7 @@ class PipelineUses(Rule):
         if not fp.migrated:
             return  # the definition's TODO (in its own module) tells why
         threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
-        advice = generator_advice(fp.name, ["its outputs"])
+        advice = generator_advice(fp.name, "(its outputs)")
         site_fired, site_todos = lower_site_args(ctx, instances, state.lowering)
         written = creation_todos(ctx, self.id, instances, followups, advice) + site_todos
         edits: list[Edit] = []

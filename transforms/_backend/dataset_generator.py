@@ -14,7 +14,7 @@ from dali_migrate.fixes import Edit
 
 from .._cst import kwarg, source_of
 from .datasets import output_signature
-from .docstrings import output_names
+from .docstrings import graph_outputs_text
 from .iterator_use import IteratorUse
 from .layout import fit
 from .loader_init import with_max_batch_size
@@ -87,9 +87,9 @@ def dataset_definition(
         prologue = [with_max_batch_size(s, reader, why=False) for s in prologue]
     doc = body[0]
     if graph.docstring is None:
-        names = ", ".join(output_names(ctx, graph.outputs))
+        names = graph_outputs_text(ctx, graph, tupled=out is not arrays[0])
         doc = stmt_of(
-            f'"""({names}) batches as numpy arrays, without end, as DALIDataset ran them."""'
+            f'"""{names} batches as numpy arrays, without end, as DALIDataset ran them."""'
         )
     new_fn = fn.with_changes(
         decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop])

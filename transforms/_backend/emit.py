@@ -14,11 +14,11 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic
 
-from .._cst import comment_line, fresh_name, kwarg, leading_lines, statement, walk
+from .._cst import comment_line, fresh_name, kwarg, leading_lines, statement
 from .._local import LocalEnv, LocalRule, lower
 from .conditionals import lower_branches, lower_logic
 from .current import CurrentReadsRule
-from .docstrings import generator_doc
+from .docstrings import generator_doc, generator_kind
 from .emit_inputs import InputPhases, first_name
 from .emit_loop import CAPTURE_COMMENT as CAPTURE_COMMENT  # imported from here by other modules
 from .emit_loop import LoopPhase
@@ -53,11 +53,9 @@ def emit_generator_body(
         loop = loop.with_changes(leading_lines=[*plan.dropped, *loop.leading_lines])
     doc = e.graph.docstring
     if doc is None:
-        ends = e.graph.sources or any(
-            isinstance(n, cst.Return) and n.value is None for s in e.graph.body for n in walk(s)
+        doc = generator_doc(
+            ctx, graph, generator_kind(graph, bool(e.fed)), [u.source for u in e.fed]
         )
-        kind = "fed" if e.fed else "sourced" if ends else "endless"
-        doc = generator_doc(ctx, graph.outputs, kind, [u.source for u in e.fed], graph.outputs_list)
     body: list[cst.BaseStatement] = [doc]
     body += e.lowered_setup + e.lowered_once + hoisted
     if has_random(ctx, graph.container) or e.helpers or any(has_random(ctx, s) for s in graph.body):

@@ -16,7 +16,7 @@ Before::
 After::
 
     def preprocess(*, batch_size=8):
-        \"\"\"Returns a function of the data pipe.feed_input() gave: (images) -> (output) batches,
+        \"\"\"Returns a function of the data pipe.feed_input() gave: (images) -> (output,) batches,
         as Pipeline.run().\"\"\"
         def run(images):
             images = ndd.as_batch(images, layout="HWC")

@@ -70,7 +70,7 @@ from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Edit
 
 from .._cst import fresh_name, leading_lines, truthy, walk
-from .docstrings import generated_doc_text, is_generated_doc
+from .docstrings import generator_kind, graph_outputs_text, is_generated_doc, until_phrase
 from .edits import removed_stmt
 from .handle_relays import name_relays, reader_name, relay_edits, relay_reason, site_of
 from .meta_reads import key_free_edits, key_free_reads
@@ -276,9 +276,10 @@ def wrap_body(
         setup += _checkpoint_setup(ctx, graph, ckpt, needs.restore)
     if not needs.handles:
         return [doc, *setup, loop]
-    outputs, until = _doc_parts(doc)
+    outputs = graph_outputs_text(ctx, graph)
+    until = until_phrase(generator_kind(graph, fed=False))
     batches = fresh_name("batches", taken)
-    inner_doc = _doc(f"({outputs}) batches {until} as Pipeline.run() gave them.")
+    inner_doc = _doc(f"{outputs} batches {until} as Pipeline.run() gave them.")
     first = loop.with_changes(leading_lines=list(leading_lines(loop)))
     inner = cst.FunctionDef(
         name=cst.Name(batches),
@@ -302,7 +303,7 @@ def wrap_body(
         }
         handles = ", ".join(said[k] for k in needs.handles)
         doc = _doc(
-            f"Returns {handles} and a generator of its ({outputs}) batches, as Pipeline.run() "
+            f"Returns {handles} and a generator of its {outputs} batches, as Pipeline.run() "
             "gave them."
         )
     return [doc, *setup, inner, ret]
@@ -512,16 +513,6 @@ def _call_stmt(obj: str, method: str, args: list[cst.Arg]) -> cst.SimpleStatemen
 
 def _doc(text: str) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(f'"""{text}"""'))])
-
-
-def _doc_parts(doc: cst.BaseStatement) -> tuple[str, str]:
-    """The output names and the "until" phrase of a generated docstring."""
-    text = generated_doc_text(doc)
-    if text is None:
-        return "output", "epoch after epoch, without end,"
-    outputs = text[text.index("(") + 1 : text.index(")")]
-    until = text[text.index("batches ") + len("batches ") : text.index(" as Pipeline.run()")]
-    return outputs, until
 
 
 def _code(node: cst.CSTNode) -> str:

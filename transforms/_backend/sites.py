@@ -440,11 +440,11 @@ def with_markers(edits: list[Edit], markers: list[Edit]) -> list[Edit]:
     return edits
 
 
-def generator_advice(name: str, outputs: list[str]) -> str:
+def generator_advice(name: str, outputs: str) -> str:
     """What a migrated pipeline function returns now, for the TODOs at uses the tool cannot
-    rewrite."""
+    rewrite (``outputs``: what each batch is, ``docstrings.outputs_text``)."""
     return (
-        f"{name}(...) returns a generator of ({', '.join(outputs)}) batches now, not a Pipeline: "
+        f"{name}(...) returns a generator of {outputs} batches now, not a Pipeline: "
         "take each batch with next(...), and drop build()"
     )
 
