@@ -181,8 +181,21 @@ def _later_imports(
         emptied = sum(1 for _, smalls in lines if not smalls)
         if not isinstance(block, cst.Module) and emptied == len(body):
             continue  # the block would be left empty
-        edits += [Edit(*ctx.stmt_span(ln), _pruned_text(ctx, ln, smalls)) for ln, smalls in lines]
+        for line, smalls in lines:
+            start, end = ctx.stmt_span(line)
+            if not smalls and body and body[0] is line and not isinstance(block, cst.Module):
+                end = _blank_lines_after(ctx, end, written)  # no blank line opens the block
+            edits.append(Edit(start, end, _pruned_text(ctx, line, smalls)))
     return edits
+
+
+def _blank_lines_after(ctx: FileContext, end: int, written: Sequence[Edit]) -> int:
+    """``end`` moved past the blank lines that follow it, unless another edit starts there."""
+    for line in ctx.source[end:].splitlines(keepends=True):
+        if line.strip() or any(end <= e.start < end + len(line) for e in written):
+            break
+        end += len(line)
+    return end
 
 
 @dataclass
