@@ -41,8 +41,10 @@ After (``fixtures/DM100/keeps_types.out.py``)::
 
 Adds ``import nvidia.dali.experimental.dynamic as ndd`` (and ``import numpy as np`` where a
 rewrite needs it) when the migrated code uses them, and removes the pipeline-mode names that the
-migration left unused. Names that were already unused before are not touched, and comments
-around the imports are kept. This fix is derived: it is recomputed for whatever subset of the
+migration left unused, wherever the import stands (the first import block, after other code, in
+a function; not in a class body, under ``if TYPE_CHECKING:``, nor the last statement left in a
+block). A name still read anywhere in the module keeps its imports. Names that were already
+unused before are not touched, and comments around the imports are kept. This fix is derived: it is recomputed for whatever subset of the
 other fixes is applied, so it never adds or removes more than that subset needs.
 
 Safety: safe.
