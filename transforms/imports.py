@@ -44,8 +44,9 @@ rewrite needs it) when the migrated code uses them, and removes the pipeline-mod
 migration left unused, wherever the import stands (the first import block, after other code, in
 a function; not in a class body, under ``if TYPE_CHECKING:``, nor the last statement left in a
 block). A name still read anywhere in the module keeps its imports. Names that were already
-unused before are not touched, and comments around the imports are kept. This fix is derived: it is recomputed for whatever subset of the
-other fixes is applied, so it never adds or removes more than that subset needs.
+unused before are not touched, and comments around the imports are kept. This fix is derived:
+it is recomputed for whatever subset of the other fixes is applied, so it never adds or removes
+more than that subset needs.
 
 Safety: safe.
 """
@@ -65,9 +66,8 @@ from dali_migrate.fixes import Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._optional_imports import bound_name as _bound_name
-from ._optional_imports import enclosing
+from ._optional_imports import enclosing, optional_ndd_edits
 from ._optional_imports import from_with as _from_with
-from ._optional_imports import optional_ndd_edits
 
 
 class Imports(Rule):
