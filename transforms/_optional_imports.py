@@ -94,13 +94,13 @@ def _sites(ctx: FileContext) -> list[_Site] | None:
                 return None
             sites.append(_Site(line, None, wrapper))
             continue
-        where = _where(ctx, line)
+        where = enclosing(ctx, line)
         if where is not False:
             sites.append(_Site(line, where, wrapper))
     return sorted(sites, key=lambda s: ctx.positions[s.statement].start.line)
 
 
-def _where(ctx: FileContext, line: cst.CSTNode) -> cst.FunctionDef | None | Literal[False]:
+def enclosing(ctx: FileContext, line: cst.CSTNode) -> cst.FunctionDef | None | Literal[False]:
     """The innermost function around ``line``; None at module level; False in a class body or
     under ``if TYPE_CHECKING:``."""
     child, cur = line, ctx.parents.get(line)

@@ -41,9 +41,12 @@ After (``fixtures/DM100/keeps_types.out.py``)::
 
 Adds ``import nvidia.dali.experimental.dynamic as ndd`` (and ``import numpy as np`` where a
 rewrite needs it) when the migrated code uses them, and removes the pipeline-mode names that the
-migration left unused. Names that were already unused before are not touched, and comments
-around the imports are kept. This fix is derived: it is recomputed for whatever subset of the
-other fixes is applied, so it never adds or removes more than that subset needs.
+migration left unused, wherever the import stands (the first import block, after other code, in
+a function; not in a class body, under ``if TYPE_CHECKING:``, nor the last statement left in a
+block). A name still read anywhere in the module keeps its imports. Names that were already
+unused before are not touched, and comments around the imports are kept. This fix is derived:
+it is recomputed for whatever subset of the other fixes is applied, so it never adds or removes
+more than that subset needs.
 
 Safety: safe.
 """
@@ -54,7 +57,7 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -63,8 +66,8 @@ from dali_migrate.fixes import Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._optional_imports import bound_name as _bound_name
+from ._optional_imports import enclosing, optional_ndd_edits
 from ._optional_imports import from_with as _from_with
-from ._optional_imports import optional_ndd_edits
 
 
 class Imports(Rule):
@@ -121,24 +124,80 @@ def import_edits(ctx: FileContext, new_code: str, taken: Sequence[Edit] = ()) ->
             anchor = stmt
         if not touched:
             continue
-        indents = ctx.indents(stmt)
-        if new_smalls:
-            last = len(new_smalls) - 1
-            new_smalls = [
-                s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s
-                for i, s in enumerate(new_smalls)
-            ]
-            text = ctx.render(stmt.with_changes(body=new_smalls), indents)
-        else:
-            text = ctx.leading_comments(stmt)  # removed whole: keep the comments above it
-            if anchor is stmt and not replaced_anchor and need.adding:
-                text += _new_imports(ctx, need.ndd, need.np, need.stdlib)
-                replaced_anchor = True
+        text = _pruned_text(ctx, stmt, new_smalls)
+        if not new_smalls and anchor is stmt and not replaced_anchor and need.adding:
+            text += _new_imports(ctx, need.ndd, need.np, need.stdlib)
+            replaced_anchor = True
         edits.append(Edit(*ctx.stmt_span(stmt), text))
+    first_end = ctx.stmt_span(last_import)[1] if last_import is not None else 0
 
     if need.adding and not replaced_anchor:
         _add_new_imports(ctx, edits, anchor or last_import, need)
-    return edits + (need.optional or [])
+    optional = need.optional or []
+    edits += _later_imports(ctx, need, first_end, [*taken, *optional])
+    return edits + optional
+
+
+def _pruned_text(
+    ctx: FileContext, stmt: cst.SimpleStatementLine, new_smalls: list[cst.BaseSmallStatement]
+) -> str:
+    """``stmt`` with only ``new_smalls``; its comment lines only when none is left."""
+    if not new_smalls:
+        return ctx.leading_comments(stmt)  # removed whole: keep the comments above it
+    last = len(new_smalls) - 1
+    new_smalls = [
+        s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) if i == last else s
+        for i, s in enumerate(new_smalls)
+    ]
+    return ctx.render(stmt.with_changes(body=new_smalls), ctx.indents(stmt))
+
+
+def _later_imports(
+    ctx: FileContext,
+    need: _Needed,
+    first_end: int,
+    written: Sequence[Edit],
+) -> list[Edit]:
+    """The DALI imports outside the module's first import block (after other code, in
+    functions) without the names the migration left unused: ``before`` and ``after`` count the
+    names of the whole module, so a name read anywhere keeps every import of it. Left alone:
+    statements in class bodies and under ``if TYPE_CHECKING:``, those other edits (``written``)
+    touch, and a block's imports when nothing else would be left in the block."""
+    later = replace(need, dali_modules=[])  # the first block has the DALI modules to add
+    by_block: dict[cst.CSTNode, list[tuple[cst.SimpleStatementLine, list]]] = {}
+    imports = ctx.nodes_of(cst.Import, cst.ImportFrom)
+    for line in dict.fromkeys(ctx.parents.get(n) for n in imports):
+        if not isinstance(line, cst.SimpleStatementLine) or enclosing(ctx, line) is False:
+            continue
+        start, end = ctx.stmt_span(line)
+        if start < first_end and isinstance(ctx.parents.get(line), cst.Module):
+            continue  # the first import block, done above
+        if any(e.start < end and start < e.end for e in written):
+            continue
+        new_smalls, touched, _ = _kept_aliases(line, later)
+        if touched:
+            by_block.setdefault(ctx.parents.get(line), []).append((line, new_smalls))
+    edits = []
+    for block, lines in by_block.items():
+        body = getattr(block, "body", ())
+        emptied = sum(1 for _, smalls in lines if not smalls)
+        if not isinstance(block, cst.Module) and emptied == len(body):
+            continue  # the block would be left empty
+        for line, smalls in lines:
+            start, end = ctx.stmt_span(line)
+            if not smalls and body and body[0] is line and not isinstance(block, cst.Module):
+                end = _blank_lines_after(ctx, end, written)  # no blank line opens the block
+            edits.append(Edit(start, end, _pruned_text(ctx, line, smalls)))
+    return edits
+
+
+def _blank_lines_after(ctx: FileContext, end: int, written: Sequence[Edit]) -> int:
+    """``end`` moved past the blank lines that follow it, unless another edit starts there."""
+    for line in ctx.source[end:].splitlines(keepends=True):
+        if line.strip() or any(end <= e.start < end + len(line) for e in written):
+            break
+        end += len(line)
+    return end
 
 
 @dataclass

@@ -95,7 +95,7 @@ from ._backend.class_loaders import (
 )
 from ._backend.conditionals import branch_reasons, has_data_branches
 from ._backend.docstrings import outputs_text
-from ._backend.edits import check_disjoint, removed_stmt
+from ._backend.edits import check_disjoint, moved_stmt, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.flow import Flow
 from ._backend.flow_sites import enclosing_function
@@ -233,7 +233,7 @@ class PipelineObject(Rule):
             edits, fired = self._generator_edits(
                 ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
             )
-        edits += [removed_stmt(ctx, stmt) for stmt in prefix]
+        edits += [moved_stmt(ctx, stmt) for stmt in prefix]  # comments: with it, in the loop
         if loader is None:
             edits += run_site_edits(ctx, inst, notes, moved=block)
         check_disjoint(ctx, edits)

@@ -33,6 +33,13 @@ def removed_stmt(ctx: FileContext, stmt: cst.BaseStatement) -> Edit:
     return Edit(*ctx.stmt_span(stmt), kept)
 
 
+def moved_stmt(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
+    """Delete a statement that another edit writes elsewhere with the comment lines above it:
+    they go with it (as do the blank lines around them; blank lines alone stay)."""
+    above = ctx.leading_comments(stmt)
+    return Edit(*ctx.stmt_span(stmt), "" if above.strip() else above)
+
+
 def _only_builds(siblings: Sequence[cst.CSTNode]) -> bool:
     """Every statement of the block is ``<something>.build()``."""
     return all(
