@@ -119,6 +119,23 @@ def called_defs(
     return out
 
 
+def sole_assignment(ctx: FileContext, value: cst.CSTNode) -> cst.Assign | None:
+    """``name = value``: the assignment of which ``value`` is the whole right side, with one
+    target, a plain name, alone on its line; None otherwise."""
+    assign = ctx.parents.get(value)
+    stmt = ctx.parents.get(assign)
+    if (
+        isinstance(assign, cst.Assign)
+        and assign.value is value
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+    ):
+        return assign
+    return None
+
+
 def assigned_names(stmt: cst.CSTNode) -> set[str]:
     """Names bound in ``stmt`` by assignments and ``for`` targets."""
     names: set[str] = set()

@@ -16,7 +16,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import in_source_order
+from .._cst import in_source_order, sole_assignment
 
 #: the attributes of the current pipeline the generator has a value for
 KNOWN = ("batch_size", "max_batch_size", "device_id", "seed", "num_threads")
@@ -58,19 +58,11 @@ def record_current(
     parent = ctx.parents.get(call)
     if isinstance(parent, cst.Attribute) and parent.value is call:
         return _read(ctx, parent, current)
-    stmt = ctx.parents.get(parent) if parent is not None else None
-    block = ctx.parents.get(stmt) if stmt is not None else None
-    if not (
-        isinstance(parent, cst.Assign)
-        and parent.value is call
-        and len(parent.targets) == 1
-        and isinstance(parent.targets[0].target, cst.Name)
-        and isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and block is getattr(container, "body", None)
-    ):
+    assign = sole_assignment(ctx, call)
+    stmt = ctx.parents.get(assign) if assign is not None else None
+    if assign is None or ctx.parents.get(stmt) is not getattr(container, "body", None):
         return _other_use(text)
-    name = parent.targets[0].target
+    name = cst.ensure_type(assign.targets[0].target, cst.Name)
     scope = ctx.scopes.get(name)
     bindings = list(scope.assignments[name.value]) if scope is not None else []
     if len(bindings) != 1:
@@ -82,7 +74,7 @@ def record_current(
         why = _read(ctx, attr, current)
         if why is not None:
             return why
-    current.aliases.append(stmt)
+    current.aliases.append(cst.ensure_type(stmt, cst.SimpleStatementLine))
     return None
 
 

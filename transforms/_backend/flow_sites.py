@@ -9,7 +9,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import children, within
+from .._cst import children, sole_assignment, within
 from .model import Relay
 
 
@@ -202,19 +202,8 @@ def relay_of(ctx: FileContext, ret: cst.Return) -> Relay | None:
     callers: list[cst.Assign] = []
     for ref in references(ctx, fn):
         call = ctx.parents.get(ref)
-        assign = ctx.parents.get(call)
-        stmt = ctx.parents.get(assign)
-        if not (
-            isinstance(call, cst.Call)
-            and call.func is ref
-            and isinstance(assign, cst.Assign)
-            and assign.value is call
-            and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, cst.Name)
-            and isinstance(stmt, cst.SimpleStatementLine)
-            and len(stmt.body) == 1
-            and not within(ctx, ref, fn)
-        ):
+        assign = sole_assignment(ctx, call) if isinstance(call, cst.Call) else None
+        if assign is None or call.func is not ref or within(ctx, ref, fn):
             return None
         callers.append(assign)
     return Relay(ret, callers) if callers else None

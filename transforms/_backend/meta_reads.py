@@ -37,7 +37,7 @@ from libcst.metadata.scope_provider import BuiltinAssignment
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import in_source_order
+from .._cst import in_source_order, sole_assignment
 from .edits import removed_stmt
 from .reaching import reaching
 
@@ -62,19 +62,15 @@ def key_free_reads(ctx: FileContext, call: cst.Call) -> KeyFreeReads | None:
     read = _read_of(ctx, call, lambda n: n is call)
     if read is not None:
         return KeyFreeReads(None, [read])
-    assign = ctx.parents.get(call)
-    stmt = ctx.parents.get(assign)
-    if not (
-        isinstance(assign, cst.Assign)
-        and assign.value is call
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
-        and isinstance(stmt, cst.SimpleStatementLine)
-        and len(stmt.body) == 1
-        and len(getattr(ctx.parents.get(stmt), "body", ())) > 1  # (it goes: not a block's last)
-    ):
+    assign = sole_assignment(ctx, call)
+    if assign is None:
         return None
-    refs = _references(ctx, assign.targets[0].target)
+    stmt = cst.ensure_type(ctx.parents.get(assign), cst.SimpleStatementLine)
+    if (
+        len(getattr(ctx.parents.get(stmt), "body", ())) <= 1
+    ):  # (the binding goes: not a block's only statement)
+        return None
+    refs = _references(ctx, cst.ensure_type(assign.targets[0].target, cst.Name))
     if not refs:
         return None
     ids = {id(r) for r in refs}
