@@ -181,27 +181,33 @@ def _device_literal(ctx: FileContext, original: cst.SimpleString, updated: cst.S
     if isinstance(cur, cst.ComparisonTarget):  # dev == "mixed"
         comparison = ctx.parents.get(cur)
         other = comparison.left if isinstance(comparison, cst.Comparison) else None
-        target = _binding(ctx, other) if isinstance(other, cst.Name) else None
+        targets = _bindings(ctx, other) if isinstance(other, cst.Name) else []
     elif (
         isinstance(cur, cst.Assign)
         and len(cur.targets) == 1
         and isinstance(cur.targets[0].target, cst.Name)
     ):
-        target = cur.targets[0].target
+        targets = [cur.targets[0].target]
     else:
         return None
-    return _gpu(updated) if target is not None and _device_variable(ctx, target) else None
+    # every assignment the read may see has its "mixed" rewritten (``dev = "cpu"`` on one branch,
+    # ``dev = "mixed"`` on the other): the comparison must follow, or it is never true again
+    if targets and all(_device_variable(ctx, t) for t in targets):
+        return _gpu(updated)
+    return None
 
 
-def _binding(ctx: FileContext, name: cst.Name) -> cst.Name | None:
-    """The one assignment target a variable read refers to."""
+def _bindings(ctx: FileContext, name: cst.Name) -> list[cst.Name]:
+    """The assignment targets a variable read may refer to ([] when any is not a plain name:
+    a parameter, an import, a loop variable...)."""
     scope = ctx.scopes.get(name)
     accesses = (
         [a for a in scope.accesses[name.value] if a.node is name] if scope is not None else []
     )
-    referents = [r for a in accesses for r in a.referents]
-    node = referents[0].node if len(referents) == 1 else None
-    return node if isinstance(node, cst.Name) else None
+    nodes = [r.node for a in accesses for r in a.referents]
+    if not all(isinstance(n, cst.Name) for n in nodes):
+        return []
+    return [cst.ensure_type(n, cst.Name) for n in nodes]
 
 
 def _device_variable(ctx: FileContext, target: cst.Name) -> bool:
