@@ -62,7 +62,7 @@ def base_uses(cls: cst.ClassDef) -> list[str]:
     """What the methods of ``cls`` read of DALI's base iterator, each said as what it holds
     and what to write instead, in the order of the table; ``[]`` where it reads none of it."""
     said: list[str] = []
-    idiom = _iter_idiom(cls)
+    idiom = rewinding_iter(cls)
     rest = [s for s in cls.body.body if s is not idiom]
     if len(rest) != len(cls.body.body):
         said.append(
@@ -119,7 +119,7 @@ def _self_attributes(node: cst.CSTNode) -> set[str]:
     }
 
 
-def _iter_idiom(cls: cst.ClassDef) -> cst.FunctionDef | None:
+def rewinding_iter(cls: cst.ClassDef) -> cst.FunctionDef | None:
     """``def __iter__(self): if <self._counter / self._size compared>: self.reset(); return
     self`` in ``cls``: the override that rewinds an ended epoch where a pass starts."""
     for s in cls.body.body:
