@@ -52,7 +52,10 @@ _MEANING = {
     ),
 }
 #: said of a base attribute the subclass sets: the base goes on reading it
-_SET = ", which the class sets too: DALI's own code reads the value it sets"
+_SET = (
+    ", which the class sets too (so does DALI's __init__: DALI's own code reads whichever was set "
+    "last)"
+)
 #: the tests of the ``__iter__`` idiom: an ended epoch (the first), or no size known (``or``)
 _ENDED = "self._counter >= self._size"
 _NO_SIZE = ("self._size < 0", "self._size <= 0")
