@@ -29,8 +29,8 @@ from .._cst import block_statements, is_docstring, source_of, walk
 _MEANING = {
     "_counter": (
         "self._counter (the samples handed out in this epoch, in steps of batch_size, the last "
-        "padded batch counted whole: add batch_size in __next__, set 0 where the epoch starts; "
-        "FILL: to the samples the last epoch read ahead)"
+        "padded batch counted whole: add batch_size in __next__, set 0 where the epoch starts, "
+        "for FILL to the samples the last epoch read ahead)"
     ),
     "_size": (
         "self._size (size=, or with reader_name the shard's epoch size as the policy rounds it: "
@@ -43,11 +43,11 @@ _MEANING = {
     "output_map": "self.output_map (the output_map= names, in order)",
     "_first_batch": (
         "self._first_batch (the batch the base read ahead in its __init__ and handed out, as it "
-        "gave every batch, at the first __next__; the new loader reads none ahead: its first "
+        "gave every batch, at the first __next__, while the new loader reads none ahead: its first "
         "batch is the epoch's first, built as the others are)"
     ),
     "reset": (
-        "self.reset() (rewinds only an epoch that ended; mid-epoch it warns and does nothing: "
+        "self.reset() (rewinds only an epoch that ended, mid-epoch it warns and does nothing: "
         "each pass over the new loader starts an epoch, delete it)"
     ),
 }
