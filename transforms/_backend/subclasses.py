@@ -88,10 +88,14 @@ def iterator_subclass(
 
 def _unsized(cls: cst.ClassDef, call: cst.Call) -> list[str]:
     """An ``__iter__`` that rewinds an ended epoch where the iterator has neither reader_name nor
-    size=: DALI resets it at every pass (``_size < 0``), even a fresh one."""
-    if any(a.keyword is not None and a.keyword.value in ("reader_name", "size") for a in call.args):
-        return []
-    return [f"{cls.name.value}.__iter__ resets an iterator without reader_name or size="]
+    a positive literal size=: DALI may reset it at every pass (``_size < 0``), even a fresh one."""
+    for a in call.args:
+        key = a.keyword.value if a.keyword is not None else None
+        if key == "reader_name" or (
+            key == "size" and isinstance(a.value, cst.Integer) and int(a.value.value, 0) > 0
+        ):
+            return []
+    return [f"{cls.name.value}.__iter__ resets an iterator without reader_name or a size= > 0"]
 
 
 def _annotates(ctx: FileContext, node: cst.CSTNode) -> bool:
