@@ -79,6 +79,7 @@ from dali_migrate.context import OPS_PREFIX, FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
+from ._backend.base_internals import base_uses
 from ._cst import within
 
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
@@ -249,12 +250,14 @@ def _subclassed(ctx: FileContext, node: cst.CSTNode, q: str | None, here: bool) 
     if cur is None or not any((ctx.qualname(b.value) or "").startswith(_PLUGIN) for b in cur.bases):
         return None
     name = cur.name.value
+    uses = base_uses(cur) if any(within(ctx, node, b) for b in cur.bases) else []
     return (
         f"a framework iterator that {name} subclasses or configures: "
         + ("" if here else "migrate the module that defines its pipeline in the same run, then ")
         + f"write {name} without the DALI base, over the migrated pipeline: loop over "
         "reader.next_epoch(batch_size=...), convert each ndd.Batch (.torch(), DLPack) and end "
         "each epoch as its last_batch_policy did"
+        + (f"; of the DALI base it uses: {'; '.join(uses)}" if uses else "")
     )
 
 

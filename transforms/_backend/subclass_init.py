@@ -29,6 +29,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import free_names, source_of, walk
+from .base_internals import base_uses
 from .flow_sites import enclosing_class
 from .iterator_args import HARMLESS
 from .wrappers import LITERALS, binding_of
@@ -262,10 +263,11 @@ def _super_init(s: cst.CSTNode) -> cst.Call | None:
     return None
 
 
-def handed_to_base(ctx: FileContext, call: cst.Call) -> tuple[str, str, str] | None:
+def handed_to_base(ctx: FileContext, call: cst.Call) -> tuple[str, str, str, list[str]] | None:
     """``call`` is ``super().__init__(...)`` in a class of this module that subclasses a DALI
     framework iterator (the class builds its pipeline itself and hands it on): (the class, the
-    iterator it subclasses, the policy argument's text or "")."""
+    iterator it subclasses, the policy argument's text or "", what the class reads of the base
+    (``base_internals``))."""
     if _super_init(cst.SimpleStatementLine([cst.Expr(call)])) is None:
         return None
     cls = enclosing_class(ctx, call)
@@ -285,10 +287,10 @@ def handed_to_base(ctx: FileContext, call: cst.Call) -> tuple[str, str, str] | N
         ),
         "",
     )
-    return cls.name.value, base.rsplit(".", 1)[-1], policy
+    return cls.name.value, base.rsplit(".", 1)[-1], policy, base_uses(cls)
 
 
-def base_advice(cls: str, base: str, policy: str) -> tuple[str, str]:
+def base_advice(cls: str, base: str, policy: str, uses: list[str]) -> tuple[str, str]:
     """The TODO at ``super().__init__(pipe, ...)`` of ``handed_to_base``: what it is, what to
     write."""
     cut = f" as last_batch_policy={policy} did" if policy else " as its last_batch_policy did"
@@ -299,8 +301,8 @@ def base_advice(cls: str, base: str, policy: str) -> tuple[str, str]:
         "max_batch_size= to read its get_metadata()), make __iter__ start one epoch of "
         "reader.next_epoch(batch_size=...) that runs the operators on each batch, and "
         f"__next__ return what it returned, built from the outputs as {base} gave them "
-        f"(output.torch() for data[0][name]), ending the epoch{cut}; "
-        "self._counter, self._size and reset() are the DALI iterator's: count the samples instead",
+        f"(output.torch() for data[0][name]), ending the epoch{cut}"
+        + (f"; the TODO at `class {cls}` says what it uses of the base" if uses else ""),
     )
 
 

@@ -19,7 +19,8 @@ After (in the loader's ``__iter__``)::
 ``self.output_map`` its names; indexing a literal list or dict is done in place, and a dict bound
 to a name that is only indexed by literal keys (each once) is inlined. Anything else in the
 subclass (other methods, other uses of ``self``, names of the enclosing function) keeps it, with a
-TODO.
+TODO; an ``__iter__`` that only rewinds an ended epoch (``if self._counter >= self._size:
+self.reset()``, then ``return self``) goes with it, as each pass over the loader is one epoch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import assigned_names, free_names, walk
+from .base_internals import rewinding_iter
 from .subclass_init import init_reasons, method, resolved_call
 from .wrappers import binding_of
 
@@ -79,7 +81,21 @@ def iterator_subclass(
             reasons.append(made)
         else:
             resolved = made
+    if not reasons and rewinding_iter(cls) is not None:
+        reasons += _unsized(cls, resolved if resolved is not None else call)
     return SubclassUse(cls, base, reasons, resolved, notes)
+
+
+def _unsized(cls: cst.ClassDef, call: cst.Call) -> list[str]:
+    """An ``__iter__`` that rewinds an ended epoch where the iterator has neither reader_name nor
+    a positive literal size=: DALI may reset it at every pass (``_size < 0``), even a fresh one."""
+    for a in call.args:
+        key = a.keyword.value if a.keyword is not None else None
+        if key == "reader_name" or (
+            key == "size" and isinstance(a.value, cst.Integer) and int(a.value.value, 0) > 0
+        ):
+            return []
+    return [f"{cls.name.value}.__iter__ resets an iterator without reader_name or a size= > 0"]
 
 
 def _annotates(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -96,6 +112,10 @@ def _class_reasons(
     if len(refs) != 1:
         return [f"{name} is used in more than one place"]
     body = [s for s in cls.body.body if not _is_doc_or_pass(s)]
+    # an __iter__ that rewinds an ended epoch where a pass starts: each pass over the loader is
+    # one epoch (``base_internals``)
+    rewinds = rewinding_iter(cls)
+    body = [s for s in body if s is not rewinds]
     names = [s.name.value if isinstance(s, cst.FunctionDef) else "" for s in body]
     if not names or len(set(names)) != len(names) or not set(names) <= {"__init__", "__next__"}:
         return [f"{name} defines more than __init__ and __next__"]
