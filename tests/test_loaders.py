@@ -140,7 +140,7 @@ DROP_IN = {
     "pt_reset_rebinds_attribute",
 }
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
-PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded"}
+PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}
 
 
 @pytest.mark.parametrize("case", CASES)

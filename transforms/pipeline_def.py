@@ -409,11 +409,19 @@ class PipelineDef(Rule):
         fired: list[str] = []
         if loader is not None:
             iterated = [i for i in instances if i.iterators]
-            params, body, kept_loader, fired = self._emitted(
-                state, unit, capture, needs, loader, iterated
-            )
-            defs, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
-            notes += dropin_note(ctx, self.id, loader.iterators[0], cls)
+            try:
+                params, body, kept_loader, fired = self._emitted(
+                    state, unit, capture, needs, loader, iterated
+                )
+                defs, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
+                notes += dropin_note(ctx, self.id, loader.iterators[0], cls)
+            except Refused as why:
+                if len(iterated) == len(instances):
+                    raise
+                # the generator the others get stays; the iterators keep their code, with a TODO
+                for inst in iterated:
+                    abandon_iterators(inst, str(why), unit.followups)
+                loader, kept_loader, fired = None, set(), []
         kept = kept_loader
         bare = [i for i in instances if loader is None or not i.iterators]
         if loader is None or bare:  # (the last emitted: graph.handles are the generator's)
