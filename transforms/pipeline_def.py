@@ -76,6 +76,13 @@ dictionary ``pipe.epoch_size()`` returns was keyed by a name DALI made up (``"__
 every read takes its one value (``d[next(iter(d))]``, ``list(d.values())[0]``, ...), the read
 becomes the reader's own value (``_backend/meta_reads.py``); other reads keep a TODO.
 
+Where some objects of the definition are wrapped by a framework iterator and others are run (or
+made) directly, each use migrates on its own: the function stays the generator for the latter,
+and the loader class (``_backend/loaders.py``) is written after it for the former, its sites
+rewritten as for a definition only iterated (not where the function would return the reader or a
+checkpoint, nor for DALIDataset; where the class cannot be written, the iterators keep their TODO
+and the generator stays).
+
 The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
 wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
 parameters); the definition itself too, where it is passed as a value (``bench(train_pipe)``,
