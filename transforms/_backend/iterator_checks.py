@@ -209,6 +209,10 @@ def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
         return [f"{what}: a loop left early resumed the source where it stood"]
     if use.subclass is not None or use.wrapper is not None:
         return [f"{what}, subclassed or made in a wrapper class"]
+    if use.rebinds:  # (the loader over the sources has no reset() that returns None)
+        return [f"{what}, rebound to what its reset() returns ({use.name}.reset() is None)"]
+    if use.dropin:  # (nor __next__ and reset(): it is no iterator of its own)
+        return [f"{what}, taken by code the tool cannot read"]
     return []
 
 
