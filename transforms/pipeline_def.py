@@ -666,10 +666,16 @@ def _settle_forms(
         # where only this definition reaches the call that makes an iterated pipeline, the
         # loader class is made there, and the function stays a generator for the other calls
         peered = [i for i in instances if i.iterators and i.through_value and i.value_peers]
+        handed = [i for i in instances if i.iterators and i.through_value and i.value_param]
         if peered:
             iterators_why.append(
                 f"`{ctx.text(peered[0].call.func)}` may be another pipeline definition where the "
                 "pipeline is made: one loader class cannot stand for them all"
+            )
+        elif handed:
+            iterators_why.append(
+                f"`{ctx.text(handed[0].call.func)}` gets the pipeline function through a "
+                "parameter, which code the tool does not see may give another one"
             )
     for inst in instances:
         if handles_why and (

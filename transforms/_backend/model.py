@@ -144,6 +144,8 @@ class Instance:
     through_value: bool = False
     #: there, the other definitions that may be called (none: the call always runs this one)
     value_peers: int = 0
+    #: and it reaches that call through a function's parameter
+    value_param: bool = False
 
     @property
     def followed(self) -> bool:
