@@ -134,9 +134,13 @@ def test_readme_shows_what_the_tool_writes() -> None:
 
 #: cases whose loader also has to be a drop-in iterator (reset(), __iter__, __next__) for code
 #: the tool cannot read: their few lines of program make that a larger share
-DROP_IN = {"pt_handed_to_unseen_code", "pt_attribute_shared_by_classes"}
+DROP_IN = {
+    "pt_handed_to_unseen_code",
+    "pt_attribute_shared_by_classes",
+    "pt_reset_rebinds_attribute",
+}
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
-PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded"}
+PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -76,6 +76,13 @@ dictionary ``pipe.epoch_size()`` returns was keyed by a name DALI made up (``"__
 every read takes its one value (``d[next(iter(d))]``, ``list(d.values())[0]``, ...), the read
 becomes the reader's own value (``_backend/meta_reads.py``); other reads keep a TODO.
 
+Where some objects of the definition are wrapped by a framework iterator and others are run (or
+made) directly, each use migrates on its own: the function stays the generator for the latter,
+and the loader class (``_backend/loaders.py``) is written after it for the former, its sites
+rewritten as for a definition only iterated (not where the function would return the reader or a
+checkpoint, nor for DALIDataset; where the class cannot be written, the iterators keep their TODO
+and the generator stays).
+
 The whole pipeline (definition and use sites) is one fix. The pipeline object is followed
 wherever the code keeps it (names, ``self.pipe``, lists of per-GPU pipelines, factories, helper
 parameters); the definition itself too, where it is passed as a value (``bench(train_pipe)``,
@@ -394,22 +401,78 @@ class PipelineDef(Rule):
     ) -> tuple[list[Edit], list[str]]:
         """The function and its followed use sites; ``capture``: its loop runs in capture mode
         (the one pipeline of the run that may); ``runs``: the ``run()`` calls of every pipeline
-        of the module (outputs bound by several of them are followed from each)."""
+        of the module (outputs bound by several of them are followed from each). Where some
+        objects are iterated by a framework iterator and others run (or made) directly, the
+        function stays a generator for the latter and a loader class is written for the former:
+        each use site is rewritten for its own kind."""
         ctx = state.ctx
         fn, graph, instances, notes = unit.fn, unit.graph, unit.instances, unit.notes
         needs = needs_of(instances)
         loader = loader_instance(instances)  # iterated: a loader class
+        defs: list[cst.BaseStatement] = []
+        loader_edits: list[Edit] = []
+        cls: str | None = None
+        kept_loader: set[str] = set()
+        fired: list[str] = []
+        if loader is not None:
+            iterated = [i for i in instances if i.iterators]
+            try:
+                params, body, kept_loader, fired = self._emitted(
+                    state, unit, capture, needs, loader, iterated
+                )
+                defs, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
+                notes += dropin_note(ctx, self.id, loader.iterators[0], cls)
+            except Refused as why:
+                if len(iterated) == len(instances):
+                    raise
+                # the generator the others get stays; the iterators keep their code, with a TODO
+                for inst in iterated:
+                    abandon_iterators(inst, str(why), unit.followups)
+                loader, kept_loader, fired = None, set(), []
+        kept = kept_loader
+        bare = [i for i in instances if loader is None or not i.iterators]
+        if loader is None or bare:  # (the last emitted: graph.handles are the generator's)
+            params, body, kept, more = self._emitted(state, unit, capture, needs, None, bare)
+            fired = sorted({*fired, *more})
+            body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the sites
+            defs = [_generator_def(fn, params, body), *_apart(ctx, fn, defs)]
+        name_handles(ctx, instances, needs)
+        kept_loader = kept_loader | ({RESTORE_PARAM} if needs.restore else set())
+        kept = kept | ({RESTORE_PARAM} if needs.restore else set())
+        edits = [ctx.stmt_edit(fn, defs), *graph.extra_edits, *loader_edits]
+        edits += self._site_edits(
+            ctx, unit, cls, (kept, kept_loader), runs, threads_written, shared
+        )
+        # the outputs of two instances' runs in one scope are found from each of them
+        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
+        check_disjoint(ctx, edits)
+        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
+        return edits, fired
+
+    def _emitted(
+        self,
+        state: FileState,
+        unit: _Unit,
+        capture: bool,
+        needs: Needs,
+        loader: Instance | None,
+        sites: list[Instance],
+    ) -> tuple[cst.Parameters, list[cst.BaseStatement], set[str], list[str]]:
+        """The parameters and body of the generator (``loader``: of the loader class made from
+        it) that the objects ``sites`` get; the parameters their calls keep; the local rules
+        that fired."""
+        ctx, fn, graph = state.ctx, unit.fn, unit.graph
         sig = self._signature(ctx, unit, needs, loader)
         plan = self._plan(state, unit, capture, sig, needs, loader)
         # callables the caller passes as arguments: the graph code may call them
         batch = cst.Module([]).code_for_node(plan.batch_size)
         graph.handed = Handed({p: p for p in param_names(fn)}, f"{fn.name.value}(...)", batch)
-        body, fired = emit_generator_body(ctx, graph, plan, notes)
-        unit.captured = plan.captured
+        body, fired = emit_generator_body(ctx, graph, plan, unit.notes)
+        unit.captured = unit.captured or plan.captured
         existing = param_names(fn)
         if plan.device_applied:  # the call sites keep their device_id=, the generator takes it
             existing = existing | {"device_id"}
-            for inst in instances:
+            for inst in sites:
                 inst.device_todo = None
         elif "device_id" in graph.current.attrs:  # the graph code reads it
             existing = existing | {"device_id"}
@@ -417,28 +480,7 @@ class PipelineDef(Rule):
             sig.kwonly = [p for p in sig.kwonly if p.name.value != "device_id"]
             sig.star = fn.params.star_arg if not sig.kwonly else sig.star
         params = fn.params.with_changes(kwonly_params=sig.kwonly, star_arg=sig.star)
-        if loader is not None:
-            helpers, loader_edits, cls = loader_definition(ctx, fn, graph, body, params, loader)
-            notes += dropin_note(ctx, self.id, loader.iterators[0], cls)
-        body = wrap_body(ctx, body, graph, needs)  # the reader or checkpoint for the call sites
-        name_handles(ctx, instances, needs)
-        new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=body))
-        if fn.decorators:
-            # comments above the decorator stay above the function
-            new_fn = new_fn.with_changes(
-                leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
-            )
-        edits = [ctx.stmt_edit(fn, helpers if loader else [new_fn]), *graph.extra_edits]
-        edits += loader_edits if loader else []
-        kept = existing | ({RESTORE_PARAM} if needs.restore else set())
-        edits += self._site_edits(
-            ctx, unit, cls if loader else None, kept, runs, threads_written, shared
-        )
-        # the outputs of two instances' runs in one scope are found from each of them
-        edits = list({(e.start, e.end, e.text): e for e in edits}.values())
-        check_disjoint(ctx, edits)
-        notes[:] = list({(d.line, d.col, d.message): d for d in notes}.values())
-        return edits, fired
+        return params, body, existing, fired
 
     def _signature(
         self, ctx: FileContext, unit: _Unit, needs: Needs, loader: Instance | None
@@ -520,13 +562,14 @@ class PipelineDef(Rule):
         ctx: FileContext,
         unit: _Unit,
         loader_cls: str | None,
-        kept: set[str],
+        kept: tuple[set[str], set[str]],
         runs: tuple[cst.Call, ...],
         threads_written: tuple[set[int], set[tuple[int, str]]],
         shared: SharedStatements,
     ) -> list[Edit]:
         """The edits of each use site: of a plain generator, or of the loader class
-        ``loader_cls`` where the pipeline was iterated by a framework iterator."""
+        ``loader_cls`` where the pipeline was iterated by a framework iterator (``kept``: the
+        parameters the calls keep, of the generator and of the loader)."""
         dec_kwargs, notes = unit.dec_kwargs, unit.notes
         threads_set, loader_threads = threads_written
         edits: list[Edit] = []
@@ -534,7 +577,7 @@ class PipelineDef(Rule):
             if loader_cls is not None and inst.iterators:
                 threads = dec_kwargs.get("num_threads")
                 edits += loader_site_edits(
-                    ctx, inst, loader_cls, self.id, threads, kept, notes, loader_threads
+                    ctx, inst, loader_cls, self.id, threads, kept[1], notes, loader_threads
                 )
                 continue
             peers = tuple(r for r in runs if not any(r is own for own in inst.runs))
@@ -543,13 +586,37 @@ class PipelineDef(Rule):
                 inst,
                 self.id,
                 dec_kwargs.get("num_threads"),
-                kept,
+                kept[0],
                 notes,
                 peers=peers,
                 threads_set=threads_set,
                 shared=shared,
             )
         return edits
+
+
+def _generator_def(
+    fn: cst.FunctionDef, params: cst.Parameters, body: list[cst.BaseStatement]
+) -> cst.FunctionDef:
+    """The pipeline function as a generator: no decorator (the comments above it stay above
+    the function)."""
+    new_fn = fn.with_changes(decorators=[], params=params, body=fn.body.with_changes(body=body))
+    if fn.decorators:
+        new_fn = new_fn.with_changes(
+            leading_lines=list(fn.leading_lines) + list(fn.decorators[0].leading_lines)
+        )
+    return new_fn
+
+
+def _apart(
+    ctx: FileContext, fn: cst.FunctionDef, defs: list[cst.BaseStatement]
+) -> list[cst.BaseStatement]:
+    """The loader class (and its helpers) written after the generator: blank lines above each
+    in place of the function's comments, which stay above the generator."""
+    blank = [cst.EmptyLine(indent=False)] * (
+        2 if isinstance(ctx.parents.get(fn), cst.Module) else 1
+    )
+    return [d.with_changes(leading_lines=blank) for d in defs]
 
 
 def _drop_unshared(state: FileState, rule_id: str, units: list[_Unit]) -> None:
@@ -596,7 +663,20 @@ def _settle_forms(
     if any(i.through_value for i in instances):  # the code that calls it runs others too
         passed = "the pipeline function is passed as a value, so it stays a plain generator"
         handles_why.setdefault(0, passed)
-        iterators_why.append(passed)
+        # where only this definition reaches the call that makes an iterated pipeline, the
+        # loader class is made there, and the function stays a generator for the other calls
+        peered = [i for i in instances if i.iterators and i.through_value and i.value_peers]
+        handed = [i for i in instances if i.iterators and i.through_value and i.value_param]
+        if peered:
+            iterators_why.append(
+                f"`{ctx.text(peered[0].call.func)}` may be another pipeline definition where the "
+                "pipeline is made: one loader class cannot stand for them all"
+            )
+        elif handed:
+            iterators_why.append(
+                f"`{ctx.text(handed[0].call.func)}` gets the pipeline function through a "
+                "parameter, which code the tool does not see may give another one"
+            )
     for inst in instances:
         if handles_why and (
             needs_of([inst]).handles or inst.resets or RESTORE_PARAM in inst.kwargs

@@ -9,7 +9,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.dali_api import PIPELINE_POSITIONAL
 
-from .._cst import comment_line, is_literal, statement, walk
+from .._cst import called_defs, comment_line, is_literal, statement, walk
 
 #: pipeline arguments dynamic mode has no use for, and why (written as a comment where dropped)
 _NO_EXECUTOR = "dynamic mode has no pipeline executor to configure"
@@ -119,7 +119,9 @@ def device_todo(
 ) -> str | None:
     """A TODO for ``device_id=<not 0 or None>`` when the pipeline uses the GPU (``where``: the
     code that made the pipeline, as the TODO names it)."""
-    if device_id is None or is_default_device(device_id.value) or not uses_gpu(container):
+    if device_id is None or is_default_device(device_id.value):
+        return None
+    if not uses_gpu(container) and not _helpers_use_gpu(ctx, container):
         return None
     return device_message(ctx.render(device_id.value, []), where)
 
@@ -163,6 +165,24 @@ def uses_gpu(container: cst.CSTNode) -> bool:
                 return True
         if isinstance(n, cst.Attribute) and n.attr.value == "gpu":
             return True
+    return False
+
+
+def _helpers_use_gpu(ctx: FileContext, container: cst.CSTNode) -> bool:
+    """Whether a function of the module that the graph code calls (at any depth) asks for the
+    GPU: its operators are the pipeline's too (``images = preprocess(jpegs)``)."""
+    seen: set[int] = set()
+    todo = [container]
+    while todo:
+        node = todo.pop()
+        for defs, _ in called_defs(ctx, node).values():
+            for fn in defs:
+                if id(fn) in seen:
+                    continue
+                seen.add(id(fn))
+                if uses_gpu(fn):
+                    return True
+                todo.append(fn)
     return False
 
 

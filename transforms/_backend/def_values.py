@@ -62,6 +62,9 @@ class ValueCall:
 
     call: cst.Call
     defs: list[cst.FunctionDef]
+    #: the definitions reach it through a parameter of a function (which code of another module
+    #: may call with something else)
+    via_param: bool = False
 
 
 @dataclass
@@ -84,6 +87,8 @@ class DefinitionValues:
     def __init__(self, ctx: FileContext, definition_of: DefinitionOf) -> None:
         self.ctx = ctx
         self.definition_of = definition_of
+        #: the value resolved last went through a function's parameter
+        self.via_param = False
 
     def follow(self, ref: cst.CSTNode) -> Reach | None:
         """The calls the definition ``ref`` refers to reaches as a value; None where it goes
@@ -93,6 +98,7 @@ class DefinitionValues:
             return None
         reach = Reach()
         for call in calls.values():
+            self.via_param = False
             defs = self._resolved(call.func, (), set())
             if not defs:
                 return None
@@ -109,7 +115,7 @@ class DefinitionValues:
                 )
                 reach.followups.append(FollowUp(call, what, advice))
             else:
-                reach.calls.append(ValueCall(call, defs))
+                reach.calls.append(ValueCall(call, defs, self.via_param))
         return reach
 
     # -- forward: where the value goes --------------------------------------------------------
@@ -283,6 +289,7 @@ class DefinitionValues:
         definition lies in it."""
         ctx = self.ctx
         if isinstance(holder, cst.Param):
+            self.via_param = True
             fn = _plain_function(ctx, holder)
             if fn is None:
                 return None

@@ -326,6 +326,7 @@ def instances_of(
             inst.label = f"{ctx.text(call.func)}(...)"
             inst.copies = 2  # one per call of the code around it, at least
             others = [d for d in value.defs if d.name.value != name]
+            inst.value_peers, inst.value_param = len(others), value.via_param
             inst.peers = list({id(p): p for p in [*inst.peers, *others]}.values())
         instances.append(inst)
     return instances

@@ -10,7 +10,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
 from .datasets import signature_reasons
-from .handles import name_arg
+from .handles import name_arg, needs_of
 from .iterator_consumers import left_early
 from .iterator_follow import drop_in, enclosing, loops_around
 from .iterator_use import ANY_READER, IteratorUse
@@ -27,6 +27,12 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
     uses = [u for inst in instances for u in inst.iterators]
     if not uses:
         return []
+    bare = next((i for i in instances if not i.iterators), None)
+    if bare is not None:
+        why = _beside_reason(ctx, instances, bare)
+        if why:
+            return [why]
+        instances = [i for i in instances if i.iterators]
     if len(uses) != 1 or len(instances) != 1:
         why = _shared_class_reason(ctx, instances)
         if why:
@@ -35,6 +41,24 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
             dict.fromkeys(r for i in instances for r in _one_iterator_reasons(ctx, graph, i))
         )
     return _one_iterator_reasons(ctx, graph, next(i for i in instances if i.iterators))
+
+
+def _beside_reason(ctx: FileContext, instances: list[Instance], bare: Instance) -> str:
+    """Objects of the definition that no framework iterator wraps (run, or made and passed on)
+    keep the generator, beside the loader class the iterated ones get, where neither needs
+    more of the function than its batches (the reader or a checkpoint returned with them) and
+    the iterator is not TensorFlow's (whose generator the dataset is written from)."""
+    needs = needs_of(instances)
+    if needs.handles or needs.checkpointing:
+        why = "the function would return the reader or a checkpoint to one of them"
+    elif any(u.framework == "tf" for i in instances for u in i.iterators):
+        why = "DALIDataset's generator would take the function's place"
+    else:
+        return ""
+    return (
+        f"the pipeline is also made at line {ctx.line_of(bare.call)}, where no framework "
+        f"iterator the tool migrates wraps it, and {why}"
+    )
 
 
 def _shape(use: IteratorUse) -> tuple:
@@ -185,6 +209,10 @@ def _source_reasons(graph: Graph, use: IteratorUse) -> list[str]:
         return [f"{what}: a loop left early resumed the source where it stood"]
     if use.subclass is not None or use.wrapper is not None:
         return [f"{what}, subclassed or made in a wrapper class"]
+    if use.rebinds:  # (the loader over the sources has no reset() that returns None)
+        return [f"{what}, rebound to what its reset() returns ({use.name}.reset() is None)"]
+    if use.dropin:  # (nor __next__ and reset(): it is no iterator of its own)
+        return [f"{what}, taken by code the tool cannot read"]
     return []
 
 

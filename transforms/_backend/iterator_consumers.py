@@ -25,7 +25,7 @@ def check_uses(ctx: FileContext, use: IteratorUse, reasons: list[str]) -> None:
         # DALI's iterator resumes an epoch left early (it ignores reset() until the epoch is over)
         if left_early(loop):
             use.early_exit = True
-    for r in use.resets:
+    for r in [*use.resets, *use.rebinds]:
         if any(a is lp for a in loops_around(ctx, r) for lp in use.loops):
             # after the last batch DALI's reset() starts the next epoch inside the same loop
             reasons.append(
@@ -111,6 +111,15 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
     if not use.opaque:
         return []
     first = use.opaque[0]
+    rebind = ctx.enclosing_statement(first)
+    if any(rebind is r for r in use.rebinds):
+        text = (
+            f"`{ctx.text(rebind).strip()}` {scope_label(ctx, first)} stays as written: "
+            f"{name}(...) takes the place of {use.name}(...), an iterator of one epoch's "
+            "batches at a time, as DALI's was, whose reset() returns None, as DALI's did; loops "
+            "over it, len(), next() and reset() work as before, its other attributes do not"
+        )
+        return [ctx.info(rule, first, text)]
     if isinstance(first, cst.Return):
         fn = enclosing(ctx, first, cst.FunctionDef)
         what = f"{fn.name.value}() returns" if isinstance(fn, cst.FunctionDef) else "returned"

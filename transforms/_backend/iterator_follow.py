@@ -109,6 +109,8 @@ class Follower:
             ):
                 continue  # ``self.x`` of another class's objects
             stored = isinstance(ctx.parents.get(node), cst.AssignTarget)
+            if stored and reset_rebind(ctx, node) is not None:
+                continue  # ``self.x = self.x.reset()``: its read is the use (``_terminal``)
             if (
                 not stored
                 and _self_attr(ctx, node) is not None
@@ -209,6 +211,11 @@ class Follower:
             use.lens.append((node, ""))
         elif _builtin_arg(ctx, node, "next"):
             use.pulls.append(ctx.parents.get(parent))
+        elif (rebind := reset_rebind(ctx, node)) is not None:
+            # ``it = it.reset()``: DALI's reset() returns None, so ``it`` holds None after it;
+            # the statement stays as written over a drop-in loader, whose reset() does the same
+            use.rebinds.append(rebind)
+            drop_in(use, node)
         elif (reset := _reset_stmt(ctx, node)) is not None:
             use.resets.append(reset)
             self.reset_callees[id(use.resets[-1])] = tuple(self.within)
@@ -538,6 +545,38 @@ def _reset_stmt(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine 
     ):
         return stmt
     return None
+
+
+def reset_rebind(ctx: FileContext, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """``it = it.reset()`` (``self.it = self.it.reset()``), alone on its line, where ``node`` is
+    either ``it``: the statement. The name or attribute then holds what reset() returned."""
+    stmt = ctx.enclosing_statement(node)
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+        return None
+    assign = stmt.body[0]
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(call := assign.value, cst.Call)
+        and not call.args
+        and isinstance(attr := call.func, cst.Attribute)
+        and attr.attr.value == "reset"
+        and isinstance(attr.value, (cst.Name, cst.Attribute))
+    ):
+        return None
+    target, read = assign.targets[0].target, attr.value
+    if node is not target and node is not read:
+        return None
+    if not (target.deep_equals(read) and _same_holder(ctx, target, read)):
+        return None
+    return stmt
+
+
+def _same_holder(ctx: FileContext, target: cst.BaseExpression, read: cst.BaseExpression) -> bool:
+    """A plain name, or ``self.<attr>`` of the method's own object."""
+    if isinstance(target, cst.Name):
+        return True
+    return _self_attr(ctx, target) is not None and _self_attr(ctx, read) is not None
 
 
 def _loop_of(ctx: FileContext, node: cst.CSTNode) -> cst.For | None:

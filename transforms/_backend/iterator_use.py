@@ -42,6 +42,10 @@ class IteratorUse:
     meta_calls: list[cst.Call] = field(default_factory=list)
     reader_attr: str | None = None
     meta_reader: str | None = None  # the reader's name= (keys epoch_size() without a name)
+    #: ``it = it.reset()``: the name (or ``self`` attribute) holding the iterator takes what
+    #: reset() returned (None); each stays as written over a drop-in loader, whose reset() does
+    #: what DALI's did and returns None
+    rebinds: list[cst.SimpleStatementLine] = field(default_factory=list)
     #: resets in code that also gets other values (they stay; the loader's reset() does nothing)
     kept_resets: list[cst.SimpleStatementLine] = field(default_factory=list)
     #: how many iterators the code that makes this one makes (a factory called twice: 2); each

@@ -142,6 +142,10 @@ class Instance:
     relay_names: dict[int, list[str]] = field(default_factory=dict)
     #: made by calling a parameter (or name) that the definition was passed to as a value
     through_value: bool = False
+    #: there, the other definitions that may be called (none: the call always runs this one)
+    value_peers: int = 0
+    #: and it reaches that call through a function's parameter
+    value_param: bool = False
 
     @property
     def followed(self) -> bool:

@@ -121,7 +121,8 @@ def device_reasons(use: IteratorUse) -> list[str]:
     shapes = [
         (use.early_exit, "a loop over it can leave an epoch early"),
         (bool(use.pulls), "next() takes batches from it"),
-        (use.dropin, "code the tool cannot read takes it"),
+        (bool(use.rebinds), "it is rebound to what its reset() returns"),
+        (use.dropin and not use.rebinds, "code the tool cannot read takes it"),
         (use.subclass is not None or use.wrapper is not None, "it is subclassed or wrapped"),
         (bool(use.meta_calls or use.size_reads), "its epoch size is read"),
         (bool(use.kept_resets), "its reset() is called where other values are taken"),
