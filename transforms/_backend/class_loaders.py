@@ -163,7 +163,7 @@ def loader_args(call: cst.Call, params: cst.Parameters, dropped: set[str]) -> li
     out = []
     for i, a in enumerate(args):
         name = a.keyword.value if a.keyword is not None else None
-        if name is None and i < len(positional):
+        if name is None and not a.star and i < len(positional):
             name = positional[i]
         if name in dropped:
             continue

@@ -20,6 +20,7 @@ from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 from .per_device import listed_pipelines
+from .star_keys import Unpacked, unpacked
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
 DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
@@ -300,16 +301,18 @@ def instances_of(
     instances: list[Instance] = []
     for call in calls:
         stmt = ctx.enclosing_statement(call)
-        if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
-            why = (
-                "*args/**kwargs"
-                if any(a.star for a in call.args)
-                else "the call is part of a compound statement"
-            )
+        found = unpacked(ctx, call) if any(a.star for a in call.args) else None
+        why = (
+            "the call is part of a compound statement"
+            if not isinstance(stmt, cst.SimpleStatementLine)
+            else _star_reason(found, params if pipeline_args else None)
+        )
+        if why:
             followups.append(
                 FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)")
             )
             continue
+        assert isinstance(stmt, cst.SimpleStatementLine)
         # keyword arguments naming the function's own parameters go to the function
         kwargs = (
             {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
@@ -319,6 +322,7 @@ def instances_of(
             followups.append(FollowUp(call, "; ".join(unsupported)))
             continue
         inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
+        inst.unpacked = found if isinstance(found, Unpacked) else None
         follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
         value = through.get(id(call))
         if value is not None:  # pipe_fn(...): the definitions that may reach it share its code
@@ -329,6 +333,25 @@ def instances_of(
             inst.peers = list({id(p): p for p in [*inst.peers, *others]}.values())
         instances.append(inst)
     return instances
+
+
+def _star_reason(found: Unpacked | str | None, params: set[str] | None) -> str | None:
+    """Why the star arguments of a creation stop its rewrite (None: there are none, or they
+    hand it what written-out arguments would). ``params``: the definition's own parameters,
+    where the keywords that are not among them are pipeline arguments (``@pipeline_def``),
+    which the rewrite takes out of the call: only the dict's keys that name a parameter pass
+    through it as they are."""
+    if isinstance(found, str):
+        return found
+    if found is None or params is None:
+        return None
+    others = sorted(set(found.keys) - params)
+    if others:
+        return (
+            f"its **kwargs may hold {', '.join(others)}, which the rewrite takes out of the "
+            "call as a pipeline argument: write it out as a keyword"
+        )
+    return None
 
 
 def _plain_assign(stmt: cst.SimpleStatementLine, call: cst.Call) -> cst.Assign | None:

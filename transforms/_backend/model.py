@@ -142,6 +142,9 @@ class Instance:
     relay_names: dict[int, list[str]] = field(default_factory=dict)
     #: made by calling a parameter (or name) that the definition was passed to as a value
     through_value: bool = False
+    #: what the call's ``**kwargs``/``*args`` hand it, where the tool can read it all
+    #: (``star_keys.Unpacked``); the call passes them on as they are
+    unpacked: Any = None
 
     @property
     def followed(self) -> bool:

@@ -1,0 +1,289 @@
+"""The keywords a ``**name`` (and the values a ``*[...]``) hands a call that makes a pipeline,
+where the code lets the tool read them all (:func:`unpacked`), and the call as if they were
+written out (:func:`written_out`), for the rules that read a creation's arguments.
+
+The keys of ``**name`` can be read when ``name`` is a local name of one function bound once, to
+a dict literal with string keys or a ``dict(k=v, ...)`` call, and every other use of it adds
+only literal keys (``name.update({...})``, ``name.update(k=v)``, ``name["k"] = v``,
+``name.setdefault("k", v)``) or only reads it (``name["k"]``, ``name.get(...)``, ``**name``,
+``"k" in name``, ``len(name)``, ``.keys()``/``.values()``/``.items()``/``.copy()``). Keys the
+literal binds are always there; the others may be.
+
+Before::
+
+    kw = {"batch_size": 8, "num_threads": 2}
+    if fast:
+        kw["seed"] = 1
+    pipe = TrainPipe(root, **kw)
+
+reads as ``TrainPipe(root, batch_size=kw["batch_size"], num_threads=kw["num_threads"],
+seed=kw.get("seed", <its default>))``; the call itself stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata.scope_provider import BuiltinAssignment
+
+from dali_migrate.context import FileContext
+
+from .flow_sites import enclosing_function
+
+#: methods of a dict that read it (or copy it) without adding keys
+_READING = frozenset({"get", "keys", "values", "items", "copy"})
+#: methods that add the keys they are given
+_ADDING = frozenset({"update", "setdefault"})
+
+
+@dataclass
+class Unpacked:
+    """What the star arguments of one call hand it: keyword -> always there (else it may be),
+    the expressions that give each keyword's value, and the values of ``*[...]`` in order."""
+
+    keys: dict[str, bool] = field(default_factory=dict)
+    values: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    #: ``**name``: the name, for ``name["k"]``/``name.get("k", ...)`` (None: a literal)
+    holders: dict[str, cst.Name] = field(default_factory=dict)
+
+
+def unpacked(ctx: FileContext, call: cst.Call) -> Unpacked | str:
+    """The keywords of the call's ``**`` arguments and the values of its ``*`` ones; else why
+    the tool cannot read them (for the TODO)."""
+    out = Unpacked()
+    written = {a.keyword.value for a in call.args if a.keyword is not None}
+    for arg in call.args:
+        if arg.star == "*":
+            if not _plain_sequence(arg.value):
+                return f"`*{ctx.text(arg.value)}` is not a list or tuple written out here"
+        elif arg.star == "**":
+            why = _read_dict(ctx, arg.value, out)
+            if why:
+                return why
+    twice = sorted(written & set(out.keys))
+    if twice:
+        return f"`{twice[0]}` is given twice"
+    return out
+
+
+def written_out(
+    call: cst.Call, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
+) -> cst.Call:
+    """``call`` as if its star arguments were written out (never rendered as a whole): a key
+    always there reads ``name["k"]``; one that may be missing ``name.get("k", <default>)``
+    where the parameter it binds has one (``default_of``)."""
+    args: list[cst.Arg] = []
+    for arg in call.args:
+        if arg.star == "*":
+            seq = cst.ensure_type(
+                arg.value, cst.List if isinstance(arg.value, cst.List) else cst.Tuple
+            )
+            args += [cst.Arg(e.value) for e in seq.elements]
+        elif arg.star == "**":
+            keys = _keys_of(arg.value, found)
+            args += [cst.Arg(_value(k, found, default_of), keyword=cst.Name(k)) for k in keys]
+        else:
+            args.append(arg)
+    return call.with_changes(args=args)
+
+
+def _keys_of(expr: cst.BaseExpression, found: Unpacked) -> list[str]:
+    """The keys the ``**`` argument ``expr`` contributes."""
+    if isinstance(expr, cst.Name):
+        return [k for k, n in found.holders.items() if n.value == expr.value]
+    return [k for k in found.keys if k not in found.holders and id(found.values[k]) in _ids(expr)]
+
+
+def _ids(expr: cst.BaseExpression) -> set[int]:
+    if isinstance(expr, cst.Dict):
+        return {id(e.value) for e in expr.elements}
+    if isinstance(expr, cst.Call):
+        return {id(a.value) for a in expr.args}
+    return set()
+
+
+def _value(
+    key: str, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
+) -> cst.BaseExpression:
+    holder = found.holders.get(key)
+    if holder is None:
+        return found.values[key]
+    text = cst.SimpleString(f'"{key}"')
+    default = None if found.keys[key] else default_of(key)
+    if default is None:
+        return cst.Subscript(holder, [cst.SubscriptElement(cst.Index(text))])
+    getter = cst.Attribute(holder, cst.Name("get"))
+    return cst.Call(getter, [cst.Arg(text), cst.Arg(default)])
+
+
+def _plain_sequence(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.List, cst.Tuple)) and all(
+        isinstance(e, cst.Element) for e in expr.elements
+    )
+
+
+def _literal_items(expr: cst.BaseExpression) -> dict[str, cst.BaseExpression] | None:
+    """``{"k": v, ...}`` or ``dict(k=v, ...)``: key -> value; None for anything else."""
+    if isinstance(expr, cst.Dict):
+        out = {}
+        for e in expr.elements:
+            if not isinstance(e, cst.DictElement) or not isinstance(e.key, cst.SimpleString):
+                return None
+            key = e.key.evaluated_value
+            if not isinstance(key, str) or not key.isidentifier():
+                return None
+            out[key] = e.value
+        return out
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        if any(a.keyword is None for a in expr.args):
+            return None
+        return {cst.ensure_type(a.keyword, cst.Name).value: a.value for a in expr.args}
+    return None
+
+
+def _read_dict(ctx: FileContext, expr: cst.BaseExpression, out: Unpacked) -> str | None:
+    """Adds the keys of ``**expr`` to ``out``; else says why they cannot be read."""
+    items = _literal_items(expr)
+    if items is not None:
+        if isinstance(expr, cst.Call) and _shadowed(ctx, expr.func):
+            return "`dict` is not the builtin here"
+        out.keys.update(dict.fromkeys(items, True))
+        out.values.update(items)
+        return None
+    what = f"the keys of `**{ctx.text(expr)}` cannot be read"
+    if not isinstance(expr, cst.Name):
+        return f"{what}: they are set in code the tool does not follow"
+    binding = _sole_binding(ctx, expr)
+    if binding is None:
+        return f"{what}: it is not bound once, in this function, to a dict written out"
+    assign, items = binding
+    keys = dict.fromkeys(items, True)
+    for ref in _references(ctx, assign, expr.value):
+        why = _use(ctx, ref, keys, enclosing_function(ctx, assign))
+        if why:
+            return f"{what}: {why}"
+    out.keys.update(keys)
+    out.holders.update(dict.fromkeys(keys, expr))
+    return None
+
+
+def _shadowed(ctx: FileContext, name: cst.BaseExpression) -> bool:
+    """``dict`` names something other than the builtin here."""
+    scope = ctx.scopes.get(name)
+    if not isinstance(name, cst.Name) or scope is None:
+        return True
+    return any(not isinstance(a, BuiltinAssignment) for a in scope[name.value])
+
+
+def _sole_binding(
+    ctx: FileContext, name: cst.Name
+) -> tuple[cst.Assign, dict[str, cst.BaseExpression]] | None:
+    """``name = {...}`` (or ``dict(...)``): the one binding of ``name``, in a function."""
+    scope = ctx.scopes.get(name)
+    if scope is None or enclosing_function(ctx, name) is None:
+        return None
+    bindings = list(scope.assignments[name.value])
+    node = getattr(bindings[0], "node", None) if len(bindings) == 1 else None
+    assign = ctx.parents.get(node) if isinstance(node, cst.Name) else None
+    target = ctx.parents.get(assign) if isinstance(assign, cst.AssignTarget) else None
+    if not isinstance(target, cst.Assign) or len(target.targets) != 1:
+        return None
+    items = _literal_items(target.value)
+    if items is None or (isinstance(target.value, cst.Call) and _shadowed(ctx, target.value.func)):
+        return None
+    return target, items
+
+
+def _references(ctx: FileContext, assign: cst.Assign, name: str) -> list[cst.CSTNode]:
+    scope = ctx.scopes.get(assign)
+    if scope is None:
+        return []
+    return [r.node for a in scope.assignments[name] for r in a.references]
+
+
+def _use(
+    ctx: FileContext, ref: cst.CSTNode, keys: dict[str, bool], fn: cst.FunctionDef | None
+) -> str | None:
+    """One use of the dict: the keys it may add go to ``keys``; else why it is not read."""
+    where = ctx.text(ctx.enclosing_statement(ref)).splitlines()[0].strip()
+    if enclosing_function(ctx, ref) is not fn:
+        return f"`{where}` uses it in another function"
+    parent = ctx.parents.get(ref)
+    if isinstance(parent, cst.Arg) and parent.value is ref:
+        return None if parent.star == "**" or _is_len(ctx, parent) else f"`{where}` hands it on"
+    if isinstance(parent, cst.Subscript) and parent.value is ref:
+        return _subscript_use(ctx, parent, keys, where)
+    if isinstance(parent, cst.Attribute) and parent.value is ref:
+        return _method_use(ctx, parent, keys, where)
+    if isinstance(parent, cst.ComparisonTarget) and parent.comparator is ref:
+        return None  # "k" in name
+    return f"`{where}` may add or remove keys"
+
+
+def _is_len(ctx: FileContext, arg: cst.Arg) -> bool:
+    call = ctx.parents.get(arg)
+    return (
+        isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
+    )
+
+
+def _subscript_use(
+    ctx: FileContext, sub: cst.Subscript, keys: dict[str, bool], where: str
+) -> str | None:
+    """``name["k"]``: read, or set (a key it may hold now)."""
+    key = _string_key(sub)
+    parent = ctx.parents.get(sub)
+    if isinstance(parent, cst.Del):
+        return f"`{where}` removes a key"
+    if key is None:
+        return f"`{where}` uses a key that is not a string written out"
+    if isinstance(parent, (cst.AssignTarget, cst.AugAssign)):
+        keys.setdefault(key, False)
+    return None
+
+
+def _string_key(sub: cst.Subscript) -> str | None:
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return None
+    value = sub.slice[0].slice.value
+    key = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+    return key if isinstance(key, str) and key.isidentifier() else None
+
+
+def _method_use(
+    ctx: FileContext, attr: cst.Attribute, keys: dict[str, bool], where: str
+) -> str | None:
+    """``name.update({...})``/``name.setdefault("k", v)`` add keys; readers add none."""
+    call = ctx.parents.get(attr)
+    method = attr.attr.value
+    if not isinstance(call, cst.Call) or call.func is not attr:
+        return f"`{where}` may add or remove keys"
+    if method in _READING:
+        return None
+    added = _added_keys(method, call) if method in _ADDING else None
+    if added is None:
+        return f"`{where}` may add or remove keys"
+    for key in added:
+        keys.setdefault(key, False)
+    return None
+
+
+def _added_keys(method: str, call: cst.Call) -> list[str] | None:
+    """The keys ``name.update(...)``/``name.setdefault(...)`` may add, if they are written out."""
+    if method == "setdefault":
+        first = call.args[0] if call.args and not call.args[0].keyword else None
+        key = (
+            first.value.evaluated_value
+            if first and isinstance(first.value, cst.SimpleString)
+            else None
+        )
+        return [key] if isinstance(key, str) and key.isidentifier() and not first.star else None
+    if any(a.star for a in call.args):
+        return None
+    given = [a for a in call.args if a.keyword is None]
+    items = _literal_items(given[0].value) if len(given) == 1 else ({} if not given else None)
+    if items is None:
+        return None
+    return [*items, *(a.keyword.value for a in call.args if a.keyword is not None)]
