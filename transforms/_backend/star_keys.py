@@ -54,10 +54,13 @@ def unpacked(ctx: FileContext, call: cst.Call) -> Unpacked | str:
     the tool cannot read them (for the TODO)."""
     out = Unpacked()
     written = {a.keyword.value for a in call.args if a.keyword is not None}
-    for arg in call.args:
+    for i, arg in enumerate(call.args):
         if arg.star == "*":
             if not _plain_sequence(arg.value):
                 return f"`*{ctx.text(arg.value)}` is not a list or tuple written out here"
+            if any(a.keyword is None and a.star != "**" for a in call.args[i + 1 :]):
+                # (the rules read positional arguments by their place in the call)
+                return f"positional arguments follow `*{ctx.text(arg.value)}`"
         elif arg.star == "**":
             why = _read_dict(ctx, arg.value, out)
             if why:
@@ -77,9 +80,8 @@ def written_out(
     args: list[cst.Arg] = []
     for arg in call.args:
         if arg.star == "*":
-            seq = cst.ensure_type(
-                arg.value, cst.List if isinstance(arg.value, cst.List) else cst.Tuple
-            )
+            seq = arg.value
+            assert isinstance(seq, (cst.List, cst.Tuple))  # (unpacked() read it)
             args += [cst.Arg(e.value) for e in seq.elements]
         elif arg.star == "**":
             keys = _keys_of(arg.value, found)
@@ -273,13 +275,11 @@ def _method_use(
 def _added_keys(method: str, call: cst.Call) -> list[str] | None:
     """The keys ``name.update(...)``/``name.setdefault(...)`` may add, if they are written out."""
     if method == "setdefault":
-        first = call.args[0] if call.args and not call.args[0].keyword else None
-        key = (
-            first.value.evaluated_value
-            if first and isinstance(first.value, cst.SimpleString)
-            else None
-        )
-        return [key] if isinstance(key, str) and key.isidentifier() and not first.star else None
+        first = call.args[0] if call.args else None
+        if first is None or first.keyword or first.star:
+            return None
+        key = first.value.evaluated_value if isinstance(first.value, cst.SimpleString) else None
+        return [key] if isinstance(key, str) and key.isidentifier() else None
     if any(a.star for a in call.args):
         return None
     given = [a for a in call.args if a.keyword is None]
