@@ -558,28 +558,20 @@ class PipelineClass(Rule):
                 notes.append(ctx.info(self.id, inst.stmt, text))
             threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
             device_todo_at(ctx, inst, params, kwargs.get("device_id"), gpu)
-            _check_unpacked(inst, dropped)
-            args = loader_args(inst.call, params, dropped)
+            _check_unpacked(inst)
+            keys = inst.unpacked.keys if inst.unpacked is not None else ()
+            args = loader_args(inst.call, params, dropped, keys)
             edits += loader_site_edits(
                 ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
             )
         return edits
 
 
-def _check_unpacked(inst: Instance, dropped: set[str]) -> None:
-    """The loader takes the call's ``**kwargs`` as they are: Refused where they may hold a
-    parameter the loader no longer takes, or where ``*args`` shift the positional ones."""
-    found = inst.unpacked
-    if found is None:
-        return
-    if any(a.star == "*" for a in inst.call.args):
+def _check_unpacked(inst: Instance) -> None:
+    """Refused where the call that becomes the loader's shifts its positional arguments with
+    ``*args`` (the loader's call leaves out some of them by their place)."""
+    if inst.unpacked is not None and any(a.star == "*" for a in inst.call.args):
         raise Refused(f"`{inst.label}` is made with *args, which the loader's call cannot take")
-    gone = sorted(set(found.keys) & dropped)
-    if gone:
-        raise Refused(
-            f"the **kwargs of `{inst.label}` may hold {', '.join(gone)}, which only the Pipeline "
-            "took and the loader does not: write it out at the call"
-        )
 
 
 def _generator_def(

@@ -47,7 +47,7 @@ when the loader runs, so it is made only when each of those names is bound once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 from libcst.metadata import Scope
@@ -156,21 +156,38 @@ def _kept(params: Sequence[cst.Param], dropped: set[str]) -> list[cst.Param]:
     return out
 
 
-def loader_args(call: cst.Call, params: cst.Parameters, dropped: set[str]) -> list[cst.Arg]:
-    """The arguments of ``call`` (the class's) less those that bind ``dropped`` parameters."""
+def loader_args(
+    call: cst.Call, params: cst.Parameters, dropped: set[str], unpacked: Collection[str] = ()
+) -> list[cst.Arg]:
+    """The arguments of ``call`` (the class's) less those that bind ``dropped`` parameters;
+    a ``**kwargs`` that may hold one of them (``unpacked``: the keys its dicts may hold) passes
+    on the others: ``**{k: v for k, v in kwargs.items() if k not in (...)}``."""
     positional = [p.name.value for p in params.params]
     args = list(call.args)
     out = []
+    gone = sorted(dropped & set(unpacked))
     for i, a in enumerate(args):
         name = a.keyword.value if a.keyword is not None else None
         if name is None and not a.star and i < len(positional):
             name = positional[i]
         if name in dropped:
             continue
-        out.append(a)
+        out.append(
+            a.with_changes(value=_without_keys(a.value, gone)) if a.star == "**" and gone else a
+        )
     if out and out[-1] is not args[-1]:  # the new last argument closes the call as the old did
         out[-1] = out[-1].with_changes(comma=args[-1].comma)
     return out
+
+
+def _without_keys(mapping: cst.BaseExpression, keys: list[str]) -> cst.DictComp:
+    """``{k: v for k, v in <mapping>.items() if k not in {"a", "b"}}``."""
+    names = [cst.Element(cst.SimpleString(f'"{k}"')) for k in keys]
+    text = "{k: v for k, v in _.items() if k not in ()}"
+    comp = cst.ensure_type(cst.parse_expression(text), cst.DictComp)
+    items = cst.Call(cst.Attribute(mapping, cst.Name("items")))
+    test = cst.Comparison(cst.Name("k"), [cst.ComparisonTarget(cst.NotIn(), cst.Set(names))])
+    return comp.with_changes(for_in=comp.for_in.with_changes(iter=items, ifs=[cst.CompIf(test)]))
 
 
 # -- a Pipeline(...) object ------------------------------------------------------------------------
