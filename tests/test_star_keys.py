@@ -34,20 +34,25 @@ def test_literal_keys_are_always_there_and_added_ones_may_be() -> None:
     assert found.keys == {
         "batch_size": True,
         "num_threads": True,
-        "shard_id": False,
-        "seed": False,
+        "shard_id": True,  # added before the call, whenever it runs
+        "seed": True,
         "dim": False,
         "scale": False,
     }
 
 
 def test_written_out_reads_each_key_from_the_dict() -> None:
-    ctx, call, found = _read('kw = dict(num_threads=2)\nkw["seed"] = b\np = make(a, *[b], **kw)')
+    ctx, call, found = _read(
+        'kw = dict(num_threads=2, device_id=a, shard_id=0)\nif a:\n    kw["seed"] = b\n'
+        'kw["shard_id"] = 1\np = make(a, *[b], **kw)\nkw["dim"] = 3'
+    )
     assert isinstance(found, Unpacked)
     view = written_out(call, found, {"seed": cst.parse_expression("-1")}.get)
     assert cst.Module([]).code_for_node(view) == (
-        'make(a, b, num_threads = kw["num_threads"], seed = kw.get("seed", -1))'
+        'make(a, b, num_threads = 2, device_id = kw["device_id"], shard_id = kw["shard_id"], '
+        'seed = kw.get("seed", -1), dim = kw["dim"])'
     )
+    assert found.keys["dim"] is False  # set after the call: there on a later call only
 
 
 @pytest.mark.parametrize(

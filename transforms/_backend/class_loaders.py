@@ -59,6 +59,7 @@ from .arguments import PIPELINE_ARGS
 from .iterator_checks import abandon_iterators, iterator_reasons, size_parameters
 from .model import FollowUp, Graph, Instance
 from .outer_self import OuterReads, self_reads
+from .star_keys import without_keys
 
 #: pipeline arguments the loader keeps (the others configure the pipeline object only)
 KEPT = {"batch_size", "max_batch_size", "seed"}
@@ -173,21 +174,11 @@ def loader_args(
         if name in dropped:
             continue
         out.append(
-            a.with_changes(value=_without_keys(a.value, gone)) if a.star == "**" and gone else a
+            a.with_changes(value=without_keys(a.value, gone)) if a.star == "**" and gone else a
         )
     if out and out[-1] is not args[-1]:  # the new last argument closes the call as the old did
         out[-1] = out[-1].with_changes(comma=args[-1].comma)
     return out
-
-
-def _without_keys(mapping: cst.BaseExpression, keys: list[str]) -> cst.DictComp:
-    """``{k: v for k, v in <mapping>.items() if k not in {"a", "b"}}``."""
-    names = [cst.Element(cst.SimpleString(f'"{k}"')) for k in keys]
-    text = "{k: v for k, v in _.items() if k not in ()}"
-    comp = cst.ensure_type(cst.parse_expression(text), cst.DictComp)
-    items = cst.Call(cst.Attribute(mapping, cst.Name("items")))
-    test = cst.Comparison(cst.Name("k"), [cst.ComparisonTarget(cst.NotIn(), cst.Set(names))])
-    return comp.with_changes(for_in=comp.for_in.with_changes(iter=items, ifs=[cst.CompIf(test)]))
 
 
 # -- a Pipeline(...) object ------------------------------------------------------------------------

@@ -25,10 +25,15 @@ def device_todo_at(
         else None
     )
     if gpu and device is not None and (where is None or not is_default_device(where)):
-        shown = ctx.text(where if where is not None else device.value)
+        shown = _shown(ctx, where if where is not None else device.value)
         inst.device_todo = device_message(shown, inst.label)
         return True
     return False
+
+
+def _shown(ctx: FileContext, expr: cst.BaseExpression) -> str:
+    """The code of ``expr``, also of one :func:`site_view` wrote (``kw["device_id"]``)."""
+    return ctx.text(expr) if expr in ctx.positions else cst.Module([]).code_for_node(expr)
 
 
 def device_named(

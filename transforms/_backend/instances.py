@@ -14,13 +14,17 @@ from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, kwargs_of, param_names, within
 from . import feeds, handles, iterators
-from .arguments import check_pipeline_args
+from .arguments import CHECKPOINT_ARGS, PIPELINE_ARGS, check_pipeline_args
 from .def_values import DefinitionValues, ValueCall
 from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 from .per_device import listed_pipelines
-from .star_keys import Unpacked, unpacked
+from .star_keys import Unpacked, key_value, unpacked
+
+#: pipeline arguments a ``**kwargs`` dict may not hand a ``@pipeline_def`` call: the rewrite
+#: renames them or reads them where it rewrites the definition
+_WRITTEN_ONLY = frozenset({"max_batch_size", "enable_conditionals", *CHECKPOINT_ARGS})
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
 DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
@@ -317,6 +321,12 @@ def instances_of(
         kwargs = (
             {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
         )
+        if pipeline_args and isinstance(found, Unpacked):  # and those the dict holds
+            kwargs |= {
+                k: cst.Arg(key_value(k, found, lambda _: None), keyword=cst.Name(k))
+                for k in found.keys
+                if k not in params
+            }
         unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))
@@ -338,19 +348,22 @@ def instances_of(
 def _star_reason(found: Unpacked | str | None, params: set[str] | None) -> str | None:
     """Why the star arguments of a creation stop its rewrite (None: there are none, or they
     hand it what written-out arguments would). ``params``: the definition's own parameters,
-    where the keywords that are not among them are pipeline arguments (``@pipeline_def``),
-    which the rewrite takes out of the call: only the dict's keys that name a parameter pass
-    through it as they are."""
+    where the keywords that are not among them are pipeline arguments (``@pipeline_def``): the
+    rewrite reads those the dict always holds as written-out ones (and takes them out of it)."""
     if isinstance(found, str):
         return found
     if found is None or params is None:
         return None
-    others = sorted(set(found.keys) - params)
-    if others:
-        return (
-            f"its **kwargs may hold {', '.join(others)}, which the rewrite takes out of the "
-            "call as a pipeline argument: write it out as a keyword"
-        )
+    for key in sorted(set(found.keys) - params):
+        if key not in PIPELINE_ARGS:
+            return f"its **kwargs may hold {key}, which neither the function nor the Pipeline takes"
+        if key in _WRITTEN_ONLY:
+            return f"its **kwargs hold {key}: write it out as a keyword"
+        if not found.keys[key]:
+            return (
+                f"its **kwargs hold the pipeline argument {key} on some paths only: write it out "
+                "as a keyword"
+            )
     return None
 
 

@@ -22,8 +22,9 @@ seed=kw.get("seed", <its default>))``; the call itself stays as it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata.scope_provider import BuiltinAssignment
@@ -62,7 +63,7 @@ def unpacked(ctx: FileContext, call: cst.Call) -> Unpacked | str:
                 # (the rules read positional arguments by their place in the call)
                 return f"positional arguments follow `*{ctx.text(arg.value)}`"
         elif arg.star == "**":
-            why = _read_dict(ctx, arg.value, out)
+            why = _read_dict(ctx, arg.value, out, call)
             if why:
                 return why
     twice = sorted(written & set(out.keys))
@@ -91,6 +92,49 @@ def written_out(
     return call.with_changes(args=args)
 
 
+def without_keys(mapping: cst.BaseExpression, keys: Collection[str]) -> cst.BaseExpression:
+    """``**<mapping>`` handing on every key but ``keys``: a dict written out loses them, any
+    other becomes ``{k: v for k, v in <mapping>.items() if k not in {"a", "b"}}``."""
+    if not keys:
+        return mapping
+    items = _literal_items(mapping)
+    if isinstance(mapping, cst.Dict) and items is not None:
+        kept = [e for e in mapping.elements if _key_text(e) not in keys]
+        return mapping.with_changes(elements=_closed(kept, mapping.elements))
+    if isinstance(mapping, cst.Call) and items is not None:
+        args = [a for a in mapping.args if a.keyword is None or a.keyword.value not in keys]
+        return mapping.with_changes(args=_closed(args, mapping.args))
+    names = [cst.Element(cst.SimpleString(f'"{k}"')) for k in sorted(keys)]
+    comp = cst.ensure_type(cst.parse_expression("{k: v for k, v in _.items()}"), cst.DictComp)
+    items_call = cst.Call(cst.Attribute(mapping, cst.Name("items")))
+    test = cst.Comparison(cst.Name("k"), [cst.ComparisonTarget(cst.NotIn(), cst.Set(names))])
+    return comp.with_changes(
+        for_in=comp.for_in.with_changes(iter=items_call, ifs=[cst.CompIf(test)])
+    )
+
+
+def _key_text(element: cst.BaseDictElement) -> object:
+    key = cst.ensure_type(element, cst.DictElement).key
+    return key.evaluated_value if isinstance(key, cst.SimpleString) else None
+
+
+_Item = TypeVar("_Item", cst.BaseDictElement, cst.Arg)
+
+
+def _closed(kept: list[_Item], before: Sequence[_Item]) -> list[_Item]:
+    """``kept`` with the last one closing as the last of ``before`` did."""
+    if kept and before and kept[-1] is not before[-1]:
+        kept[-1] = kept[-1].with_changes(comma=before[-1].comma)
+    return kept
+
+
+def key_value(
+    key: str, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
+) -> cst.BaseExpression:
+    """What the keyword ``key`` of the star arguments is at the call (see :func:`written_out`)."""
+    return _value(key, found, default_of)
+
+
 def _keys_of(expr: cst.BaseExpression, found: Unpacked) -> list[str]:
     """The keys the ``**`` argument ``expr`` contributes."""
     if isinstance(expr, cst.Name):
@@ -110,7 +154,7 @@ def _value(
     key: str, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
 ) -> cst.BaseExpression:
     holder = found.holders.get(key)
-    if holder is None:
+    if holder is None or key in found.values:
         return found.values[key]
     text = cst.SimpleString(f'"{key}"')
     default = None if found.keys[key] else default_of(key)
@@ -145,8 +189,10 @@ def _literal_items(expr: cst.BaseExpression) -> dict[str, cst.BaseExpression] | 
     return None
 
 
-def _read_dict(ctx: FileContext, expr: cst.BaseExpression, out: Unpacked) -> str | None:
-    """Adds the keys of ``**expr`` to ``out``; else says why they cannot be read."""
+def _read_dict(
+    ctx: FileContext, expr: cst.BaseExpression, out: Unpacked, call: cst.Call
+) -> str | None:
+    """Adds the keys of ``**expr`` (at ``call``) to ``out``; else says why they cannot be read."""
     items = _literal_items(expr)
     if items is not None:
         if isinstance(expr, cst.Call) and _shadowed(ctx, expr.func):
@@ -162,12 +208,17 @@ def _read_dict(ctx: FileContext, expr: cst.BaseExpression, out: Unpacked) -> str
         return f"{what}: it is not bound once, in this function, to a dict written out"
     assign, items = binding
     keys = dict.fromkeys(items, True)
+    written: set[str] = set()
+    fn = enclosing_function(ctx, assign)
     for ref in _references(ctx, assign, expr.value):
-        why = _use(ctx, ref, keys, enclosing_function(ctx, assign))
+        sure = fn is not None and _runs_before(ctx, ref, fn, call)
+        why = _use(ctx, ref, (keys, written, sure), fn)
         if why:
             return f"{what}: {why}"
     out.keys.update(keys)
     out.holders.update(dict.fromkeys(keys, expr))
+    # a constant only the literal sets is what the call gets: read as written there
+    out.values.update((k, v) for k, v in items.items() if k not in written and _constant(v))
     return None
 
 
@@ -205,9 +256,32 @@ def _references(ctx: FileContext, assign: cst.Assign, name: str) -> list[cst.CST
     return [r.node for a in scope.assignments[name] for r in a.references]
 
 
-def _use(
-    ctx: FileContext, ref: cst.CSTNode, keys: dict[str, bool], fn: cst.FunctionDef | None
-) -> str | None:
+#: the keys a dict may hold (True: always), those code other than its literal sets, and
+#: whether the use at hand always runs before the call
+_Keys = tuple[dict[str, bool], set[str], bool]
+
+
+def _runs_before(ctx: FileContext, ref: cst.CSTNode, fn: cst.FunctionDef, call: cst.Call) -> bool:
+    """``ref`` is in a statement of ``fn``'s own body (not under an ``if``, a loop, a ``try``)
+    that comes before the statement of ``call``: it has run whenever the call runs."""
+    stmt = ctx.enclosing_statement(ref)
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
+    if not any(s is stmt for s in body):
+        return False
+    end, start = ctx.positions[stmt].end, ctx.positions[ctx.enclosing_statement(call)].start
+    return (end.line, end.column) <= (start.line, start.column)
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A number, a string, True, False or None."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        expr = expr.expression
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None")
+    return isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString))
+
+
+def _use(ctx: FileContext, ref: cst.CSTNode, keys: _Keys, fn: cst.FunctionDef | None) -> str | None:
     """One use of the dict: the keys it may add go to ``keys``; else why it is not read."""
     where = ctx.text(ctx.enclosing_statement(ref)).splitlines()[0].strip()
     if enclosing_function(ctx, ref) is not fn:
@@ -231,9 +305,7 @@ def _is_len(ctx: FileContext, arg: cst.Arg) -> bool:
     )
 
 
-def _subscript_use(
-    ctx: FileContext, sub: cst.Subscript, keys: dict[str, bool], where: str
-) -> str | None:
+def _subscript_use(ctx: FileContext, sub: cst.Subscript, keys: _Keys, where: str) -> str | None:
     """``name["k"]``: read, or set (a key it may hold now)."""
     key = _string_key(sub)
     parent = ctx.parents.get(sub)
@@ -242,7 +314,8 @@ def _subscript_use(
     if key is None:
         return f"`{where}` uses a key that is not a string written out"
     if isinstance(parent, (cst.AssignTarget, cst.AugAssign)):
-        keys.setdefault(key, False)
+        keys[0][key] = keys[0].get(key, False) or keys[2]
+        keys[1].add(key)
     return None
 
 
@@ -254,9 +327,7 @@ def _string_key(sub: cst.Subscript) -> str | None:
     return key if isinstance(key, str) and key.isidentifier() else None
 
 
-def _method_use(
-    ctx: FileContext, attr: cst.Attribute, keys: dict[str, bool], where: str
-) -> str | None:
+def _method_use(ctx: FileContext, attr: cst.Attribute, keys: _Keys, where: str) -> str | None:
     """``name.update({...})``/``name.setdefault("k", v)`` add keys; readers add none."""
     call = ctx.parents.get(attr)
     method = attr.attr.value
@@ -268,7 +339,8 @@ def _method_use(
     if added is None:
         return f"`{where}` may add or remove keys"
     for key in added:
-        keys.setdefault(key, False)
+        keys[0][key] = keys[0].get(key, False) or keys[2]
+        keys[1].add(key)
     return None
 
 
