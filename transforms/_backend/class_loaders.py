@@ -59,7 +59,7 @@ from .arguments import PIPELINE_ARGS
 from .iterator_checks import abandon_iterators, iterator_reasons, size_parameters
 from .model import FollowUp, Graph, Instance
 from .outer_self import OuterReads, self_reads
-from .star_keys import without_keys
+from .star_keys import passed_on
 
 #: pipeline arguments the loader keeps (the others configure the pipeline object only)
 KEPT = {"batch_size", "max_batch_size", "seed"}
@@ -173,12 +173,10 @@ def loader_args(
             name = positional[i]
         if name in dropped:
             continue
-        out.append(
-            a.with_changes(value=without_keys(a.value, gone)) if a.star == "**" and gone else a
-        )
+        out.append(a)
     if out and out[-1] is not args[-1]:  # the new last argument closes the call as the old did
         out[-1] = out[-1].with_changes(comma=args[-1].comma)
-    return out
+    return passed_on(out, gone)
 
 
 # -- a Pipeline(...) object ------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance, Refused
 from .outputs import output_edits
-from .star_keys import without_keys
+from .star_keys import passed_on
 
 
 def pipeline_def_instance_edits(
@@ -470,13 +470,8 @@ def kept_args(inst: Instance, params: set[str]) -> list[cst.Arg]:
     parameters of those names are kept)."""
     dropped = PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
     gone = dropped & set(inst.unpacked.keys) if inst.unpacked is not None else set()
-    return remove_args(
-        [
-            a.with_changes(value=without_keys(a.value, gone)) if a.star == "**" else a
-            for a in (inst.lowered.get(id(a), a) for a in inst.call.args)
-        ],
-        dropped,
-    )
+    args = [inst.lowered.get(id(a), a) for a in inst.call.args]
+    return remove_args(passed_on(args, gone), dropped)
 
 
 def batch_size_named(args: list[cst.Arg]) -> list[cst.Arg]:

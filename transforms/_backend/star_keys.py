@@ -113,6 +113,20 @@ def without_keys(mapping: cst.BaseExpression, keys: Collection[str]) -> cst.Base
     )
 
 
+def passed_on(args: Sequence[cst.Arg], gone: Collection[str]) -> list[cst.Arg]:
+    """``args`` with each ``**`` argument handing on every key but ``gone`` (:func:`without_keys`);
+    a dict written out that is left empty goes."""
+    out: list[cst.Arg] = []
+    for a in args:
+        if a.star != "**" or not gone:
+            out.append(a)
+            continue
+        value = without_keys(a.value, gone)
+        if not (isinstance(value, cst.Dict) and not value.elements):
+            out.append(a.with_changes(value=value))
+    return _closed(out, args)
+
+
 def _key_text(element: cst.BaseDictElement) -> object:
     key = cst.ensure_type(element, cst.DictElement).key
     return key.evaluated_value if isinstance(key, cst.SimpleString) else None
