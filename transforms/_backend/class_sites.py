@@ -78,6 +78,18 @@ def call_site_value(
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
 
 
+def _fallback(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``kw.get("seed", -1)`` (a key the call's **kwargs may lack): its default, ``-1``."""
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "get"
+        and len(expr.args) == 2
+    ):
+        return expr.args[1].value
+    return expr
+
+
 def class_seed(
     seed: cst.Arg | None, params: cst.Parameters, instances: list[Instance]
 ) -> cst.BaseExpression | None:
@@ -86,5 +98,5 @@ def class_seed(
     if seed is None:
         return None
     given = [call_site_value(params, site_view(params, i), seed.value) for i in instances]
-    unset = any(v is not None and unset_seed(v) for v in given)
+    unset = any(v is not None and (unset_seed(v) or unset_seed(_fallback(v))) for v in given)
     return rng_seed(seed.value, params, may_be_unset=unset)
