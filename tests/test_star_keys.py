@@ -75,3 +75,8 @@ def test_written_out_reads_each_key_from_the_dict() -> None:
 def test_keys_that_cannot_be_read_say_why(body: str, why: str) -> None:
     _, _, found = _read(body)
     assert isinstance(found, str) and why in found, found
+
+
+def test_a_comprehension_of_the_function_reads_its_dict() -> None:
+    _, _, found = _read('kw = {"num_threads": 2}\npipes = [make(i, **kw) for i in range(a)]')
+    assert isinstance(found, Unpacked) and found.keys == {"num_threads": True}

@@ -249,13 +249,18 @@ def _sole_binding(
 ) -> tuple[cst.Assign, dict[str, cst.BaseExpression]] | None:
     """``name = {...}`` (or ``dict(...)``): the one binding of ``name``, in a function."""
     scope = ctx.scopes.get(name)
-    if scope is None or enclosing_function(ctx, name) is None:
+    fn = enclosing_function(ctx, name)
+    if scope is None or fn is None:
         return None
-    bindings = list(scope.assignments[name.value])
+    bindings = list(scope[name.value])  # (also from a comprehension of the function)
     node = getattr(bindings[0], "node", None) if len(bindings) == 1 else None
     assign = ctx.parents.get(node) if isinstance(node, cst.Name) else None
     target = ctx.parents.get(assign) if isinstance(assign, cst.AssignTarget) else None
     if not isinstance(target, cst.Assign) or len(target.targets) != 1:
+        return None
+    if enclosing_function(ctx, target) is not fn or ctx.scopes.get(target) is not ctx.scopes.get(
+        fn.body.body[0]
+    ):
         return None
     items = _literal_items(target.value)
     if items is None or (isinstance(target.value, cst.Call) and _shadowed(ctx, target.value.func)):
