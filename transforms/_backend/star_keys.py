@@ -7,17 +7,18 @@ a dict literal with string keys or a ``dict(k=v, ...)`` call, and every other us
 only literal keys (``name.update({...})``, ``name.update(k=v)``, ``name["k"] = v``,
 ``name.setdefault("k", v)``) or only reads it (``name["k"]``, ``name.get(...)``, ``**name``,
 ``"k" in name``, ``len(name)``, ``.keys()``/``.values()``/``.items()``/``.copy()``). Keys the
-literal binds are always there; the others may be.
+literal binds, or a statement of the function's own body adds before the call, are always there;
+the others may be. A constant that only the literal sets reads as written there.
 
 Before::
 
-    kw = {"batch_size": 8, "num_threads": 2}
+    kw = {"batch_size": size, "num_threads": 2}
     if fast:
         kw["seed"] = 1
     pipe = TrainPipe(root, **kw)
 
-reads as ``TrainPipe(root, batch_size=kw["batch_size"], num_threads=kw["num_threads"],
-seed=kw.get("seed", <its default>))``; the call itself stays as it was.
+reads as ``TrainPipe(root, batch_size=kw["batch_size"], num_threads=2, seed=kw.get("seed",
+<its default>))``; the rewrite of the call passes the dict on, less the keys it takes out.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def written_out(
             args += [cst.Arg(e.value) for e in seq.elements]
         elif arg.star == "**":
             keys = _keys_of(arg.value, found)
-            args += [cst.Arg(_value(k, found, default_of), keyword=cst.Name(k)) for k in keys]
+            args += [cst.Arg(key_value(k, found, default_of), keyword=cst.Name(k)) for k in keys]
         else:
             args.append(arg)
     return call.with_changes(args=args)
@@ -142,13 +143,6 @@ def _closed(kept: list[_Item], before: Sequence[_Item]) -> list[_Item]:
     return kept
 
 
-def key_value(
-    key: str, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
-) -> cst.BaseExpression:
-    """What the keyword ``key`` of the star arguments is at the call (see :func:`written_out`)."""
-    return _value(key, found, default_of)
-
-
 def _keys_of(expr: cst.BaseExpression, found: Unpacked) -> list[str]:
     """The keys the ``**`` argument ``expr`` contributes."""
     if isinstance(expr, cst.Name):
@@ -164,9 +158,10 @@ def _ids(expr: cst.BaseExpression) -> set[int]:
     return set()
 
 
-def _value(
+def key_value(
     key: str, found: Unpacked, default_of: Callable[[str], cst.BaseExpression | None]
 ) -> cst.BaseExpression:
+    """What the keyword ``key`` of the star arguments is at the call (see :func:`written_out`)."""
     holder = found.holders.get(key)
     if holder is None or key in found.values:
         return found.values[key]
