@@ -305,34 +305,17 @@ def instances_of(
     instances: list[Instance] = []
     for call in calls:
         stmt = ctx.enclosing_statement(call)
-        found = unpacked(ctx, call) if any(a.star for a in call.args) else None
-        why = (
-            "the call is part of a compound statement"
-            if not isinstance(stmt, cst.SimpleStatementLine)
-            else _star_reason(found, params if pipeline_args else None)
-        )
-        if why:
-            followups.append(
-                FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)")
-            )
+        args = _creation_args(ctx, call, name, params if pipeline_args else None, followups)
+        if args is None:
             continue
-        assert isinstance(stmt, cst.SimpleStatementLine)
-        # keyword arguments naming the function's own parameters go to the function
-        kwargs = (
-            {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        )
-        if pipeline_args and isinstance(found, Unpacked):  # and those the dict holds
-            kwargs |= {
-                k: cst.Arg(key_value(k, found, lambda _: None), keyword=cst.Name(k))
-                for k in found.keys
-                if k not in params
-            }
+        kwargs, found = args
         unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))
             continue
+        assert isinstance(stmt, cst.SimpleStatementLine)
         inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
-        inst.unpacked = found if isinstance(found, Unpacked) else None
+        inst.unpacked = found
         follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
         value = through.get(id(call))
         if value is not None:  # pipe_fn(...): the definitions that may reach it share its code
@@ -343,6 +326,40 @@ def instances_of(
             inst.peers = list({id(p): p for p in [*inst.peers, *others]}.values())
         instances.append(inst)
     return instances
+
+
+def _creation_args(
+    ctx: FileContext,
+    call: cst.Call,
+    name: str,
+    params: set[str] | None,
+    followups: list[FollowUp],
+) -> tuple[dict[str, cst.Arg], Unpacked | None] | None:
+    """The pipeline arguments of the creation ``call`` (``params``: the ``@pipeline_def``
+    function's own parameters, whose keywords go to the function; None: a class, whose call
+    passes every argument on) and what its star arguments hand it; None, with the follow-up,
+    where the call is not rewritten."""
+    stmt = ctx.enclosing_statement(call)
+    found = unpacked(ctx, call) if any(a.star for a in call.args) else None
+    why = (
+        "the call is part of a compound statement"
+        if not isinstance(stmt, cst.SimpleStatementLine)
+        else _star_reason(found, params)
+    )
+    if why or isinstance(found, str):
+        text = f"`{name}(...)` creates the pipeline here ({why}: not rewritten)"
+        followups.append(FollowUp(call, text))
+        return None
+    if params is None:
+        return {}, found
+    kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params}
+    if found is not None:  # and those the dict always holds, read from it
+        kwargs |= {
+            k: cst.Arg(key_value(k, found, lambda _: None), keyword=cst.Name(k))
+            for k in found.keys
+            if k not in params
+        }
+    return kwargs, found
 
 
 def _star_reason(found: Unpacked | str | None, params: set[str] | None) -> str | None:
