@@ -153,7 +153,13 @@ from ._backend.class_loaders import (
     without_params,
 )
 from ._backend.class_merge import LOOP_METHODS, NOT_MERGED, Merger
-from ._backend.class_sites import call_site_value, class_seed, device_named, device_todo_at
+from ._backend.class_sites import (
+    call_site_value,
+    class_seed,
+    device_named,
+    device_todo_at,
+    site_view,
+)
 from ._backend.conditionals import has_data_branches
 from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
@@ -481,7 +487,11 @@ class PipelineClass(Rule):
         """``pipe = TrainPipe(...)``: ``ndd.set_num_threads`` before it, a TODO when the device it
         asks for is dropped (``gpu``: the pipeline uses the GPU), then its run sites."""
         threads, device = kwargs.get("num_threads"), kwargs.get("device_id")
-        value = call_site_value(params, inst.call, threads.value) if threads is not None else None
+        value = (
+            call_site_value(params, site_view(params, inst), threads.value)
+            if threads is not None
+            else None
+        )
         lines = list(inst.stmt.leading_lines)
         stmts: list[cst.BaseStatement] = []
         after = list(inst.todo_lines)
@@ -536,7 +546,9 @@ class PipelineClass(Rule):
                 continue
             threads = kwargs.get("num_threads")
             value = (
-                call_site_value(params, inst.call, threads.value) if threads is not None else None
+                call_site_value(params, site_view(params, inst), threads.value)
+                if threads is not None
+                else None
             )
             if value is None and threads is not None and not is_unset(threads.value):
                 text = (
@@ -546,11 +558,20 @@ class PipelineClass(Rule):
                 notes.append(ctx.info(self.id, inst.stmt, text))
             threads_arg = cst.Arg(value) if value is not None and not is_unset(value) else None
             device_todo_at(ctx, inst, params, kwargs.get("device_id"), gpu)
-            args = loader_args(inst.call, params, dropped)
+            _check_unpacked(inst)
+            keys = inst.unpacked.keys if inst.unpacked is not None else ()
+            args = loader_args(inst.call, params, dropped, keys)
             edits += loader_site_edits(
                 ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
             )
         return edits
+
+
+def _check_unpacked(inst: Instance) -> None:
+    """Refused where the call that becomes the loader's shifts its positional arguments with
+    ``*args`` (the loader's call leaves out some of them by their place)."""
+    if inst.unpacked is not None and any(a.star == "*" for a in inst.call.args):
+        raise Refused(f"`{inst.label}` is made with *args, which the loader's call cannot take")
 
 
 def _generator_def(

@@ -9,7 +9,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.dali_api import PIPELINE_POSITIONAL
 
-from .._cst import called_defs, comment_line, is_literal, statement, walk
+from .._cst import called_defs, comment_line, is_literal, source_of, statement, walk
 
 #: pipeline arguments dynamic mode has no use for, and why (written as a comment where dropped)
 _NO_EXECUTOR = "dynamic mode has no pipeline executor to configure"
@@ -101,7 +101,9 @@ def dropped_comments(
         for name, arg in kw.items():
             if name in DROPPED_ARGS and name not in seen:
                 seen.add(name)
-                text = f"# dali-migrate: dropped {name}={ctx.text(arg.value)}: {DROPPED_ARGS[name]}"
+                value = arg.value
+                shown = ctx.text(value) if value in ctx.positions else source_of(value)
+                text = f"# dali-migrate: dropped {name}={shown}: {DROPPED_ARGS[name]}"
                 lines.append(comment_line(text))
             elif name == "enable_conditionals" and name not in seen:
                 seen.add(name)

@@ -47,7 +47,7 @@ when the loader runs, so it is made only when each of those names is bound once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 from libcst.metadata import Scope
@@ -59,6 +59,7 @@ from .arguments import PIPELINE_ARGS
 from .iterator_checks import abandon_iterators, iterator_reasons, size_parameters
 from .model import FollowUp, Graph, Instance
 from .outer_self import OuterReads, self_reads
+from .star_keys import passed_on
 
 #: pipeline arguments the loader keeps (the others configure the pipeline object only)
 KEPT = {"batch_size", "max_batch_size", "seed"}
@@ -156,21 +157,26 @@ def _kept(params: Sequence[cst.Param], dropped: set[str]) -> list[cst.Param]:
     return out
 
 
-def loader_args(call: cst.Call, params: cst.Parameters, dropped: set[str]) -> list[cst.Arg]:
-    """The arguments of ``call`` (the class's) less those that bind ``dropped`` parameters."""
+def loader_args(
+    call: cst.Call, params: cst.Parameters, dropped: set[str], unpacked: Collection[str] = ()
+) -> list[cst.Arg]:
+    """The arguments of ``call`` (the class's) less those that bind ``dropped`` parameters;
+    a ``**kwargs`` that may hold one of them (``unpacked``: the keys its dicts may hold) passes
+    on the others: ``**{k: v for k, v in kwargs.items() if k not in (...)}``."""
     positional = [p.name.value for p in params.params]
     args = list(call.args)
     out = []
+    gone = sorted(dropped & set(unpacked))
     for i, a in enumerate(args):
         name = a.keyword.value if a.keyword is not None else None
-        if name is None and i < len(positional):
+        if name is None and not a.star and i < len(positional):
             name = positional[i]
         if name in dropped:
             continue
         out.append(a)
     if out and out[-1] is not args[-1]:  # the new last argument closes the call as the old did
         out[-1] = out[-1].with_changes(comma=args[-1].comma)
-    return out
+    return passed_on(out, gone)
 
 
 # -- a Pipeline(...) object ------------------------------------------------------------------------

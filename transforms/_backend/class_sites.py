@@ -11,6 +11,7 @@ from dali_migrate.context import FileContext
 from .arguments import device_message, is_default_device
 from .model import Instance
 from .seeds import rng_seed, unset_seed
+from .star_keys import written_out
 
 
 def device_todo_at(
@@ -18,12 +19,21 @@ def device_todo_at(
 ) -> bool:
     """Sets the TODO about the device the call asks for, dropped (``gpu``: the pipeline uses
     the GPU) where it is not 0 or None; whether it did."""
-    where = call_site_value(params, inst.call, device.value) if device is not None else None
+    where = (
+        call_site_value(params, site_view(params, inst), device.value)
+        if device is not None
+        else None
+    )
     if gpu and device is not None and (where is None or not is_default_device(where)):
-        shown = ctx.text(where if where is not None else device.value)
+        shown = _shown(ctx, where if where is not None else device.value)
         inst.device_todo = device_message(shown, inst.label)
         return True
     return False
+
+
+def _shown(ctx: FileContext, expr: cst.BaseExpression) -> str:
+    """The code of ``expr``, also of one :func:`site_view` wrote (``kw["device_id"]``)."""
+    return ctx.text(expr) if expr in ctx.positions else cst.Module([]).code_for_node(expr)
 
 
 def device_named(
@@ -32,10 +42,20 @@ def device_named(
     """Some call (or, with none in sight, the class) asks for a GPU other than 0 or None, or
     for one the tool cannot follow: only then does the generator select it."""
     for inst in instances:
-        where = call_site_value(params, inst.call, device)
+        where = call_site_value(params, site_view(params, inst), device)
         if where is None or not is_default_device(where):
             return True
     return not instances
+
+
+def site_view(params: cst.Parameters, inst: Instance) -> cst.Call:
+    """The call that made ``inst`` as its arguments are read: with its ``**kwargs`` (and
+    ``*args``) written out where the tool read them (``star_keys``); a key that may be missing
+    reads ``kw.get("k", <the parameter's default>)``."""
+    if inst.unpacked is None:
+        return inst.call
+    defaults = {p.name.value: p.default for p in [*params.params, *params.kwonly_params]}
+    return written_out(inst.call, inst.unpacked, defaults.get)
 
 
 def call_site_value(
@@ -58,6 +78,18 @@ def call_site_value(
     return default if isinstance(default, (cst.Integer, cst.Name)) else None
 
 
+def _fallback(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``kw.get("seed", -1)`` (a key the call's **kwargs may lack): its default, ``-1``."""
+    if (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == "get"
+        and len(expr.args) == 2
+    ):
+        return expr.args[1].value
+    return expr
+
+
 def class_seed(
     seed: cst.Arg | None, params: cst.Parameters, instances: list[Instance]
 ) -> cst.BaseExpression | None:
@@ -65,6 +97,6 @@ def class_seed(
     call gives the parameter DALI's "no seed" (-1, None)."""
     if seed is None:
         return None
-    given = [call_site_value(params, i.call, seed.value) for i in instances]
-    unset = any(v is not None and unset_seed(v) for v in given)
+    given = [call_site_value(params, site_view(params, i), seed.value) for i in instances]
+    unset = any(v is not None and (unset_seed(v) or unset_seed(_fallback(v))) for v in given)
     return rng_seed(seed.value, params, may_be_unset=unset)

@@ -106,8 +106,9 @@ class DefinitionValues:
             if refusing:
                 func = self.ctx.text(call.func)
                 what = (
-                    f"`{func}` may be `{refusing[0].name.value}` here, which does not take these "
-                    f"arguments (pass only arguments that every definition given as `{func}` takes)"
+                    f"`{func}` may be `{refusing[0].name.value}` here, which does not take "
+                    f"{_refused(refusing[0], call)} (pass only arguments that every definition "
+                    f"given as `{func}` takes)"
                 )
                 advice = (
                     f"each of {', '.join(f'`{d.name.value}`' for d in defs)} returns a generator of "
@@ -333,6 +334,20 @@ def _accepts(fn: cst.FunctionDef, call: cst.Call) -> bool:
     return isinstance(p.star_kwarg, cst.Param) or all(
         a.keyword.value in names | PIPELINE_ARGS for a in call.args if a.keyword is not None
     )
+
+
+def _refused(fn: cst.FunctionDef, call: cst.Call) -> str:
+    """What of ``call``'s arguments ``fn`` does not take (:func:`_accepts` said it does not)."""
+    p = fn.params
+    names = {x.name.value for x in [*p.posonly_params, *p.params, *p.kwonly_params]}
+    unknown = [
+        a.keyword.value
+        for a in call.args
+        if a.keyword is not None and a.keyword.value not in names | PIPELINE_ARGS
+    ]
+    if unknown and not isinstance(p.star_kwarg, cst.Param):
+        return ", ".join(f"{k}=" for k in unknown)
+    return "these arguments"
 
 
 def _called(ctx: FileContext, call: cst.CSTNode | None) -> cst.FunctionDef | None:

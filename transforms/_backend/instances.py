@@ -14,12 +14,17 @@ from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, kwargs_of, param_names, within
 from . import feeds, handles, iterators
-from .arguments import check_pipeline_args
+from .arguments import CHECKPOINT_ARGS, PIPELINE_ARGS, check_pipeline_args
 from .def_values import DefinitionValues, ValueCall
 from .flow import Flow, PeerOf, in_loop
 from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 from .per_device import listed_pipelines
+from .star_keys import Unpacked, key_value, unpacked
+
+#: pipeline arguments a ``**kwargs`` dict may not hand a ``@pipeline_def`` call: the rewrite
+#: renames them or reads them where it rewrites the definition
+_WRITTEN_ONLY = frozenset({"max_batch_size", "enable_conditionals", *CHECKPOINT_ARGS})
 
 #: statements ``pipe.<method>()`` that have nothing to do in dynamic mode: removed
 DROPPED_METHODS = ("build", "schedule_run", "release_outputs")
@@ -300,25 +305,17 @@ def instances_of(
     instances: list[Instance] = []
     for call in calls:
         stmt = ctx.enclosing_statement(call)
-        if any(a.star for a in call.args) or not isinstance(stmt, cst.SimpleStatementLine):
-            why = (
-                "*args/**kwargs"
-                if any(a.star for a in call.args)
-                else "the call is part of a compound statement"
-            )
-            followups.append(
-                FollowUp(call, f"`{name}(...)` creates the pipeline here ({why}: not rewritten)")
-            )
+        args = _creation_args(ctx, call, name, params if pipeline_args else None, followups)
+        if args is None:
             continue
-        # keyword arguments naming the function's own parameters go to the function
-        kwargs = (
-            {k: v for k, v in kwargs_of(call).items() if k not in params} if pipeline_args else {}
-        )
+        kwargs, found = args
         unsupported = check_pipeline_args(kwargs, f"at `{name}(...)`", checkpoints=with_handles)
         if unsupported:
             followups.append(FollowUp(call, "; ".join(unsupported)))
             continue
+        assert isinstance(stmt, cst.SimpleStatementLine)
         inst = Instance(stmt, _plain_assign(stmt, call), call, kwargs, label=f"{name}(...)")
+        inst.unpacked = found
         follow_pipeline(ctx, inst, call, flow, followups, with_handles=with_handles)
         value = through.get(id(call))
         if value is not None:  # pipe_fn(...): the definitions that may reach it share its code
@@ -330,6 +327,62 @@ def instances_of(
             inst.peers = list({id(p): p for p in [*inst.peers, *others]}.values())
         instances.append(inst)
     return instances
+
+
+def _creation_args(
+    ctx: FileContext,
+    call: cst.Call,
+    name: str,
+    params: set[str] | None,
+    followups: list[FollowUp],
+) -> tuple[dict[str, cst.Arg], Unpacked | None] | None:
+    """The pipeline arguments of the creation ``call`` (``params``: the ``@pipeline_def``
+    function's own parameters, whose keywords go to the function; None: a class, whose call
+    passes every argument on) and what its star arguments hand it; None, with the follow-up,
+    where the call is not rewritten."""
+    stmt = ctx.enclosing_statement(call)
+    found = unpacked(ctx, call) if any(a.star for a in call.args) else None
+    why = (
+        "the call is part of a compound statement"
+        if not isinstance(stmt, cst.SimpleStatementLine)
+        else _star_reason(found, params)
+    )
+    if why or isinstance(found, str):
+        text = f"`{name}(...)` creates the pipeline here ({why}: not rewritten)"
+        followups.append(FollowUp(call, text))
+        return None
+    if params is None:
+        return {}, found
+    kwargs = {k: v for k, v in kwargs_of(call).items() if k not in params}
+    if found is not None:  # and those the dict always holds, read from it
+        kwargs |= {
+            k: cst.Arg(key_value(k, found, lambda _: None), keyword=cst.Name(k))
+            for k in found.keys
+            if k not in params
+        }
+    return kwargs, found
+
+
+def _star_reason(found: Unpacked | str | None, params: set[str] | None) -> str | None:
+    """Why the star arguments of a creation stop its rewrite (None: there are none, or they
+    hand it what written-out arguments would). ``params``: the definition's own parameters,
+    where the keywords that are not among them are pipeline arguments (``@pipeline_def``): the
+    rewrite reads those the dict always holds as written-out ones (and takes them out of it)."""
+    if isinstance(found, str):
+        return found
+    if found is None or params is None:
+        return None
+    for key in sorted(set(found.keys) - params):
+        if key not in PIPELINE_ARGS:
+            return f"its **kwargs may hold {key}, which neither the function nor the Pipeline takes"
+        if key in _WRITTEN_ONLY:
+            return f"its **kwargs hold {key}: write it out as a keyword"
+        if not found.keys[key]:
+            return (
+                f"its **kwargs hold the pipeline argument {key} on some paths only: write it out "
+                "as a keyword"
+            )
+    return None
 
 
 def _plain_assign(stmt: cst.SimpleStatementLine, call: cst.Call) -> cst.Assign | None:

@@ -146,6 +146,9 @@ class Instance:
     value_peers: int = 0
     #: and it reaches that call through a function's parameter
     value_param: bool = False
+    #: what the call's ``**kwargs``/``*args`` hand it, where the tool can read it all
+    #: (``star_keys.Unpacked``); the call passes them on as they are
+    unpacked: Any = None
 
     @property
     def followed(self) -> bool:

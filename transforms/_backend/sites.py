@@ -28,6 +28,7 @@ from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance, Refused
 from .outputs import output_edits
+from .star_keys import passed_on
 
 
 def pipeline_def_instance_edits(
@@ -467,10 +468,10 @@ def kept_args(inst: Instance, params: set[str]) -> list[cst.Arg]:
     """The arguments of the call that made the pipeline that the generator (or loader) takes:
     not those of the Pipeline that dynamic mode has no use for (``params``: the function's own
     parameters of those names are kept)."""
-    return remove_args(
-        [inst.lowered.get(id(a), a) for a in inst.call.args],
-        PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args,
-    )
+    dropped = PIPELINE_ARGS - {"batch_size", "seed"} - params - inst.keep_args
+    gone = dropped & set(inst.unpacked.keys) if inst.unpacked is not None else set()
+    args = [inst.lowered.get(id(a), a) for a in inst.call.args]
+    return remove_args(passed_on(args, gone), dropped)
 
 
 def batch_size_named(args: list[cst.Arg]) -> list[cst.Arg]:
