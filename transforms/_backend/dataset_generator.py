@@ -13,7 +13,7 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import kwarg, source_of
-from .datasets import output_signature
+from .datasets import output_signature, tupled
 from .docstrings import graph_outputs_text
 from .iterator_use import IteratorUse
 from .layout import fit
@@ -68,7 +68,7 @@ def dataset_definition(
     ]
     out = (
         arrays[0]
-        if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
+        if len(arrays) == 1 and not tupled(ctx, use)
         else (
             cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[])
             if len(arrays) > 1

@@ -117,15 +117,15 @@ def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
 
 
 def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
-    """The dtypes (and shapes) must say how many outputs there are: tuples (or names bound once
-    to tuples) with one entry per output, or a single dtype for a single output."""
+    """The dtypes (and shapes) must say how many outputs there are: tuples (or names every
+    assignment of which is such a tuple, as ``if``/``else`` branches give) with one entry per
+    output, or a single dtype for a single output."""
     shapes, dtypes = _signature(use)
-    d = _literal(ctx, dtypes)
-    s = _literal(ctx, shapes) if shapes is not None else None
-    if isinstance(d, (cst.Tuple, cst.List)):
-        if len(d.elements) != outputs or (
-            shapes is not None
-            and not (isinstance(s, (cst.Tuple, cst.List)) and len(s.elements) == outputs)
+    d = _values(ctx, dtypes)
+    s = _values(ctx, shapes) if shapes is not None else None
+    if d and all(isinstance(v, (cst.Tuple, cst.List)) for v in d):
+        if any(_length(v) != outputs for v in d) or (
+            shapes is not None and (not s or any(_length(v) != outputs for v in s))
         ):
             return [
                 "output_dtypes/output_shapes do not give one entry per output of the pipeline "
@@ -139,22 +139,49 @@ def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[
     ]
 
 
+def tupled(ctx: FileContext, use: IteratorUse) -> bool:
+    """The dataset gives tuples: ``output_dtypes`` is a tuple/list (or a name only ever assigned
+    one), not a single dtype."""
+    known = _values(ctx, _signature(use)[1])
+    return bool(known) and all(isinstance(v, (cst.Tuple, cst.List)) for v in known)
+
+
+def _length(value: cst.BaseExpression) -> int | None:
+    """How many entries a tuple/list display has (None where one is starred)."""
+    assert isinstance(value, (cst.Tuple, cst.List))
+    elements = value.elements
+    return None if any(isinstance(e, cst.StarredElement) for e in elements) else len(elements)
+
+
 def _signature(use: IteratorUse) -> tuple[cst.BaseExpression | None, cst.BaseExpression]:
     """``(output_shapes, output_dtypes)`` as :func:`dataset_use` recorded them (a ``tf`` use)."""
     assert use.signature is not None, "a DALIDataset use has its signature"
     return use.signature
 
 
-def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """``expr``, or the value of the name it is when that name is bound once in its scope."""
+def _values(ctx: FileContext, expr: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    """What ``expr`` may be: itself, or for a name of this scope every value it is assigned
+    (``name = value`` statements, one per branch); empty when another binding (a parameter, a
+    loop target, an unpacking, an augmented assignment) may give it a value the tool cannot
+    read."""
+    if expr is None:
+        return []
     if not isinstance(expr, cst.Name):
-        return expr
+        return [expr]
     scope = ctx.scopes.get(expr)
     bindings = list(scope.assignments[expr.value]) if scope is not None else []
-    if len(bindings) != 1:
-        return None
-    assign = ctx.parents.get(ctx.parents.get(bindings[0].node))
-    return assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+    values: list[cst.BaseExpression] = []
+    for binding in bindings:
+        target = ctx.parents.get(binding.node)
+        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and assign.targets[0].target is binding.node
+        ):
+            return []
+        values.append(assign.value)
+    return values
 
 
 def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
@@ -170,11 +197,7 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
             for i, e in enumerate(dtypes.elements)
         ]
         return cst.Tuple([cst.Element(s) for s in specs])
-    if (
-        isinstance(dtypes, cst.Name)
-        and _literal(ctx, dtypes) is not None
-        and isinstance(_literal(ctx, dtypes), (cst.Tuple, cst.List))
-    ):
+    if isinstance(dtypes, cst.Name) and tupled(ctx, use):
         if shapes is None:
             return cst.parse_expression(f"tuple({tf}.TensorSpec(None, d) for d in {dtypes.value})")
         code = cst.Module([]).code_for_node(shapes)

@@ -331,10 +331,18 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
                 <= (pos.start.line, pos.start.column)
                 < (end.line, end.column)
             )
-            hit = {n.value for n in walk(target) if isinstance(n, cst.Name)} & names
+            hit = _rebound_names(target) & names
             if inside and hit:
                 return [f"`{sorted(hit)[0]}` changes between the pipeline and the iterator"]
     return []
+
+
+def _rebound_names(target: cst.CSTNode) -> set[str]:
+    """The names an assignment to ``target`` changes: ``x`` and ``a, b`` themselves, ``x`` of
+    ``x.attr = ...`` and ``x[i] = ...`` (the object changes), never the ``attr`` of ``self.attr``
+    (another variable than a local ``attr``)."""
+    skip = {id(n.attr) for n in walk(target) if isinstance(n, cst.Attribute)}
+    return {n.value for n in walk(target) if isinstance(n, cst.Name) and id(n) not in skip}
 
 
 def made_elsewhere(ctx: FileContext, inst: Instance, use: IteratorUse) -> bool:
