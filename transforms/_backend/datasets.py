@@ -71,27 +71,23 @@ ADVICE = (
     "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output"
 )
 
+#: what a ``DALIIterator()`` op's call gives, over such a dataset
+OP_TENSORS = "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()"
+
 
 def dataset_use(
-    ctx: FileContext, inst: Instance, call: cst.Call, use_type: type[IteratorUse]
+    ctx: FileContext,
+    inst: Instance,
+    call: cst.Call,
+    use_type: type[IteratorUse],
+    op: cst.SimpleStatementLine | None = None,
 ) -> IteratorUse | FollowUp:
-    """``DALIDataset(pipeline=pipe, ...)``: the use to record (``use_type``, the iterators'
-    ``IteratorUse``, framework "tf"), or the follow-up that says why it stays."""
+    """``DALIDataset(pipeline=pipe, ...)``, or the call of a ``DALIIterator()`` op (``op``: the
+    statement that made it): the use to record (``use_type``, the iterators' ``IteratorUse``,
+    framework "tf"), or the follow-up that says why it stays."""
     reasons: list[str] = []
-    args: dict[str, cst.BaseExpression] = {}
-    for i, a in enumerate(call.args):
-        if a.star:
-            reasons.append("*args/**kwargs")
-        elif a.keyword is not None:
-            args[
-                {"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(
-                    a.keyword.value, a.keyword.value
-                )
-            ] = a.value
-        elif i == 0:
-            args["pipeline"] = a.value
-        elif i - 1 < len(PARAMS):
-            args[PARAMS[i - 1]] = a.value
+    args = _arguments(call, PARAMS if op is None else (), reasons)
+    what = "DALIDataset" if op is None else "the DALIIterator op"
     for key in set(args) - IGNORED - {"pipeline", "output_dtypes", "output_shapes"}:
         reasons.append(f"{key}= is not migrated")
     if "output_dtypes" not in args:
@@ -100,11 +96,36 @@ def dataset_use(
         reasons.append(
             "the dataset is made in a loop (the generator's arguments would be read late)"
         )
+    if op is not None and "output_dtypes" in args and not _listed(ctx, args["output_dtypes"]):
+        reasons.append("dtypes is not a list of dtypes the tool can read")
     if reasons:
-        return FollowUp(call, f"DALIDataset is not migrated: {'; '.join(reasons)}", ADVICE)
+        advice = ADVICE if op is None else f"{ADVICE}; the op's tensors are {OP_TENSORS}"
+        return FollowUp(call, f"{what} is not migrated: {'; '.join(reasons)}", advice)
     use = use_type(call, "tf", [], None, "FILL")
     use.signature = (args.get("output_shapes"), args["output_dtypes"])
+    use.op = op
     return use
+
+
+def _arguments(
+    call: cst.Call, params: tuple[str, ...], reasons: list[str]
+) -> dict[str, cst.BaseExpression]:
+    """The call's arguments by parameter (``shapes``/``dtypes`` as ``output_shapes``/
+    ``output_dtypes``); ``params``: the positional parameters after ``pipeline``."""
+    args: dict[str, cst.BaseExpression] = {}
+    for i, a in enumerate(call.args):
+        if a.star:
+            reasons.append("*args/**kwargs")
+        elif a.keyword is not None:
+            key = a.keyword.value
+            args[{"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(key, key)] = a.value
+        elif i == 0:
+            args["pipeline"] = a.value
+        elif i - 1 < len(params):
+            args[params[i - 1]] = a.value
+        else:
+            reasons.append("a positional argument after the pipeline")
+    return args
 
 
 def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
@@ -142,7 +163,12 @@ def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[
 def tupled(ctx: FileContext, use: IteratorUse) -> bool:
     """The dataset gives tuples: ``output_dtypes`` is a tuple/list (or a name only ever assigned
     one), not a single dtype."""
-    known = _values(ctx, _signature(use)[1])
+    return _listed(ctx, _signature(use)[1])
+
+
+def _listed(ctx: FileContext, dtypes: cst.BaseExpression) -> bool:
+    """``dtypes`` is a tuple/list display, or a name only ever assigned one."""
+    known = _values(ctx, dtypes)
     return bool(known) and all(isinstance(v, (cst.Tuple, cst.List)) for v in known)
 
 
