@@ -25,7 +25,10 @@ Why: ``dali_tf.DALIIterator()`` returns DALI's op; each call of it adds an op wi
 its own to the graph, whose tensors are the pipeline's next batch each time the graph runs. A
 one-shot iterator's ``get_next()`` over ``from_generator`` is the same: one generator per op, the
 next element per run. The op is recognised where a name bound once to ``DALIIterator()`` is
-called once, outside loops; that assignment goes with it.
+called once, outside loops; that assignment goes with it. Where one graph may run the call
+more than once, it stays: in a decorated function (a ``tf.function`` keeps the op, and its
+pipeline, across calls) or in a function this module calls in a loop (eagerly, each call took
+the next batch of the same pipeline, where a new one-shot iterator would start again).
 """
 
 from __future__ import annotations
@@ -89,6 +92,40 @@ def holds_op(ctx: FileContext, call: cst.Call) -> bool:
             if isinstance(name, cst.Name) and (type(target), name.value) == key:
                 return True
     return False
+
+
+def in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
+    """``node`` runs in a loop or comprehension of its function (or of the module)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module, cst.Lambda)):
+        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def op_reasons(ctx: FileContext, call: cst.Call) -> list[str]:
+    """Why the op's call may run more than once for one graph: in a ``@tf.function`` (or any
+    decorated function: its graph keeps the op's pipeline across calls), or in a function this
+    module calls in a loop (eagerly, each call took the next batch of the same pipeline; a
+    one-shot iterator would start again)."""
+    fn = ctx.parents.get(call)
+    while fn is not None and not isinstance(fn, cst.FunctionDef):
+        fn = ctx.parents.get(fn)
+    if fn is None:
+        return []
+    if fn.decorators:
+        return ["the op is called in a decorated function (a tf.function's graph keeps it)"]
+    name = fn.name.value
+    for other in ctx.nodes_of(cst.Call):
+        func = other.func
+        called = func.attr if isinstance(func, cst.Attribute) else func
+        if isinstance(called, cst.Name) and called.value == name and in_loop(ctx, other):
+            return [
+                f"{name}() is called in a loop (eagerly, each call of the op gave the next batch "
+                "of the same pipeline)"
+            ]
+    return []
 
 
 def next_element(tf: str, dataset: cst.BaseExpression) -> cst.Call:

@@ -45,6 +45,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .dataset_ops import in_loop, op_reasons
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
 
@@ -92,10 +93,12 @@ def dataset_use(
         reasons.append(f"{key}= is not migrated")
     if "output_dtypes" not in args:
         reasons.append("no output_dtypes (from_generator needs the signature)")
-    if _in_loop(ctx, call):
+    if in_loop(ctx, call):
         reasons.append(
             "the dataset is made in a loop (the generator's arguments would be read late)"
         )
+    if op is not None:
+        reasons += op_reasons(ctx, call)
     if op is not None and "output_dtypes" in args and not _listed(ctx, args["output_dtypes"]):
         reasons.append("dtypes is not a list of dtypes the tool can read")
     if reasons:
@@ -126,15 +129,6 @@ def _arguments(
         else:
             reasons.append("a positional argument after the pipeline")
     return args
-
-
-def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module, cst.Lambda)):
-        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
-            return True
-        cur = ctx.parents.get(cur)
-    return False
 
 
 def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
