@@ -45,6 +45,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import walk
 from .dataset_ops import in_loop, op_reasons
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
@@ -179,12 +180,14 @@ def _signature(use: IteratorUse) -> tuple[cst.BaseExpression | None, cst.BaseExp
     return use.signature
 
 
-def _values(ctx: FileContext, expr: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+def _values(
+    ctx: FileContext, expr: cst.BaseExpression | None, depth: int = 0
+) -> list[cst.BaseExpression]:
     """What ``expr`` may be: itself, or for a name of this scope every value it is assigned
-    (``name = value`` statements, one per branch); empty when another binding (a parameter, a
-    loop target, an unpacking, an augmented assignment) may give it a value the tool cannot
-    read."""
-    if expr is None:
+    (``name = value`` statements, one per branch, or ``a, name = f(...)`` where every ``return``
+    of the module's function ``f`` is such a tuple); empty when another binding (a parameter, a
+    loop target, an augmented assignment) may give it a value the tool cannot read."""
+    if expr is None or depth > 3:
         return []
     if not isinstance(expr, cst.Name):
         return [expr]
@@ -194,14 +197,74 @@ def _values(ctx: FileContext, expr: cst.BaseExpression | None) -> list[cst.BaseE
     for binding in bindings:
         target = ctx.parents.get(binding.node)
         assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-        if not (
+        if (
             isinstance(assign, cst.Assign)
             and len(assign.targets) == 1
             and assign.targets[0].target is binding.node
         ):
+            values.append(assign.value)
+            continue
+        returned = _unpacked(ctx, binding.node, depth)
+        if not returned:
             return []
-        values.append(assign.value)
+        values += returned
     return values
+
+
+def _unpacked(ctx: FileContext, name: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
+    """``a, name = f(...)``, ``f`` a function of the module whose every ``return`` gives a
+    tuple of as many entries: what each return gives ``name`` (empty otherwise)."""
+    element = ctx.parents.get(name)
+    targets = ctx.parents.get(element)
+    target = ctx.parents.get(targets)
+    assign = ctx.parents.get(target)
+    if not (
+        isinstance(element, cst.Element)
+        and isinstance(targets, cst.Tuple)
+        and isinstance(target, cst.AssignTarget)
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.value, cst.Call)
+        and isinstance(assign.value.func, cst.Name)
+    ):
+        return []
+    index = list(targets.elements).index(element)
+    fn = _module_function(ctx, assign.value.func.value)
+    returns = (
+        [r for r in walk(fn) if isinstance(r, cst.Return) and _owner(ctx, r) is fn]
+        if fn is not None
+        else []
+    )
+    out: list[cst.BaseExpression] = []
+    for r in returns:
+        value = r.value
+        if not (
+            isinstance(value, cst.Tuple)
+            and len(value.elements) == len(targets.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+        ):
+            return []
+        given = _values(ctx, value.elements[index].value, depth + 1)
+        if not given:
+            return []
+        out += given
+    return out
+
+
+def _module_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
+    """The function ``def name`` of the module's top level, where nothing else binds ``name``."""
+    found = [s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    scope = ctx.scopes.get(ctx.module)
+    bound = list(scope.assignments[name]) if scope is not None else []
+    return found[0] if len(found) == 1 and len(bound) == 1 else None
+
+
+def _owner(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The function (or lambda) ``node`` belongs to."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+        cur = ctx.parents.get(cur)
+    return cur
 
 
 def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
