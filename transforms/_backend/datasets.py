@@ -45,7 +45,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import walk
+from .._cst import kwargs_of, source_of, walk
 from .dataset_ops import in_loop, op_reasons
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
@@ -153,6 +153,71 @@ def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[
     return [
         "output_dtypes is not a tuple of dtypes (or one dtype for one output) the tool can read"
     ]
+
+
+def batch_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str]:
+    """DALI ran the pipeline with the dataset's ``batch_size`` (default 1; the op's, else the
+    first entry of its first shape) as its max_batch_size, whatever the pipeline was made with;
+    the generator reads the pipeline's. They must be the same value."""
+    args = _arguments(use.call, PARAMS if use.op is None else (), [])
+    given = args.get("batch_size")
+    if use.op is not None and (given is None or source_of(given) == "-1"):
+        given = _first_dim(ctx, args.get("output_shapes"))
+    elif given is None:
+        given = cst.Integer("1")
+    made = _made_batch_size(ctx, inst)
+    if given is not None and made is not None and _same(ctx, given, made, use.call):
+        return []
+    what = "DALIDataset's" if use.op is None else "the op's"
+    told = f"`{source_of(given)}`" if given is not None else "one the tool cannot read"
+    return [
+        f"DALI ran the pipeline with {what} batch size ({told}) as its max_batch_size, which the "
+        "tool cannot prove is the batch size the pipeline was made with: give both the same"
+    ]
+
+
+def _first_dim(ctx: FileContext, shapes: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The first entry of the first shape of a literal list of shapes."""
+    known = _values(ctx, shapes)
+    if len(known) != 1 or not isinstance(known[0], (cst.Tuple, cst.List)) or not known[0].elements:
+        return None
+    first = known[0].elements[0].value
+    if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+        return first.elements[0].value
+    return None
+
+
+def _made_batch_size(ctx: FileContext, inst: Instance) -> cst.BaseExpression | None:
+    """The batch size the pipeline was made with: the call's ``batch_size=`` (or
+    ``max_batch_size=``), else its ``@pipeline_def(batch_size=...)`` in this module."""
+    for key in ("batch_size", "max_batch_size"):
+        if key in inst.kwargs:
+            return inst.kwargs[key].value
+    func = inst.call.func
+    fn = _module_function(ctx, func.value) if isinstance(func, cst.Name) else None
+    for dec in fn.decorators if fn is not None else []:
+        if isinstance(dec.decorator, cst.Call):
+            found = kwargs_of(dec.decorator).get("batch_size")
+            if found is not None:
+                return found.value
+    return None
+
+
+def _same(
+    ctx: FileContext, given: cst.BaseExpression, made: cst.BaseExpression, site: cst.CSTNode
+) -> bool:
+    """Equal integers, or the same expression whose names mean the same at the dataset as where
+    the pipeline was made: the same scope (the placement checks see that they do not change in
+    between), or names that ``site``'s scope does not bind (a decorator's module-level ones)."""
+    if isinstance(given, cst.Integer) and isinstance(made, cst.Integer):
+        return int(given.value, 0) == int(made.value, 0)
+    scope = ctx.scopes.get(site)
+    if scope is None or source_of(given) != source_of(made):
+        return False
+    if ctx.scopes.get(made) is scope:
+        return True
+    local = {a.name for a in scope.assignments}
+    return not any(isinstance(n, cst.Name) and n.value in local for n in walk(given))
 
 
 def tupled(ctx: FileContext, use: IteratorUse) -> bool:

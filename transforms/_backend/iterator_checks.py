@@ -9,7 +9,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
-from .datasets import signature_reasons
+from .datasets import batch_reasons, signature_reasons
 from .handles import name_arg
 from .iterator_consumers import left_early
 from .iterator_follow import drop_in, enclosing, loops_around
@@ -111,7 +111,11 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
                 "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
                 "not migrated"
             ]
-        return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
+        return (
+            signature_reasons(ctx, use, len(graph.outputs))
+            + _placement_reasons(ctx, inst, use)
+            + batch_reasons(ctx, inst, use)
+        )
     if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
         return ["the pipeline's number of outputs depends on the `if` that ends it"]
     if use.ahead is not None and not graph.sources and not graph.readers:
