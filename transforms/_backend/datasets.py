@@ -37,6 +37,10 @@ generator on TensorFlow's own threads, which an ndd ``next_epoch()`` loop cannot
 a thread-bound evaluation context across its yields): the reader is called once per step instead,
 which gives the same endless stream. ``from_generator`` takes host arrays, so GPU outputs are
 copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did not have.
+
+DALI deserializes the pipeline with the dataset's ``batch_size`` (default 1) as its
+``max_batch_size``, whatever the pipeline was made with, while the generator reads the
+pipeline's: the dataset migrates only where the two are provably the same value.
 """
 
 from __future__ import annotations
