@@ -278,9 +278,14 @@ def _tf_plugin(q: str | None, here: bool) -> str | None:
         + "make the dataset tf.data.Dataset.from_generator(lambda: batches(...), "
         "output_signature=(tf.TensorSpec(shape, dtype), ...)) from the shapes/dtypes, where "
         "batches() calls the reader once per step and yields np.asarray(ndd.as_tensor(out.cpu())) "
-        "per output; the DALIIterator() op's tensors are "
-        "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next() (graph mode: one pipeline "
-        "per op)"
+        "per output"
+        + (
+            "; the DALIIterator() op's tensors are "
+            "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next() (graph mode: one "
+            "pipeline per op)"
+            if q.endswith(".DALIIterator")
+            else ""
+        )
     )
 
 
