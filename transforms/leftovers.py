@@ -140,7 +140,12 @@ class Leftovers(Rule):
         here = any(f.rule in ("DM200", "DM201", "DM202", "DM203", "DM204") for f in state.fixes)
         for node in _references(ctx):
             q = ctx.qualname(node)
-            kind = _legacy_op(ctx, q) or _subclassed(ctx, node, q, here) or _kind(q)
+            kind = (
+                _legacy_op(ctx, q)
+                or _subclassed(ctx, node, q, here)
+                or _tf_plugin(q, here)
+                or _kind(q)
+            )
             if kind is None or _inside(ctx, node, claimed, covered):
                 continue
             stmt = ctx.enclosing_statement(node)
@@ -262,6 +267,29 @@ def _subclassed(ctx: FileContext, node: cst.CSTNode, q: str | None, here: bool) 
 
 
 _PLUGIN = "nvidia.dali.plugin."
+
+
+def _tf_plugin(q: str | None, here: bool) -> str | None:
+    """TensorFlow's plugin (``DALIDataset``, the ``DALIIterator()`` op): what to write, as the
+    tool writes it where it migrates the dataset (``here``: a pipeline of this module is a
+    generator of batches now)."""
+    if not q or not q.startswith(_PLUGIN + "tf."):
+        return None
+    return (
+        "TensorFlow's DALI plugin: "
+        + ("" if here else "migrate the module that defines its pipeline in the same run, then ")
+        + "make the dataset tf.data.Dataset.from_generator(lambda: batches(...), "
+        "output_signature=(tf.TensorSpec(shape, dtype), ...)) from the shapes/dtypes, where "
+        "batches() calls the reader once per step and yields np.asarray(ndd.as_tensor(out.cpu())) "
+        "per output"
+        + (
+            "; the DALIIterator() op's tensors are "
+            "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next() (graph mode: one "
+            "pipeline per op)"
+            if q.endswith(".DALIIterator")
+            else ""
+        )
+    )
 
 
 def _kind(q: str | None) -> str | None:

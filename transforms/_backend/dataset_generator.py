@@ -13,7 +13,9 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import kwarg, source_of
-from .datasets import output_signature
+from .dataset_ops import COMMENT as OP_COMMENT
+from .dataset_ops import next_element
+from .datasets import output_signature, tupled
 from .docstrings import graph_outputs_text
 from .iterator_use import IteratorUse
 from .layout import fit
@@ -68,7 +70,7 @@ def dataset_definition(
     ]
     out = (
         arrays[0]
-        if len(arrays) == 1 and not isinstance(use.signature[1], (cst.Tuple, cst.List))
+        if len(arrays) == 1 and not tupled(ctx, use)
         else (
             cst.Tuple([cst.Element(a) for a in arrays], lpar=[], rpar=[])
             if len(arrays) > 1
@@ -88,9 +90,8 @@ def dataset_definition(
     doc = body[0]
     if graph.docstring is None:
         names = graph_outputs_text(ctx, graph, tupled=out is not arrays[0])
-        doc = stmt_of(
-            f'"""{names} batches as numpy arrays, without end, as DALIDataset ran them."""'
-        )
+        ran = "DALIDataset" if use.op is None else "the DALIIterator op"
+        doc = stmt_of(f'"""{names} batches as numpy arrays, without end, as {ran} ran them."""')
     new_fn = fn.with_changes(
         decorators=[], params=params, body=fn.body.with_changes(body=[doc, *prologue, new_loop])
     )
@@ -160,9 +161,9 @@ def dataset_edit(
     dataset = cst.Call(
         func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
     )
-    comments = [
-        cst.EmptyLine(comment=cst.Comment(t)) for t in FROM_GENERATOR.format(name=name).split("\n")
-    ]
-    new = made.deep_replace(use.call, dataset)
+    text = FROM_GENERATOR.format(name=name) if use.op is None else OP_COMMENT
+    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n")]
+    value = dataset if use.op is None else next_element(tf, dataset)
+    new = made.deep_replace(use.call, value)
     new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
     return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])

@@ -37,6 +37,10 @@ generator on TensorFlow's own threads, which an ndd ``next_epoch()`` loop cannot
 a thread-bound evaluation context across its yields): the reader is called once per step instead,
 which gives the same endless stream. ``from_generator`` takes host arrays, so GPU outputs are
 copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did not have.
+
+DALI deserializes the pipeline with the dataset's ``batch_size`` (default 1) as its
+``max_batch_size``, whatever the pipeline was made with, while the generator reads the
+pipeline's: the dataset migrates only where the two are provably the same value.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import kwargs_of, source_of, walk
+from .dataset_ops import in_loop, op_reasons
 from .iterator_use import IteratorUse
 from .model import FollowUp, Instance
 
@@ -71,61 +77,75 @@ ADVICE = (
     "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output"
 )
 
+#: what a ``DALIIterator()`` op's call gives, over such a dataset
+OP_TENSORS = "tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()"
+
 
 def dataset_use(
-    ctx: FileContext, inst: Instance, call: cst.Call, use_type: type[IteratorUse]
+    ctx: FileContext,
+    inst: Instance,
+    call: cst.Call,
+    use_type: type[IteratorUse],
+    op: cst.SimpleStatementLine | None = None,
 ) -> IteratorUse | FollowUp:
-    """``DALIDataset(pipeline=pipe, ...)``: the use to record (``use_type``, the iterators'
-    ``IteratorUse``, framework "tf"), or the follow-up that says why it stays."""
+    """``DALIDataset(pipeline=pipe, ...)``, or the call of a ``DALIIterator()`` op (``op``: the
+    statement that made it): the use to record (``use_type``, the iterators' ``IteratorUse``,
+    framework "tf"), or the follow-up that says why it stays."""
     reasons: list[str] = []
+    args = _arguments(call, PARAMS if op is None else (), reasons)
+    what = "DALIDataset" if op is None else "the DALIIterator op"
+    for key in set(args) - IGNORED - {"pipeline", "output_dtypes", "output_shapes"}:
+        reasons.append(f"{key}= is not migrated")
+    if "output_dtypes" not in args:
+        reasons.append("no output_dtypes (from_generator needs the signature)")
+    if in_loop(ctx, call):
+        reasons.append(
+            "the dataset is made in a loop (the generator's arguments would be read late)"
+        )
+    if op is not None:
+        reasons += op_reasons(ctx, call)
+    if op is not None and "output_dtypes" in args and not _listed(ctx, args["output_dtypes"]):
+        reasons.append("dtypes is not a list of dtypes the tool can read")
+    if reasons:
+        advice = ADVICE if op is None else f"{ADVICE}; the op's tensors are {OP_TENSORS}"
+        return FollowUp(call, f"{what} is not migrated: {'; '.join(reasons)}", advice)
+    use = use_type(call, "tf", [], None, "FILL")
+    use.signature = (args.get("output_shapes"), args["output_dtypes"])
+    use.op = op
+    return use
+
+
+def _arguments(
+    call: cst.Call, params: tuple[str, ...], reasons: list[str]
+) -> dict[str, cst.BaseExpression]:
+    """The call's arguments by parameter (``shapes``/``dtypes`` as ``output_shapes``/
+    ``output_dtypes``); ``params``: the positional parameters after ``pipeline``."""
     args: dict[str, cst.BaseExpression] = {}
     for i, a in enumerate(call.args):
         if a.star:
             reasons.append("*args/**kwargs")
         elif a.keyword is not None:
-            args[
-                {"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(
-                    a.keyword.value, a.keyword.value
-                )
-            ] = a.value
+            key = a.keyword.value
+            args[{"shapes": "output_shapes", "dtypes": "output_dtypes"}.get(key, key)] = a.value
         elif i == 0:
             args["pipeline"] = a.value
-        elif i - 1 < len(PARAMS):
-            args[PARAMS[i - 1]] = a.value
-    for key in set(args) - IGNORED - {"pipeline", "output_dtypes", "output_shapes"}:
-        reasons.append(f"{key}= is not migrated")
-    if "output_dtypes" not in args:
-        reasons.append("no output_dtypes (from_generator needs the signature)")
-    if _in_loop(ctx, call):
-        reasons.append(
-            "the dataset is made in a loop (the generator's arguments would be read late)"
-        )
-    if reasons:
-        return FollowUp(call, f"DALIDataset is not migrated: {'; '.join(reasons)}", ADVICE)
-    use = use_type(call, "tf", [], None, "FILL")
-    use.signature = (args.get("output_shapes"), args["output_dtypes"])
-    return use
-
-
-def _in_loop(ctx: FileContext, node: cst.CSTNode) -> bool:
-    cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module, cst.Lambda)):
-        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
-            return True
-        cur = ctx.parents.get(cur)
-    return False
+        elif i - 1 < len(params):
+            args[params[i - 1]] = a.value
+        else:
+            reasons.append("a positional argument after the pipeline")
+    return args
 
 
 def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[str]:
-    """The dtypes (and shapes) must say how many outputs there are: tuples (or names bound once
-    to tuples) with one entry per output, or a single dtype for a single output."""
+    """The dtypes (and shapes) must say how many outputs there are: tuples (or names every
+    assignment of which is such a tuple, as ``if``/``else`` branches give) with one entry per
+    output, or a single dtype for a single output."""
     shapes, dtypes = _signature(use)
-    d = _literal(ctx, dtypes)
-    s = _literal(ctx, shapes) if shapes is not None else None
-    if isinstance(d, (cst.Tuple, cst.List)):
-        if len(d.elements) != outputs or (
-            shapes is not None
-            and not (isinstance(s, (cst.Tuple, cst.List)) and len(s.elements) == outputs)
+    d = _values(ctx, dtypes)
+    s = _values(ctx, shapes) if shapes is not None else None
+    if d and all(isinstance(v, (cst.Tuple, cst.List)) for v in d):
+        if any(_length(v) != outputs for v in d) or (
+            shapes is not None and (not s or any(_length(v) != outputs for v in s))
         ):
             return [
                 "output_dtypes/output_shapes do not give one entry per output of the pipeline "
@@ -139,22 +159,181 @@ def signature_reasons(ctx: FileContext, use: IteratorUse, outputs: int) -> list[
     ]
 
 
+def batch_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[str]:
+    """DALI ran the pipeline with the dataset's ``batch_size`` (default 1; the op's, else the
+    first entry of its first shape) as its max_batch_size, whatever the pipeline was made with;
+    the generator reads the pipeline's. They must be the same value."""
+    args = _arguments(use.call, PARAMS if use.op is None else (), [])
+    given = args.get("batch_size")
+    if use.op is not None and (given is None or source_of(given) == "-1"):
+        given = _first_dim(ctx, args.get("output_shapes"))
+    elif given is None:
+        given = cst.Integer("1")
+    made = _made_batch_size(ctx, inst)
+    if given is not None and made is not None and _same(ctx, given, made, use.call):
+        return []
+    what = "DALIDataset's" if use.op is None else "the op's"
+    told = f"`{source_of(given)}`" if given is not None else "one the tool cannot read"
+    return [
+        f"DALI ran the pipeline with {what} batch size ({told}) as its max_batch_size, which the "
+        "tool cannot prove is the batch size the pipeline was made with: give both the same"
+    ]
+
+
+def _first_dim(ctx: FileContext, shapes: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The first entry of the first shape of a literal list of shapes."""
+    known = _values(ctx, shapes)
+    if len(known) != 1 or not isinstance(known[0], (cst.Tuple, cst.List)) or not known[0].elements:
+        return None
+    first = known[0].elements[0].value
+    if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+        return first.elements[0].value
+    return None
+
+
+def _made_batch_size(ctx: FileContext, inst: Instance) -> cst.BaseExpression | None:
+    """The batch size the pipeline was made with: the call's ``batch_size=`` (or
+    ``max_batch_size=``), else its ``@pipeline_def(batch_size=...)`` in this module."""
+    for key in ("batch_size", "max_batch_size"):
+        if key in inst.kwargs:
+            return inst.kwargs[key].value
+    func = inst.call.func
+    fn = _module_function(ctx, func.value) if isinstance(func, cst.Name) else None
+    for dec in fn.decorators if fn is not None else []:
+        if isinstance(dec.decorator, cst.Call):
+            found = kwargs_of(dec.decorator).get("batch_size")
+            if found is not None:
+                return found.value
+    return None
+
+
+def _same(
+    ctx: FileContext, given: cst.BaseExpression, made: cst.BaseExpression, site: cst.CSTNode
+) -> bool:
+    """Equal integers, or the same expression whose names mean the same at the dataset as where
+    the pipeline was made: the same scope (the placement checks see that they do not change in
+    between), or names that ``site``'s scope does not bind (a decorator's module-level ones)."""
+    if isinstance(given, cst.Integer) and isinstance(made, cst.Integer):
+        return int(given.value, 0) == int(made.value, 0)
+    scope = ctx.scopes.get(site)
+    if scope is None or source_of(given) != source_of(made):
+        return False
+    if ctx.scopes.get(made) is scope:
+        return True
+    local = {a.name for a in scope.assignments}
+    return not any(isinstance(n, cst.Name) and n.value in local for n in walk(given))
+
+
+def tupled(ctx: FileContext, use: IteratorUse) -> bool:
+    """The dataset gives tuples: ``output_dtypes`` is a tuple/list (or a name only ever assigned
+    one), not a single dtype."""
+    return _listed(ctx, _signature(use)[1])
+
+
+def _listed(ctx: FileContext, dtypes: cst.BaseExpression) -> bool:
+    """``dtypes`` is a tuple/list display, or a name only ever assigned one."""
+    known = _values(ctx, dtypes)
+    return bool(known) and all(isinstance(v, (cst.Tuple, cst.List)) for v in known)
+
+
+def _length(value: cst.BaseExpression) -> int | None:
+    """How many entries a tuple/list display has (None where one is starred)."""
+    assert isinstance(value, (cst.Tuple, cst.List))
+    elements = value.elements
+    return None if any(isinstance(e, cst.StarredElement) for e in elements) else len(elements)
+
+
 def _signature(use: IteratorUse) -> tuple[cst.BaseExpression | None, cst.BaseExpression]:
     """``(output_shapes, output_dtypes)`` as :func:`dataset_use` recorded them (a ``tf`` use)."""
     assert use.signature is not None, "a DALIDataset use has its signature"
     return use.signature
 
 
-def _literal(ctx: FileContext, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """``expr``, or the value of the name it is when that name is bound once in its scope."""
+def _values(
+    ctx: FileContext, expr: cst.BaseExpression | None, depth: int = 0
+) -> list[cst.BaseExpression]:
+    """What ``expr`` may be: itself, or for a name of this scope every value it is assigned
+    (``name = value`` statements, one per branch, or ``a, name = f(...)`` where every ``return``
+    of the module's function ``f`` is such a tuple); empty when another binding (a parameter, a
+    loop target, an augmented assignment) may give it a value the tool cannot read."""
+    if expr is None or depth > 3:
+        return []
     if not isinstance(expr, cst.Name):
-        return expr
+        return [expr]
     scope = ctx.scopes.get(expr)
     bindings = list(scope.assignments[expr.value]) if scope is not None else []
-    if len(bindings) != 1:
-        return None
-    assign = ctx.parents.get(ctx.parents.get(bindings[0].node))
-    return assign.value if isinstance(assign, cst.Assign) and len(assign.targets) == 1 else None
+    values: list[cst.BaseExpression] = []
+    for binding in bindings:
+        target = ctx.parents.get(binding.node)
+        assign = ctx.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and assign.targets[0].target is binding.node
+        ):
+            values.append(assign.value)
+            continue
+        returned = _unpacked(ctx, binding.node, depth)
+        if not returned:
+            return []
+        values += returned
+    return values
+
+
+def _unpacked(ctx: FileContext, name: cst.CSTNode, depth: int) -> list[cst.BaseExpression]:
+    """``a, name = f(...)``, ``f`` a function of the module whose every ``return`` gives a
+    tuple of as many entries: what each return gives ``name`` (empty otherwise)."""
+    element = ctx.parents.get(name)
+    targets = ctx.parents.get(element)
+    target = ctx.parents.get(targets)
+    assign = ctx.parents.get(target)
+    if not (
+        isinstance(element, cst.Element)
+        and isinstance(targets, cst.Tuple)
+        and isinstance(target, cst.AssignTarget)
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.value, cst.Call)
+        and isinstance(assign.value.func, cst.Name)
+    ):
+        return []
+    index = list(targets.elements).index(element)
+    fn = _module_function(ctx, assign.value.func.value)
+    returns = (
+        [r for r in walk(fn) if isinstance(r, cst.Return) and _owner(ctx, r) is fn]
+        if fn is not None
+        else []
+    )
+    out: list[cst.BaseExpression] = []
+    for r in returns:
+        value = r.value
+        if not (
+            isinstance(value, cst.Tuple)
+            and len(value.elements) == len(targets.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements)
+        ):
+            return []
+        given = _values(ctx, value.elements[index].value, depth + 1)
+        if not given:
+            return []
+        out += given
+    return out
+
+
+def _module_function(ctx: FileContext, name: str) -> cst.FunctionDef | None:
+    """The function ``def name`` of the module's top level, where nothing else binds ``name``."""
+    found = [s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    scope = ctx.scopes.get(ctx.module)
+    bound = list(scope.assignments[name]) if scope is not None else []
+    return found[0] if len(found) == 1 and len(bound) == 1 else None
+
+
+def _owner(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The function (or lambda) ``node`` belongs to."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+        cur = ctx.parents.get(cur)
+    return cur
 
 
 def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExpression:
@@ -170,11 +349,7 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
             for i, e in enumerate(dtypes.elements)
         ]
         return cst.Tuple([cst.Element(s) for s in specs])
-    if (
-        isinstance(dtypes, cst.Name)
-        and _literal(ctx, dtypes) is not None
-        and isinstance(_literal(ctx, dtypes), (cst.Tuple, cst.List))
-    ):
+    if isinstance(dtypes, cst.Name) and tupled(ctx, use):
         if shapes is None:
             return cst.parse_expression(f"tuple({tf}.TensorSpec(None, d) for d in {dtypes.value})")
         code = cst.Module([]).code_for_node(shapes)

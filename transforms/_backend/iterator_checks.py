@@ -9,7 +9,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
-from .datasets import signature_reasons
+from .datasets import batch_reasons, signature_reasons
 from .handles import name_arg, needs_of
 from .iterator_consumers import left_early
 from .iterator_follow import drop_in, enclosing, loops_around
@@ -135,7 +135,11 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
                 "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
                 "not migrated"
             ]
-        return signature_reasons(ctx, use, len(graph.outputs)) + _placement_reasons(ctx, inst, use)
+        return (
+            signature_reasons(ctx, use, len(graph.outputs))
+            + _placement_reasons(ctx, inst, use)
+            + batch_reasons(ctx, inst, use)
+        )
     if graph.branch_outputs and len({len(v) for v in graph.branch_outputs.values()}) > 1:
         return ["the pipeline's number of outputs depends on the `if` that ends it"]
     if use.ahead is not None and not graph.sources and not graph.readers:
@@ -359,10 +363,18 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
                 <= (pos.start.line, pos.start.column)
                 < (end.line, end.column)
             )
-            hit = {n.value for n in walk(target) if isinstance(n, cst.Name)} & names
+            hit = _rebound_names(target) & names
             if inside and hit:
                 return [f"`{sorted(hit)[0]}` changes between the pipeline and the iterator"]
     return []
+
+
+def _rebound_names(target: cst.CSTNode) -> set[str]:
+    """The names an assignment to ``target`` changes: ``x`` and ``a, b`` themselves, ``x`` of
+    ``x.attr = ...`` and ``x[i] = ...`` (the object changes), never the ``attr`` of ``self.attr``
+    (another variable than a local ``attr``)."""
+    skip = {id(n.attr) for n in walk(target) if isinstance(n, cst.Attribute)}
+    return {n.value for n in walk(target) if isinstance(n, cst.Name) and id(n) not in skip}
 
 
 def made_elsewhere(ctx: FileContext, inst: Instance, use: IteratorUse) -> bool:

@@ -64,6 +64,8 @@ class IteratorUse:
     annotations: list[cst.CSTNode] = field(default_factory=list)
     #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
     signature: tuple | None = None
+    #: the ``DALIIterator()`` op's call instead: the statement that made the op (``dataset_ops``)
+    op: cst.SimpleStatementLine | None = None
     #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
     #: the ``__init__`` parameter that takes it
     wrapper: tuple | None = None

@@ -45,8 +45,10 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
+from .._cst import source_of
+from .dataset_ops import holds_op, op_statement
 from .datasets import ADVICE as DATASET_ADVICE
-from .datasets import DATASET, dataset_use
+from .datasets import DATASET, OP_TENSORS, dataset_use
 from .iterator_args import ITERATORS, analyse_iterator
 from .iterator_consumers import check_uses
 from .iterator_follow import Follower
@@ -109,12 +111,20 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     recorded on ``inst.iterators``, or the follow-up for an iterator that cannot migrate."""
     call = _enclosing_call(ctx, ref)
     q = ctx.qualname(call.func) if call is not None else None
-    if call is not None and q == DATASET:  # TensorFlow: a tf.data.Dataset from a generator
-        found = dataset_use(ctx, inst, call, IteratorUse)
+    op = op_statement(ctx, call) if call is not None else None
+    if call is not None and (q == DATASET or op is not None):  # TensorFlow: from a generator
+        found = dataset_use(ctx, inst, call, IteratorUse, op)
         if isinstance(found, FollowUp):
             return found
         inst.iterators.append(found)
         return ""
+    if call is not None and holds_op(ctx, call):
+        return FollowUp(
+            call,
+            f"the DALIIterator op `{source_of(call.func)}` is not migrated: the tool takes an op "
+            "bound to one local name, once, and called once",
+            f"{DATASET_ADVICE}; the op's tensors are {OP_TENSORS}",
+        )
     sub = (
         iterator_subclass(ctx, call, tuple(ITERATORS), ref)
         if call is not None and q not in ITERATORS

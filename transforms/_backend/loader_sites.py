@@ -64,7 +64,8 @@ def loader_site_edits(
     if kept:
         return edits + _kept_edits(ctx, inst, use, pre, made_loader)
     if use.framework == "tf":
-        return edits + [dataset_edit(ctx, use, made, made_loader, name)]
+        op = [removed_stmt(ctx, use.op)] if use.op is not None else []
+        return edits + op + [dataset_edit(ctx, use, made, made_loader, name)]
     loader: cst.BaseExpression = made_loader
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
         edits.append(_wrapper_edit(ctx, use, made_loader))
