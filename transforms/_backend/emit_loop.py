@@ -252,12 +252,20 @@ class _Evaluated(cst.CSTTransformer):
     def _one(self, value: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(value, cst.Name) and value.value in self.computed:
             return value
-        if isinstance(
-            value, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.BooleanOperation)
-        ):
+        if isinstance(value, _LOOSE) and not value.lpar:  # `.evaluate()` must bind to all of it
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         self.wrapped += 1
         return cst.Call(cst.Attribute(value, cst.Name("evaluate")))
+
+
+#: expressions that `.evaluate()` written after them would bind to a part of
+_LOOSE = (
+    cst.BinaryOperation,
+    cst.UnaryOperation,
+    cst.Comparison,
+    cst.BooleanOperation,
+    cst.IfExp,
+)
 
 
 def _is_tuple_call(value: cst.BaseExpression) -> bool:
