@@ -130,6 +130,7 @@ from ._backend.arguments import (
     is_unset,
     set_threads_stmt,
 )
+from ._backend.branch_peers import class_peer_of, lost_peers
 from ._backend.class_family import (
     base_names,
     bases_of_refused,
@@ -301,6 +302,7 @@ class PipelineClass(Rule):
         one derives from is refused too: the class would derive from the function it becomes."""
         migrated: list[_Migrated] = []
         refused: list[tuple[cst.ClassDef, list[cst.ClassDef], str]] = []
+        self.leaves = [cls for cls, _ in leaves]
         for cls, chain in leaves:
             mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
             try:
@@ -310,6 +312,10 @@ class PipelineClass(Rule):
                 refused.append((cls, chain, str(why)))
                 continue
             migrated.append((cls, cls_edits, cls_fired, instances, mine))
+        lost = lost_peers([(m[0], [p for i in m[3] for p in i.peers]) for m in migrated])
+        chains = {id(c): chain for c, chain in leaves}
+        refused += [(c, chains[id(c)], why) for c, why in lost]
+        migrated = [m for m in migrated if all(m[0] is not c for c, _ in lost)]
         bases = bases_of_refused(refused)
         kept = [m for m in migrated if id(m[0]) not in bases]
         return kept, [(c, why) for c, _, why in refused] + [
@@ -329,7 +335,14 @@ class PipelineClass(Rule):
         reasons: list[str] = []
         init, merged, body_stmts = self._merge(ctx, cls, chain, reasons, notes)
         kwargs = merged.kwargs
-        instances = find_instances(ctx, cls, followups, pipeline_args=False, with_handles=True)
+        instances = find_instances(
+            ctx,
+            cls,
+            followups,
+            pipeline_args=False,
+            with_handles=True,
+            peer_of=class_peer_of(ctx, self.leaves, cls),
+        )
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
