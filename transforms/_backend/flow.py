@@ -8,11 +8,11 @@ the factory only relays it, ``Found.relays``, reader handles follow it there too
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
 ``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
 definitions are *peers*, migrated with this one or not at all; also a name bound to a peer's
-pipeline in one branch and built after the ``if``, see :mod:`.branch_peers`), unpacking (``a, b = f(), g()``,
-``loader, pipe = factory()``), parameters of functions of the same file and of ``__init__`` of its
-classes (where every call passes a pipeline there). Each use found there is recorded on
-the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.model.FollowUp`
-(a TODO next to it), never a silent leftover.
+pipeline in one branch and built after the ``if``, see :mod:`.branch_peers`), unpacking
+(``a, b = f(), g()``, ``loader, pipe = factory()``), parameters of functions of the same file
+and of ``__init__`` of its classes (where every call passes a pipeline there). Each use found
+there is recorded on the :class:`~.model.Instance`; a use the tool cannot follow becomes a
+:class:`~.model.FollowUp` (a TODO next to it), never a silent leftover.
 """
 
 from __future__ import annotations
