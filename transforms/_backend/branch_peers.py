@@ -91,24 +91,3 @@ def class_peer_of(ctx: FileContext, family: Sequence[cst.ClassDef], own: cst.Cla
         return others.get(id(getattr(next(iter(referents.values())), "node", None)))
 
     return find
-
-
-def lost_peers(
-    kept: list[tuple[cst.ClassDef, list[cst.CSTNode]]],
-) -> list[tuple[cst.ClassDef, str]]:
-    """Of the classes ``kept`` (each with the peers its objects share code with), those with a
-    peer that is not kept (or is dropped in turn), with why they are not migrated."""
-    ids = {id(c) for c, _ in kept}
-    dropped: list[tuple[cst.ClassDef, str]] = []
-    changed = True
-    while changed:
-        changed = False
-        for cls, peers in kept:
-            lost = next((p for p in peers if id(p) not in ids), None)
-            if id(cls) in ids and lost is not None:
-                name = getattr(getattr(lost, "name", None), "value", "?")
-                why = f"its pipelines share code with those of `{name}`, which is not migrated"
-                dropped.append((cls, why))
-                ids.discard(id(cls))
-                changed = True
-    return dropped
