@@ -130,6 +130,7 @@ from ._backend.arguments import (
     is_unset,
     set_threads_stmt,
 )
+from ._backend.branch_peers import class_peer_of
 from ._backend.class_family import (
     base_names,
     bases_of_refused,
@@ -304,23 +305,42 @@ class PipelineClass(Rule):
         self, state: FileState, leaves: list[tuple[cst.ClassDef, list[cst.ClassDef]]]
     ) -> tuple[list[_Migrated], list[tuple[cst.ClassDef, str]]]:
         """Each class of the family migrated, or refused with its reason. A class that a refused
-        one derives from is refused too: the class would derive from the function it becomes."""
-        migrated: list[_Migrated] = []
-        refused: list[tuple[cst.ClassDef, list[cst.ClassDef], str]] = []
-        for cls, chain in leaves:
-            mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
-            try:
-                cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
-                check_disjoint(state.ctx, cls_edits)  # identical edits count once
-            except Refused as why:
-                refused.append((cls, chain, str(why)))
-                continue
-            migrated.append((cls, cls_edits, cls_fired, instances, mine))
+        one derives from is refused too: the class would derive from the function it becomes.
+        A class whose objects share code with a refused one's (``branch_peers``) is migrated
+        again without it as a peer (that code keeps its TODO)."""
+        self.leaves = [cls for cls, _ in leaves]
+        self.excluded: set[int] = set()
+        results = {id(cls): self._one(state, cls, chain) for cls, chain in leaves}
+        while True:
+            refused_ids = {k for k, r in results.items() if isinstance(r, str)}
+            again = [
+                (cls, chain)
+                for cls, chain in leaves
+                if any(id(p) in refused_ids for p in _peers(results[id(cls)]))
+            ]
+            if not again:
+                break
+            self.excluded = refused_ids
+            results.update((id(cls), self._one(state, cls, chain)) for cls, chain in again)
+        migrated = [r for r in results.values() if not isinstance(r, str)]
+        refused = [(c, chain, r) for c, chain in leaves if isinstance(r := results[id(c)], str)]
         bases = bases_of_refused(refused)
         kept = [m for m in migrated if id(m[0]) not in bases]
         return kept, [(c, why) for c, _, why in refused] + [
             (m[0], bases[id(m[0])]) for m in migrated if id(m[0]) in bases
         ]
+
+    def _one(
+        self, state: FileState, cls: cst.ClassDef, chain: list[cst.ClassDef]
+    ) -> _Migrated | str:
+        """The class migrated, or why it is not."""
+        mine: tuple[list[Diagnostic], list[FollowUp], list[Diagnostic]] = ([], [], [])
+        try:
+            cls_edits, cls_fired, instances = self._migrate(state, cls, chain, *mine)
+            check_disjoint(state.ctx, cls_edits)  # identical edits count once
+        except Refused as why:
+            return str(why)
+        return (cls, cls_edits, cls_fired, instances, mine)
 
     def _migrate(
         self,
@@ -335,7 +355,14 @@ class PipelineClass(Rule):
         reasons: list[str] = []
         init, merged, body_stmts = self._merge(ctx, cls, chain, reasons, notes)
         kwargs = merged.kwargs
-        instances = find_instances(ctx, cls, followups, pipeline_args=False, with_handles=True)
+        instances = find_instances(
+            ctx,
+            cls,
+            followups,
+            pipeline_args=False,
+            with_handles=True,
+            peer_of=class_peer_of(ctx, [c for c in self.leaves if id(c) not in self.excluded], cls),
+        )
         # a base that is also used by itself: the classes deriving from it migrate with it
         bases = {id(a.value) for c in self.members for a in c.bases}
         followups[:] = [f for f in followups if id(f.node) not in bases]
@@ -611,3 +638,9 @@ def _visible(
         (inside is not None and n in inside) or (outside is not None and n in outside)
         for n in free_names(expr)
     )
+
+
+def _peers(result: _Migrated | str) -> list[cst.CSTNode]:
+    """The pipeline classes whose objects share code with those of a class migrated (none for
+    one refused: ``result`` is then why)."""
+    return [] if isinstance(result, str) else [p for inst in result[3] for p in inst.peers]

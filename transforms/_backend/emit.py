@@ -141,7 +141,7 @@ class _Emitter(InputPhases, LoopPhase):
     def _inline_value(self, use: ReaderUse) -> cst.BaseExpression:
         """What a reader called inside an expression becomes there: the batch of the loop (one
         reader), or the reader called for one batch (several)."""
-        if self.single:
+        if use is self.lead:
             return use.target
         return cst.Call(
             cst.Name(self.reader_vars[id(use.call)]),
@@ -157,9 +157,9 @@ class _Emitter(InputPhases, LoopPhase):
                 [target] if isinstance(target, cst.Name) else [e.value for e in target.elements]
             ):
                 self.nodes.add(t.value)
-        if self.single:
-            self.target, batch_expr = _loop_target(graph.readers[0], self.plan.batch_size)
-            if isinstance(self.target, cst.Name) and reader_outputs(graph.readers[0]) == 1:
+        if self.lead is not None:
+            self.target, batch_expr = _loop_target(self.lead, self.plan.batch_size)
+            if isinstance(self.target, cst.Name) and reader_outputs(self.lead) == 1:
                 self.nodes.add(self.target.value)
         elif graph.readers or not graph.sources:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
@@ -241,10 +241,10 @@ class _Emitter(InputPhases, LoopPhase):
         """What ``_statement_rest`` writes for the statement itself."""
         ctx, graph = self.ctx, self.graph
         if self.is_reader_stmt(s):
-            if self.single:
+            use = next(u for u in graph.readers if u.stmt is s)
+            if use is self.lead:
                 return []
             assert isinstance(s, cst.SimpleStatementLine)
-            use = next(u for u in graph.readers if u.stmt is s)
             call = cst.Call(
                 cst.Name(self.reader_vars[id(use.call)]),
                 args=[kwarg("batch_size", self.plan.batch_size)],

@@ -84,7 +84,7 @@ class InputPhases(EmitState):
                     f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
                     f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
                 )
-        base = "reader" if self.single else _reader_var(use)
+        base = "reader" if self.single and len(self.graph.readers) == 1 else _reader_var(use)
         var = next(
             (
                 self.reader_vars[id(other.call)]
@@ -106,7 +106,7 @@ class InputPhases(EmitState):
         plan = self.plan
         args = remove_args(args, {"name"})
         args = _reader_seed(self.ctx, use, args, plan.seed, plan.rule_id, self.notes)
-        if not self.single or plan.reader_meta:
+        if not self.single or plan.reader_meta or len(self.graph.readers) > 1:
             args = append_arg(args, kwarg("max_batch_size", plan.batch_size))
         enabled = any(
             a.keyword and a.keyword.value == "enable_checkpointing" and truthy(a) for a in args

@@ -82,7 +82,8 @@ class LoopPhase(EmitState):
                 epoch_args.append(kwarg("ctx", cst.Name(self._device_ctx())))
             if self.capture:
                 epoch_args.append(kwarg("capture", cst.Name("True")))
-            reader = cst.Name(self.reader_vars[id(graph.readers[0].call)])
+            assert self.lead is not None
+            reader = cst.Name(self.reader_vars[id(self.lead.call)])
             next_epoch = cst.Call(
                 func=cst.Attribute(reader, cst.Name("next_epoch")), args=epoch_args
             )

@@ -17,6 +17,7 @@ from .._local import LocalEnv, LocalRule, collect_nodes, lower
 from .current import Current, CurrentReadsRule, self_assignments
 from .external_source import RAISE_REASON
 from .handed import handed_data
+from .lockstep import epoch_reader
 from .model import Graph, PipelinePlan, Refused
 from .random_helpers import RandomHelper
 from .run_once import run_once
@@ -37,8 +38,10 @@ class EmitState:
         self.taken = names_in(graph.container).union(*(names_in(s) for s in graph.body))
         self.taken |= {n.value for n in graph.unpacked[0]} if graph.unpacked else set()
         self.rng_var = fresh_name("rng", self.taken)
-        # one reader, made unconditionally: the loop runs over its epochs
-        self.single = len(graph.readers) == 1 and not graph.readers[0].guards
+        # one reader, made unconditionally (or the one a loader's epochs follow): the loop runs
+        # over its epochs
+        self.lead = epoch_reader(graph, plan)
+        self.single = self.lead is not None
         self.nodes = collect_nodes(ctx, graph.container)
         if graph.outputs_list is not None:  # the list of the outputs: made anew for each batch
             self.nodes.add(graph.outputs_list)

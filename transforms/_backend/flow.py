@@ -7,16 +7,17 @@ factories (``def make(): p = pipe_fn(...); p.build(); return p`` and their calle
 the factory only relays it, ``Found.relays``, reader handles follow it there too), lists of
 per-GPU pipelines (``[make(i) for i in range(n)]``, ``pipes.append(make(i))``, ``for p in pipes``,
 ``pipes[0]``), lists and tuples of pipelines of several definitions (``[a(), b()]``: the other
-definitions are *peers*, migrated with this one or not at all), unpacking (``a, b = f(), g()``,
-``loader, pipe = factory()``), parameters of functions of the same file and of ``__init__`` of its
-classes (where every call passes a pipeline there). Each use found there is recorded on
-the :class:`~.model.Instance`; a use the tool cannot follow becomes a :class:`~.model.FollowUp`
-(a TODO next to it), never a silent leftover.
+definitions are *peers*, migrated with this one or not at all; also a name bound to a peer's
+pipeline in one branch and built after the ``if``, see :mod:`.branch_peers`), unpacking
+(``a, b = f(), g()``, ``loader, pipe = factory()``), parameters of functions of the same file
+and of ``__init__`` of its classes (where every call passes a pipeline there). Each use found
+there is recorded on the :class:`~.model.Instance`; a use the tool cannot follow becomes a
+:class:`~.model.FollowUp` (a TODO next to it), never a silent leftover.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -24,6 +25,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, within
+from .branch_peers import PeerOf, branch_peers, shared_use
 from .flow_sites import (
     arguments_for,
     called_code,
@@ -71,11 +73,6 @@ class Found:
 
     def not_local(self) -> None:
         self.local = self.relayed = False
-
-
-#: the pipeline definition (its ``FunctionDef``) that made the object an expression evaluates to,
-#: where it is another definition of the module migrated by the same rule; else None
-PeerOf = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 
 class Flow:
@@ -186,7 +183,9 @@ class Flow:
                 holders = reaching(ctx, ref)
                 if not any(h is assignment for h in holders):
                     continue  # straight-line code: a later binding of the name holds it here
-                if all(self._holds_pipe(r) for r in holders):
+                if all(self._holds_pipe(r) for r in holders) or self._built_by_peers(
+                    ref.node, holders, found
+                ):
                     yield ref.node
                 elif id(ref.node) not in self.seen:
                     self.seen.add(id(ref.node))
@@ -197,6 +196,17 @@ class Flow:
                             rebound_iterator_advice(ctx, ref.node),
                         )
                     )
+
+    def _built_by_peers(self, node: cst.CSTNode, holders: list, found: Found) -> bool:
+        """``pipe.build()`` where ``pipe`` holds this pipeline or a peer's (one per branch): the
+        same for each, so it is followed (and dropped); the peers migrate with this one."""
+        if self.peer_of is None or not shared_use(self.ctx, node):
+            return False
+        peers = branch_peers(self.ctx, holders, self._holds_pipe, self.peer_of)
+        if peers is None:
+            return False
+        found.peers += peers
+        return True
 
     def _holds_pipe(self, assignment: object) -> bool:
         """The binding ``assignment`` (a libcst scope assignment) holds a pipeline or None."""

@@ -287,7 +287,8 @@ def instances_of(
     object, followed wherever it goes. ``with_handles``: see :func:`follow_pipeline`;
     checkpoint arguments are then the front end's."""
     calls = []
-    values = DefinitionValues(ctx, peer_of) if peer_of is not None else None
+    # (references to a pipeline class other than calls are not followed)
+    values = DefinitionValues(ctx, peer_of) if peer_of is not None and pipeline_args else None
     through: dict[int, ValueCall] = {}  # calls of a parameter (or name) given the definition
     for ref in refs:
         call = ctx.parents.get(ref)

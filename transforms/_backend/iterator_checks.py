@@ -15,6 +15,7 @@ from .iterator_consumers import left_early
 from .iterator_follow import drop_in, enclosing, loops_around
 from .iterator_use import ANY_READER, IteratorUse
 from .iterators import BY_HAND, BY_HAND_TORCH
+from .lockstep import lead_reader
 from .model import FollowUp, Graph, Instance
 from .per_device import ADVICE as PER_DEVICE_ADVICE
 from .per_device import placement_reasons as devices_placement
@@ -152,12 +153,15 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         ]
     if graph.sources and not graph.readers:
         return _source_reasons(graph, use) or _sized_source_reasons(ctx, inst, graph, use)
-    if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
+    lead = lead_reader(graph, use)
+    if lead is None:
         return [
-            "a framework iterator over a pipeline with several readers or an external source is "
-            "not migrated"
+            "a framework iterator over a pipeline with an external source beside its readers, a "
+            "reader made under an `if`, or several readers without a reader_name= that names "
+            "one of them as a string (or with size=) is not migrated"
         ]
-    reader = {a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None}
+    graph.lead = lead if len(graph.readers) > 1 else None
+    reader = {a.keyword.value: a.value for a in lead.call.args if a.keyword is not None}
     name = reader.get("name")
     for wanted, what in (
         (use.reader_name, "reader_name={!r}"),

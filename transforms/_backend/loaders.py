@@ -168,9 +168,8 @@ def loader_definition(
         taken = names_in(fn)
         sized = (lambda p: _with_size_param(p, use, taken)) if use.size is not None else None
         return source_loader_definition(ctx, fn, graph, body, params, inst, at, name, sized)
-    reader_args = {
-        a.keyword.value: a.value for a in graph.readers[0].call.args if a.keyword is not None
-    }
+    lead = graph.lead or graph.readers[0]  # the reader whose epochs the loader runs
+    reader_args = {a.keyword.value: a.value for a in lead.call.args if a.keyword is not None}
     c = LoaderClass(ctx, use, epochs_kind(reader_args, use), _parts(body))
     c.meta = bool(use.meta_calls)  # pipe.epoch_size() reads the loader's reader
     use.reader_attr = c.body.reader

@@ -67,6 +67,10 @@ class Graph:
     #: the outputs are the elements of the list this name holds, built by appending to it
     #: (``outputs`` is that name): their number is known only when the code runs
     outputs_list: str | None = None
+    #: of several readers, the one a framework iterator names (``reader_name=``): a loader runs
+    #: its epochs and calls the others once per batch, in lockstep as the pipeline did
+    #: (``lockstep.lead_reader``); None otherwise
+    lead: Any = None
 
 
 @dataclass
