@@ -87,9 +87,9 @@ class _Emitter(InputPhases, LoopPhase):
         rules: list[LocalRule] = list(self.plan.lowering)
         self.helpers = random_helpers(self.ctx, graph.container, self.plan.helper_hosts)
         if self.helpers:
+            rules.append(HelperCalls(self.helpers))  # in the helpers too: they pass them on
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
-            rules.append(HelperCalls(self.helpers))
         inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards}
         inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
         if inline:

@@ -27,9 +27,10 @@ Random operators need the pipeline's RNG and the current batch size, which only 
 has (a helper defined in the function around the pipeline, e.g. beside a ``with pipe:`` block,
 too): the helper takes them as keyword-only parameters (``batch_size`` only when one of its
 random operators has no data input) and draws in the same order as when its code was inlined.
-A helper with random operators that is also used outside the pipelines migrated with it, calls
-another such helper, or already has a parameter named ``rng``/``batch_size`` keeps the pipeline's
-TODO. Several ``@pipeline_def`` functions may share one: each passes its own RNG, and they are
+A helper that calls such a helper (``preprocess`` calling ``augment``) takes them too and
+passes them on. A helper with random operators that is also used outside the pipelines migrated
+with it (and their helpers), or already has a parameter named ``rng``/``batch_size`` keeps the
+pipeline's TODO. Several ``@pipeline_def`` functions may share one: each passes its own RNG, and they are
 migrated by one fix (or all keep their TODO).
 Helpers without random operators need nothing: the local rules rewrite them on their own.
 """
@@ -58,34 +59,18 @@ def random_helpers(
     ctx: FileContext, container: cst.CSTNode, hosts: list[cst.CSTNode] | None = None
 ) -> dict[str, RandomHelper]:
     """The functions with random operators that ``container`` calls, defined outside it (at
-    module level, or in a function around it); Refused with the reason when one cannot be
-    migrated. Calls inside ``hosts`` (other pipelines, migrated with this one or not at all)
-    are no use outside."""
-    inside = [container, *(hosts or [])]
-    defs = _called_defs(ctx, container)
+    module level, or in a function around it), and the functions between them
+    (``preprocess`` calling ``augment``): each passes the RNG on. Refused with the reason when
+    one cannot be migrated. Calls inside ``hosts`` (other pipelines, migrated with this one or
+    not at all) are no use outside."""
+    defs = _reachable_defs(ctx, container)
+    random = _drawing(ctx, defs)
+    fns = [defs[name] for name in random]
     helpers: dict[str, RandomHelper] = {}
-    for name in sorted(defs):
+    for name in sorted(random):
         fn = defs[name]
-        randoms = [n for n in walk(fn.body) if isinstance(n, cst.Call) and _is_random(ctx, n)]
-        if not randoms:
-            continue
-        if fn.decorators or fn.asynchronous is not None:
-            raise Refused(f"helper {name} with random operators is decorated or async")
-        taken = {
-            p.name.value
-            for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
-        }
-        if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
-            raise Refused(
-                f"helper {name} with random operators already takes rng, batch_size or **kwargs"
-            )
-        read = sorted({"rng", "batch_size"} & free_names(fn.body))
-        if read:  # the parameters it gains would hide them
-            raise Refused(
-                f"helper {name} with random operators reads `{read[0]}` from around it, which "
-                f"the parameter {read[0]} it would take (the pipeline's) would hide: rename "
-                "that variable"
-            )
+        _check_signature(fn, name)
+        inside = [container, *(hosts or []), *fns]
         outside = [
             n
             for n in ctx.nodes_of(cst.Name)
@@ -96,19 +81,78 @@ def random_helpers(
                 f"helper `{name}` with random operators is also used outside this pipeline, "
                 f"{scope_label(ctx, outside[0])}"
             )
-        needs_bs = any(
-            not any(a.keyword is None and not a.star for a in call.args) for call in randoms
-        )
-        helpers[name] = RandomHelper(fn, needs_bs)
-    for h in helpers.values():
-        inner = {
-            n.func.value
-            for n in walk(h.fn.body)
-            if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
-        }
-        if inner & set(helpers) - {h.fn.name.value}:
-            raise Refused(f"helper {h.fn.name.value} calls another helper with random operators")
+        helpers[name] = RandomHelper(fn, _draws_unsized(ctx, fn))
+    changed = True
+    while changed:  # a helper that calls one needing the batch size passes it on
+        changed = False
+        for h in helpers.values():
+            if not h.needs_batch_size and _calls(h.fn) & {
+                n for n, o in helpers.items() if o.needs_batch_size
+            }:
+                h.needs_batch_size = changed = True
     return helpers
+
+
+def _reachable_defs(ctx: FileContext, container: cst.CSTNode) -> dict[str, cst.FunctionDef]:
+    """The functions ``container`` calls by name, defined outside it, and those they call."""
+    defs = dict(_called_defs(ctx, container))
+    todo = list(defs.values())
+    while todo:
+        for name, fn in _called_defs(ctx, todo.pop()).items():
+            if name not in defs and not within(ctx, fn, container):
+                defs[name] = fn
+                todo.append(fn)
+    return defs
+
+
+def _drawing(ctx: FileContext, defs: dict[str, cst.FunctionDef]) -> set[str]:
+    """The names of ``defs`` with random operators or calling one of those (to a fixed point)."""
+    random = {name for name, fn in defs.items() if _has_random(ctx, fn)}
+    changed = True
+    while changed:
+        more = {name for name, fn in defs.items() if name not in random and _calls(fn) & random}
+        random |= more
+        changed = bool(more)
+    return random
+
+
+def _check_signature(fn: cst.FunctionDef, name: str) -> None:
+    """Refused where the helper cannot take the keyword parameters ``rng``/``batch_size``."""
+    if fn.decorators or fn.asynchronous is not None:
+        raise Refused(f"helper {name} with random operators is decorated or async")
+    taken = {
+        p.name.value
+        for p in [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+    }
+    if {"rng", "batch_size"} & taken or fn.params.star_kwarg is not None:
+        raise Refused(
+            f"helper {name} with random operators already takes rng, batch_size or **kwargs"
+        )
+    read = sorted({"rng", "batch_size"} & free_names(fn.body))
+    if read:  # the parameters it gains would hide them
+        raise Refused(
+            f"helper {name} with random operators reads `{read[0]}` from around it, which "
+            f"the parameter {read[0]} it would take (the pipeline's) would hide: rename "
+            "that variable"
+        )
+
+
+def _draws_unsized(ctx: FileContext, fn: cst.FunctionDef) -> bool:
+    """One of its random operators has no data input (it needs the batch size)."""
+    return any(
+        isinstance(n, cst.Call)
+        and _is_random(ctx, n)
+        and not any(a.keyword is None and not a.star for a in n.args)
+        for n in walk(fn.body)
+    )
+
+
+def _calls(fn: cst.FunctionDef) -> set[str]:
+    return {
+        n.func.value
+        for n in walk(fn.body)
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)
+    }
 
 
 def helper_edits(
@@ -189,12 +233,13 @@ def unshared_reason(
 ) -> str | None:
     """Why ``helpers`` (migrated to take the RNG) cannot be: one is used outside ``hosts``, the
     pipelines migrated with them (None: every use is inside)."""
+    inside = [*hosts, *helpers]  # a helper calling another one passes the RNG on
     for fn in helpers:
         if not isinstance(fn, cst.FunctionDef):
             continue
         name = fn.name.value
         for n in ctx.nodes_of(cst.Name):
-            if n.value == name and n is not fn.name and not any(within(ctx, n, h) for h in hosts):
+            if n.value == name and n is not fn.name and not any(within(ctx, n, h) for h in inside):
                 return (
                     f"helper `{name}` with random operators is also used outside the pipelines "
                     f"migrated with it, {scope_label(ctx, n)}"
