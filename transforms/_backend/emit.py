@@ -9,6 +9,8 @@ where that is safe), and the docstring and RNG around it (:func:`emit_generator_
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
@@ -43,7 +45,7 @@ def emit_generator_body(
     variables go to ``graph.handles``. Returns the statements and the ids of the local rules
     that rewrote something."""
     e = _Emitter(ctx, graph, plan, notes)
-    hoisted = e.readers() + e.sources()
+    hoisted = e.inputs()
     if plan.dropped and hoisted:
         hoisted[0] = hoisted[0].with_changes(
             leading_lines=list(leading_lines(hoisted[0])) + plan.dropped
@@ -90,8 +92,17 @@ class _Emitter(InputPhases, LoopPhase):
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
             rules.append(HelperCalls(self.helpers))
-        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards}
+        inline: dict[int, Any] = {
+            id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards
+        }
         inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
+        inline |= self.decided  # tests decided once, before the loop
+        for u in graph.sources:
+            if u.guards:  # the batch, taken in the `if` blocks it was made in
+                stmts = _source_statements(
+                    self.ctx, u, self.iteration, self.data_var, self.plan.batch_size
+                )
+                inline[id(u.stmt)] = cst.FlattenSentinel(self._parallel_todo(u, stmts))
         if inline:
             rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
         if self.current:
@@ -163,10 +174,13 @@ class _Emitter(InputPhases, LoopPhase):
                 self.nodes.add(self.target.value)
         elif graph.readers or not graph.sources:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
-        else:  # the first external source's batch
+        else:  # the first external source's batch (one made under an `if` may not exist)
             self.target = None
-            batch_expr = cst.Attribute(
-                cst.Name(first_name(graph.sources[0].target)), cst.Name("batch_size")
+            first = next((u for u in graph.sources if not u.guards), None)
+            batch_expr = (
+                cst.Attribute(cst.Name(first_name(first.target)), cst.Name("batch_size"))
+                if first is not None
+                else self.plan.batch_size
             )
         for use in graph.readers:
             if isinstance(use.target, cst.Name) and reader_outputs(use) == 1:
@@ -339,12 +353,14 @@ class _Emitter(InputPhases, LoopPhase):
 
 
 class _InlineReaders:
-    """Lowering rule: a reader called inside an expression is replaced by its batch."""
+    """Lowering rule: a reader called inside an expression is replaced by its batch, a test
+    decided before the loop by its name, an external source made under an ``if`` by the
+    statements that take its batch."""
 
     id = "DM200"
-    node_types = (cst.Call,)
+    node_types = (cst.BaseExpression, cst.SimpleStatementLine)
 
-    def __init__(self, values: dict[int, cst.BaseExpression]) -> None:
+    def __init__(self, values: dict[int, Any]) -> None:
         self.values = values
 
     def replaces(self, node: cst.CSTNode) -> bool:
@@ -352,7 +368,7 @@ class _InlineReaders:
 
     def rewrite(
         self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
-    ) -> cst.CSTNode | None:
+    ) -> Any:
         return self.values.get(id(original))
 
 

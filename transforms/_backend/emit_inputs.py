@@ -24,7 +24,7 @@ from .._cst import (
 )
 from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
-from .guards import exclusive, guard_test, skeleton
+from .guards import decisions, exclusive, guard_test, skeleton
 from .model import ReaderUse, Refused
 from .seeds import guarded, reader_seed
 
@@ -34,9 +34,44 @@ class InputPhases(EmitState):
 
     # -- phase: the readers, built once ------------------------------------------------------------
 
+    def inputs(self) -> list[cst.BaseStatement]:
+        """The readers, then the external sources, made before the loop; those made under an
+        ``if`` in one ``if`` like the graph code's, where it stood (``guards.skeleton``), after
+        the tests it decides once."""
+        self.guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if`
+        self.decided: dict[int, cst.Name] = {}  # by id of the test
+        self.decisions: dict[int, list[cst.BaseStatement]] = {}  # by the `if`
+        made = self.readers() + self.sources()
+        out: list[cst.BaseStatement] = []
+        seen: set[int] = set()
+        for s in made:
+            if id(s) not in self.guarded:
+                out.append(s)
+            elif id(s) not in seen:
+                seen.add(id(s))
+                out += self.decisions[id(s)]
+                shaped = skeleton(s, self.guarded[id(s)], self.decided)
+                out += [shaped] if shaped is not None else []
+        return out
+
+    def _guarded(
+        self, what: cst.Call, guards: list, top: cst.BaseStatement | None
+    ) -> dict[int, list[cst.BaseStatement]]:
+        """Where the statements made for an input under ``guards`` (in ``top``) go, by id of the
+        statement they replace; the tests that call code are decided once, before it."""
+        tests = free_names(guard_test(guards))
+        if tests & self.per_batch_names:
+            raise Refused(
+                f"{self.ctx.text(what.func)} is made under an `if` that reads "
+                f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
+            )
+        assert top is not None
+        before = decisions(guards, self.decided, self.taken)
+        self.decisions.setdefault(id(top), []).extend(before)
+        return self.guarded.setdefault(id(top), {})
+
     def readers(self) -> list[cst.BaseStatement]:
         hoisted: list[cst.BaseStatement] = []
-        guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if` holding them
         for use in self.graph.readers:
             depends = free_names(use.call) & self.per_batch_names
             if depends:
@@ -58,11 +93,9 @@ class InputPhases(EmitState):
                 hoisted += made
                 continue
             assert use.top is not None
-            if id(use.top) not in guarded:  # one `if` like the graph code's, where it stood
-                guarded[id(use.top)] = {}
-                hoisted.append(use.top)
-            guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
-        return [(skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s for s in hoisted]
+            hoisted.append(use.top)
+            self._guarded(use.call, use.guards, use.top).setdefault(id(use.stmt), []).extend(made)
+        return hoisted
 
     def _realigned(self, use: ReaderUse, value: cst.Call, head: str) -> cst.Call:
         """The reader's call, now ``head`` + ``value``, with the lines of its arguments moved
@@ -77,13 +110,6 @@ class InputPhases(EmitState):
     def _reader_name(self, use: ReaderUse) -> str:
         """The variable of a reader built before the loop; readers made in different branches
         of one ``if`` for the same name share one (only one of them is ever made)."""
-        if use.guards:
-            tests = free_names(guard_test(use.guards))
-            if tests & self.per_batch_names:
-                raise Refused(
-                    f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
-                    f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
-                )
         base = "reader" if self.single else _reader_var(use)
         var = next(
             (
@@ -122,6 +148,15 @@ class InputPhases(EmitState):
         hoisted: list[cst.BaseStatement] = []
         sources: list[SourceUse] = []
         for use in self.graph.sources:
+            where = (
+                self._guarded(use.call, use.guards, use.guard_top).setdefault(id(use.stmt), [])
+                if use.guards
+                else None
+            )
+            if where is not None and use.kind in ("either", "iterable", "fed"):
+                raise Refused(_GUARDED_KINDS[use.kind].format(self.ctx.text(use.call.func)))
+            if where is not None:
+                hoisted.append(use.top)
             if use.kind == "either":
                 stmts, use = self._either(use)
                 hoisted += stmts
@@ -137,7 +172,10 @@ class InputPhases(EmitState):
                 source = self.plain(use.source)
                 assert isinstance(source, cst.BaseExpression)
                 made = statement(cst.Assign([cst.AssignTarget(var)], source))
-                hoisted += self._carry(use.stmt, [made])
+                if where is not None:  # made where the graph code made it, under its tests
+                    where.append(made)
+                else:
+                    hoisted += self._carry(use.stmt, [made])
                 use = dataclasses.replace(use, source=var)
             sources.append(use)
         # shares the lists and dict the front end reads after emitting
@@ -173,6 +211,21 @@ class InputPhases(EmitState):
         ]
         stmts[0] = stmts[0].with_changes(leading_lines=comment)
         return stmts, dataclasses.replace(use, kind="iterable", source=cst.Name(var))
+
+
+#: why an external source of a kind cannot be made under an ``if`` (its call's text fills in)
+_GUARDED_KINDS = {
+    "iterable": (
+        "{} is made under an `if` and iterated: the generator's loop cannot run over a source "
+        "that may not exist (make it at the top level, or give the source as a function that "
+        "returns one batch per call)"
+    ),
+    "either": (
+        "{} is made under an `if`, and the tool cannot tell whether its source is iterated or "
+        "called (bind it to a function, generator or class defined in this file)"
+    ),
+    "fed": "{} fed by pipe.feed_input() is made under an `if`: make it at the top level",
+}
 
 
 def _imports_inspect(module: cst.Module) -> bool:

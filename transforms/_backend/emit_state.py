@@ -163,7 +163,7 @@ class EmitState:
     def is_input_stmt(self, stmt: cst.CSTNode) -> bool:
         """``stmt`` makes a reader or an external source."""
         return self.is_reader_stmt(stmt) or any(
-            u.top is stmt or u.stmt is stmt for u in self.graph.sources
+            u.inline_at is stmt or u.stmt is stmt for u in self.graph.sources
         )
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:

@@ -55,7 +55,8 @@ source is the first positional argument (``fn.external_source(load, batch=False)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -110,11 +111,15 @@ class SourceUse:
     #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
     #: class, one pass per epoch, does that; a generator cannot)
     raises: bool = False
+    #: made in ``if`` blocks of the graph code: their tests (``guards.Guard``), outermost first,
+    #: and the statement of the body that holds them
+    guards: list[Any] = field(default_factory=list)
+    guard_top: cst.BaseStatement | None = None
 
     @property
-    def top(self) -> cst.SimpleStatementLine:
-        """The statement of the graph code that makes this source."""
-        return self.inline_at or self.stmt
+    def top(self) -> cst.BaseStatement:
+        """The statement of the graph code's body that makes this source."""
+        return self.guard_top or self.inline_at or self.stmt
 
 
 #: the parameters of ``fn.external_source`` that may be given by position, in order
