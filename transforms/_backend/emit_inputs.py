@@ -21,6 +21,7 @@ from .._cst import (
     source_of,
     statement,
     truthy,
+    walk,
 )
 from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
@@ -35,21 +36,23 @@ class InputPhases(EmitState):
     # -- phase: the readers, built once ------------------------------------------------------------
 
     def inputs(self) -> list[cst.BaseStatement]:
-        """The readers, then the external sources, made before the loop; those made under an
-        ``if`` in one ``if`` like the graph code's, where it stood (``guards.skeleton``), after
-        the tests it decides once."""
+        """The tests that call code, decided once in the order the graph code reached them (as
+        pipeline mode did, before it built any reader); then the readers and the external
+        sources made before the loop, those made under an ``if`` in one ``if`` like the graph
+        code's, where it stood (``guards.skeleton``)."""
         self.guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if`
         self.decided: dict[int, cst.Name] = {}  # by id of the test
-        self.decisions: dict[int, list[cst.BaseStatement]] = {}  # by the `if`
+        self.decisions: list[tuple[cst.BaseExpression, cst.BaseStatement]] = []
         made = self.readers() + self.sources()
-        out: list[cst.BaseStatement] = []
+        order = {id(n): i for i, n in enumerate(walk(cst.IndentedBlock(self.graph.body)))}
+        self.decisions.sort(key=lambda d: order.get(id(d[0]), 0))
+        out: list[cst.BaseStatement] = [stmt for _, stmt in self.decisions]
         seen: set[int] = set()
         for s in made:
             if id(s) not in self.guarded:
                 out.append(s)
             elif id(s) not in seen:
                 seen.add(id(s))
-                out += self.decisions[id(s)]
                 shaped = skeleton(s, self.guarded[id(s)], self.decided)
                 out += [shaped] if shaped is not None else []
         return out
@@ -66,8 +69,7 @@ class InputPhases(EmitState):
                 f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
             )
         assert top is not None
-        before = decisions(guards, self.decided, self.taken)
-        self.decisions.setdefault(id(top), []).extend(before)
+        self.decisions += decisions(guards, self.decided, self.taken)
         return self.guarded.setdefault(id(top), {})
 
     def readers(self) -> list[cst.BaseStatement]:

@@ -118,12 +118,12 @@ def exclusive(one: list[Guard], other: list[Guard]) -> bool:
 
 def decisions(
     guards: list[Guard], decided: dict[int, cst.Name], taken: set[str]
-) -> list[cst.BaseStatement]:
+) -> list[tuple[cst.BaseExpression, cst.BaseStatement]]:
     """``name = test`` for each test of ``guards`` that calls code and is not in ``decided`` yet
-    (which gets its name): evaluated once, as when pipeline mode defined the graph, and only
-    where pipeline mode reached it (``name = a and (test)`` under ``if a:``, ``name = not (a)
-    and (test)`` for ``elif test:``)."""
-    out: list[cst.BaseStatement] = []
+    (which gets its name), each after its test: evaluated once, as when pipeline mode defined
+    the graph, and only where pipeline mode reached it (``name = a and (test)`` under ``if a:``,
+    ``name = not (a) and (test)`` for ``elif test:``)."""
+    out: list[tuple[cst.BaseExpression, cst.BaseStatement]] = []
     for i, (test, _) in enumerate(guards):
         if id(test) in decided or not any(isinstance(n, cst.Call) for n in walk(test)):
             continue
@@ -133,7 +133,7 @@ def decisions(
             value = cst.BooleanOperation(guard_test(before), cst.And(), _grouped(test))
         name = cst.Name(fresh_name(_decision_base(test), taken))
         decided[id(test)] = name
-        out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(name)], value)]))
+        out.append((test, cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(name)], value)])))
     return out
 
 
