@@ -27,6 +27,7 @@ from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
 from .guards import decisions, exclusive, guard_test, skeleton
 from .model import ReaderUse, Refused
+from .reader_choice import reader_var
 from .seeds import guarded, reader_seed
 
 
@@ -112,14 +113,14 @@ class InputPhases(EmitState):
     def _reader_name(self, use: ReaderUse) -> str:
         """The variable of a reader built before the loop; readers made in different branches
         of one ``if`` for the same name share one (only one of them is ever made)."""
-        base = "reader" if self.single else _reader_var(use)
+        base = "reader" if self.single else reader_var(use)
         var = next(
             (
                 self.reader_vars[id(other.call)]
                 for other in self.graph.readers
                 if id(other.call) in self.reader_vars
                 and other.guards
-                and _reader_var(other) == base
+                and reader_var(other) == base
                 and exclusive(use.guards, other.guards)
             ),
             None,
@@ -247,20 +248,6 @@ def first_name(target: cst.BaseAssignTargetExpression) -> str:
     while isinstance(first, (cst.Tuple, cst.List)):
         first = first.elements[0].value
     return first.value if isinstance(first, cst.Name) else "input"
-
-
-def _reader_var(use: ReaderUse) -> str:
-    """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
-    fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
-    target: cst.BaseExpression = use.target
-    small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
-        target = target.elements[0].value
-    if isinstance(target, cst.Name):
-        return f"{target.value}_reader"
-    return (use.op.target.ndd_path or "reader").split(".")[-1].lower() + "_reader"
 
 
 def _reader_seed(

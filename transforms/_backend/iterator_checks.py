@@ -124,7 +124,12 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         ]
     if graph.sources and not graph.readers:
         return _source_reasons(graph, use) or _sized_source_reasons(ctx, inst, graph, use)
-    if len(graph.readers) != 1 or graph.sources or graph.readers[0].guards:
+    if any(u.guards for u in graph.readers) and not graph.sources:
+        return [
+            "a framework iterator over a pipeline whose reader is made under an `if` is not "
+            "migrated yet"
+        ]
+    if len(graph.readers) != 1 or graph.sources:
         return [
             "a framework iterator over a pipeline with several readers or an external source is "
             "not migrated"
