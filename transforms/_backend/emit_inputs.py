@@ -156,8 +156,6 @@ class InputPhases(EmitState):
                 if use.guards
                 else None
             )
-            if where is not None and use.kind in ("either", "iterable", "fed"):
-                raise Refused(_GUARDED_KINDS[use.kind].format(self.ctx.text(use.call.func)))
             if where is not None:
                 hoisted.append(use.top)
             if use.kind == "either":
@@ -214,21 +212,6 @@ class InputPhases(EmitState):
         ]
         stmts[0] = stmts[0].with_changes(leading_lines=comment)
         return stmts, dataclasses.replace(use, kind="iterable", source=cst.Name(var))
-
-
-#: why an external source of a kind cannot be made under an ``if`` (its call's text fills in)
-_GUARDED_KINDS = {
-    "iterable": (
-        "{} is made under an `if` and iterated: the generator's loop cannot run over a source "
-        "that may not exist (make it at the top level, or give the source as a function that "
-        "returns one batch per call)"
-    ),
-    "either": (
-        "{} is made under an `if`, and the tool cannot tell whether its source is iterated or "
-        "called (bind it to a function, generator or class defined in this file)"
-    ),
-    "fed": "{} fed by pipe.feed_input() is made under an `if`: make it at the top level",
-}
 
 
 def _imports_inspect(module: cst.Module) -> bool:

@@ -296,9 +296,24 @@ def _guarded_source(
         reasons.append(f"{what} under `if {test}` is not a plain assignment (`x = {what}(...)`)")
         return
     use = analyse_source(ctx, call, assign.targets[0].target, stmt, reasons)
-    if use is not None:
+    if use is not None and use.kind in _GUARDED_KINDS:
+        reasons.append(_GUARDED_KINDS[use.kind].format(f"{what} under `if {test}`"))
+    elif use is not None:
         use.guards, use.guard_top = tests, top
         sources.append(use)
+
+
+#: why an external source of a kind cannot be made under an ``if`` (what it is fills in)
+_GUARDED_KINDS = {
+    "iterable": (
+        "{} is iterated, which the generator can only do in its own loop, over a source that "
+        "always exists: give source= a function that returns one batch per call"
+    ),
+    "either": (
+        "{}: the tool cannot tell whether its source is iterated or called (bind it to a "
+        "function, generator or class defined in this file)"
+    ),
+}
 
 
 def _inline_source(
