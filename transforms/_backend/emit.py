@@ -97,14 +97,19 @@ class _Emitter(InputPhases, LoopPhase):
         }
         inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
         inline |= self.decided  # tests decided once, before the loop
+        before: dict[int, list[cst.BaseStatement]] = {}
         for u in graph.sources:
             if u.guards:  # the batch, taken in the `if` blocks it was made in
                 stmts = _source_statements(
                     self.ctx, u, self.iteration, self.data_var, self.plan.batch_size
                 )
-                inline[id(u.stmt)] = cst.FlattenSentinel(self._parallel_todo(u, stmts))
-        if inline:
-            rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
+                stmts = self._parallel_todo(u, stmts)
+                if u.inline_at is None:
+                    inline[id(u.stmt)] = cst.FlattenSentinel(stmts)
+                else:  # before the statement that calls it, which takes its batch
+                    before.setdefault(id(u.inline_at), []).extend(stmts)
+        if inline or before:
+            rules.insert(0, _InlineReaders(inline, before))  # type: ignore[arg-type]
         if self.current:
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
         self.lowered_defs = [
@@ -355,13 +360,16 @@ class _Emitter(InputPhases, LoopPhase):
 class _InlineReaders:
     """Lowering rule: a reader called inside an expression is replaced by its batch, a test
     decided before the loop by its name, an external source made under an ``if`` by the
-    statements that take its batch."""
+    statements that take its batch (``before`` the statement, when it is called inside one)."""
 
     id = "DM200"
     node_types = (cst.BaseExpression, cst.SimpleStatementLine)
 
-    def __init__(self, values: dict[int, Any]) -> None:
+    def __init__(
+        self, values: dict[int, Any], before: dict[int, list[cst.BaseStatement]] | None = None
+    ) -> None:
         self.values = values
+        self.before = before or {}
 
     def replaces(self, node: cst.CSTNode) -> bool:
         return id(node) in self.values
@@ -369,6 +377,11 @@ class _InlineReaders:
     def rewrite(
         self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
     ) -> Any:
+        first = self.before.get(id(original))
+        if first and isinstance(updated, cst.SimpleStatementLine):  # its comments go first
+            moved = first[0].with_changes(leading_lines=updated.leading_lines)
+            rest = updated.with_changes(leading_lines=[])
+            return cst.FlattenSentinel([moved, *first[1:], rest])
         return self.values.get(id(original))
 
 

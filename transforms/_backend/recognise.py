@@ -292,10 +292,13 @@ def _guarded_source(
         )
         return
     assign = stmt.body[0] if len(stmt.body) == 1 else None
-    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1):
-        reasons.append(f"{what} under `if {test}` is not a plain assignment (`x = {what}(...)`)")
-        return
-    use = analyse_source(ctx, call, assign.targets[0].target, stmt, reasons)
+    use: SourceUse | None = None
+    if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1:
+        use = analyse_source(ctx, call, assign.targets[0].target, stmt, reasons)
+    else:  # called inside the statement: bound to a name of its own first
+        found_here: list[SourceUse] = []
+        _inline_source(ctx, container, call, stmt, found_here, reasons)
+        use = found_here[0] if found_here else None
     if use is not None and use.kind in _GUARDED_KINDS:
         reasons.append(_GUARDED_KINDS[use.kind].format(f"{what} under `if {test}`"))
     elif use is not None:
