@@ -9,6 +9,8 @@ where that is safe), and the docstring and RNG around it (:func:`emit_generator_
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from dali_migrate.context import FileContext, attr_chain
@@ -43,7 +45,7 @@ def emit_generator_body(
     variables go to ``graph.handles``. Returns the statements and the ids of the local rules
     that rewrote something."""
     e = _Emitter(ctx, graph, plan, notes)
-    hoisted = e.readers() + e.sources()
+    hoisted = e.inputs()
     if plan.dropped and hoisted:
         hoisted[0] = hoisted[0].with_changes(
             leading_lines=list(leading_lines(hoisted[0])) + plan.dropped
@@ -90,10 +92,24 @@ class _Emitter(InputPhases, LoopPhase):
             rules.append(HelperCalls(self.helpers))  # in the helpers too: they pass them on
             graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
-        inline = {id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards}
+        inline: dict[int, Any] = {
+            id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards
+        }
         inline |= {id(u.call): u.target for u in graph.sources if u.inline_at is not None}
-        if inline:
-            rules.insert(0, _InlineReaders(inline))  # type: ignore[arg-type]
+        inline |= self.decided  # tests decided once, before the loop
+        before: dict[int, list[cst.BaseStatement]] = {}
+        for u in graph.sources:
+            if u.guards:  # the batch, taken in the `if` blocks it was made in
+                stmts = _source_statements(
+                    self.ctx, u, self.iteration, self.data_var, self.plan.batch_size
+                )
+                stmts = self._parallel_todo(u, stmts)
+                if u.inline_at is None:
+                    inline[id(u.stmt)] = cst.FlattenSentinel(stmts)
+                else:  # before the statement that calls it, which takes its batch
+                    before.setdefault(id(u.inline_at), []).extend(stmts)
+        if inline or before:
+            rules.insert(0, _InlineReaders(inline, before))  # type: ignore[arg-type]
         if self.current:
             rules.insert(0, CurrentReadsRule(self.current))  # type: ignore[arg-type]
         self.lowered_defs = [
@@ -163,10 +179,13 @@ class _Emitter(InputPhases, LoopPhase):
                 self.nodes.add(self.target.value)
         elif graph.readers or not graph.sources:
             self.target, batch_expr = None, self.plan.batch_size  # no input: batches of batch_size
-        else:  # the first external source's batch
+        else:  # the first external source's batch (one made under an `if` may not exist)
             self.target = None
-            batch_expr = cst.Attribute(
-                cst.Name(first_name(graph.sources[0].target)), cst.Name("batch_size")
+            first = next((u for u in graph.sources if not u.guards), None)
+            batch_expr = (
+                cst.Attribute(cst.Name(first_name(first.target)), cst.Name("batch_size"))
+                if first is not None
+                else self.plan.batch_size
             )
         for use in graph.readers:
             if isinstance(use.target, cst.Name) and reader_outputs(use) == 1:
@@ -339,20 +358,30 @@ class _Emitter(InputPhases, LoopPhase):
 
 
 class _InlineReaders:
-    """Lowering rule: a reader called inside an expression is replaced by its batch."""
+    """Lowering rule: a reader called inside an expression is replaced by its batch, a test
+    decided before the loop by its name, an external source made under an ``if`` by the
+    statements that take its batch (``before`` the statement, when it is called inside one)."""
 
     id = "DM200"
-    node_types = (cst.Call,)
+    node_types = (cst.BaseExpression, cst.SimpleStatementLine)
 
-    def __init__(self, values: dict[int, cst.BaseExpression]) -> None:
+    def __init__(
+        self, values: dict[int, Any], before: dict[int, list[cst.BaseStatement]] | None = None
+    ) -> None:
         self.values = values
+        self.before = before or {}
 
     def replaces(self, node: cst.CSTNode) -> bool:
         return id(node) in self.values
 
     def rewrite(
         self, ctx: FileContext, original: cst.CSTNode, updated: cst.CSTNode, env: LocalEnv
-    ) -> cst.CSTNode | None:
+    ) -> Any:
+        first = self.before.get(id(original))
+        if first and isinstance(updated, cst.SimpleStatementLine):  # its comments go first
+            moved = first[0].with_changes(leading_lines=updated.leading_lines)
+            rest = updated.with_changes(leading_lines=[])
+            return cst.FlattenSentinel([moved, *first[1:], rest])
         return self.values.get(id(original))
 
 

@@ -21,11 +21,13 @@ from .._cst import (
     source_of,
     statement,
     truthy,
+    walk,
 )
 from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
-from .guards import exclusive, guard_test, skeleton
+from .guards import decisions, exclusive, guard_test, skeleton
 from .model import ReaderUse, Refused
+from .reader_choice import reader_var
 from .seeds import guarded, reader_seed
 
 
@@ -34,9 +36,45 @@ class InputPhases(EmitState):
 
     # -- phase: the readers, built once ------------------------------------------------------------
 
+    def inputs(self) -> list[cst.BaseStatement]:
+        """The tests that call code, decided once in the order the graph code reached them (as
+        pipeline mode did, before it built any reader); then the readers and the external
+        sources made before the loop, those made under an ``if`` in one ``if`` like the graph
+        code's, where it stood (``guards.skeleton``)."""
+        self.guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if`
+        self.decided: dict[int, cst.Name] = {}  # by id of the test
+        self.decisions: list[tuple[cst.BaseExpression, cst.BaseStatement]] = []
+        made = self.readers() + self.sources()
+        order = {id(n): i for i, n in enumerate(walk(cst.IndentedBlock(self.graph.body)))}
+        self.decisions.sort(key=lambda d: order.get(id(d[0]), 0))
+        out: list[cst.BaseStatement] = [stmt for _, stmt in self.decisions]
+        seen: set[int] = set()
+        for s in made:
+            if id(s) not in self.guarded:
+                out.append(s)
+            elif id(s) not in seen:
+                seen.add(id(s))
+                shaped = skeleton(s, self.guarded[id(s)], self.decided)
+                out += [shaped] if shaped is not None else []
+        return out
+
+    def _guarded(
+        self, what: cst.Call, guards: list, top: cst.BaseStatement | None
+    ) -> dict[int, list[cst.BaseStatement]]:
+        """Where the statements made for an input under ``guards`` (in ``top``) go, by id of the
+        statement they replace; the tests that call code are decided once, before it."""
+        tests = free_names(guard_test(guards))
+        if tests & self.per_batch_names:
+            raise Refused(
+                f"{self.ctx.text(what.func)} is made under an `if` that reads "
+                f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
+            )
+        assert top is not None
+        self.decisions += decisions(guards, self.decided, self.taken)
+        return self.guarded.setdefault(id(top), {})
+
     def readers(self) -> list[cst.BaseStatement]:
         hoisted: list[cst.BaseStatement] = []
-        guarded: dict[int, dict[int, list[cst.BaseStatement]]] = {}  # by the `if` holding them
         for use in self.graph.readers:
             depends = free_names(use.call) & self.per_batch_names
             if depends:
@@ -58,11 +96,9 @@ class InputPhases(EmitState):
                 hoisted += made
                 continue
             assert use.top is not None
-            if id(use.top) not in guarded:  # one `if` like the graph code's, where it stood
-                guarded[id(use.top)] = {}
-                hoisted.append(use.top)
-            guarded[id(use.top)].setdefault(id(use.stmt), []).extend(made)
-        return [(skeleton(s, guarded[id(s)]) or s) if id(s) in guarded else s for s in hoisted]
+            hoisted.append(use.top)
+            self._guarded(use.call, use.guards, use.top).setdefault(id(use.stmt), []).extend(made)
+        return hoisted
 
     def _realigned(self, use: ReaderUse, value: cst.Call, head: str) -> cst.Call:
         """The reader's call, now ``head`` + ``value``, with the lines of its arguments moved
@@ -77,21 +113,14 @@ class InputPhases(EmitState):
     def _reader_name(self, use: ReaderUse) -> str:
         """The variable of a reader built before the loop; readers made in different branches
         of one ``if`` for the same name share one (only one of them is ever made)."""
-        if use.guards:
-            tests = free_names(guard_test(use.guards))
-            if tests & self.per_batch_names:
-                raise Refused(
-                    f"{self.ctx.text(use.call.func)} is made under an `if` that reads "
-                    f"{', '.join(sorted(tests & self.per_batch_names))}, assigned for each batch"
-                )
-        base = "reader" if self.single and len(self.graph.readers) == 1 else _reader_var(use)
+        base = "reader" if self.single and len(self.graph.readers) == 1 else reader_var(use)
         var = next(
             (
                 self.reader_vars[id(other.call)]
                 for other in self.graph.readers
                 if id(other.call) in self.reader_vars
                 and other.guards
-                and _reader_var(other) == base
+                and reader_var(other) == base
                 and exclusive(use.guards, other.guards)
             ),
             None,
@@ -122,6 +151,13 @@ class InputPhases(EmitState):
         hoisted: list[cst.BaseStatement] = []
         sources: list[SourceUse] = []
         for use in self.graph.sources:
+            where = (
+                self._guarded(use.call, use.guards, use.guard_top).setdefault(id(use.stmt), [])
+                if use.guards
+                else None
+            )
+            if where is not None:
+                hoisted.append(use.top)
             if use.kind == "either":
                 stmts, use = self._either(use)
                 hoisted += stmts
@@ -137,7 +173,10 @@ class InputPhases(EmitState):
                 source = self.plain(use.source)
                 assert isinstance(source, cst.BaseExpression)
                 made = statement(cst.Assign([cst.AssignTarget(var)], source))
-                hoisted += self._carry(use.stmt, [made])
+                if where is not None:  # made where the graph code made it, under its tests
+                    where.append(made)
+                else:
+                    hoisted += self._carry(use.stmt, [made])
                 use = dataclasses.replace(use, source=var)
             sources.append(use)
         # shares the lists and dict the front end reads after emitting
@@ -192,20 +231,6 @@ def first_name(target: cst.BaseAssignTargetExpression) -> str:
     while isinstance(first, (cst.Tuple, cst.List)):
         first = first.elements[0].value
     return first.value if isinstance(first, cst.Name) else "input"
-
-
-def _reader_var(use: ReaderUse) -> str:
-    """``images_reader`` for ``images, labels = fn.readers.file(...)`` (or ``images =
-    fn.readers.file(...)[0]``); ``numpy_reader`` when the outputs have no plain name."""
-    target: cst.BaseExpression = use.target
-    small = use.stmt.body[0] if use.inline and len(use.stmt.body) == 1 else None
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-    if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
-        target = target.elements[0].value
-    if isinstance(target, cst.Name):
-        return f"{target.value}_reader"
-    return (use.op.target.ndd_path or "reader").split(".")[-1].lower() + "_reader"
 
 
 def _reader_seed(

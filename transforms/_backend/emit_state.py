@@ -164,9 +164,12 @@ class EmitState:
         return new
 
     def is_input_stmt(self, stmt: cst.CSTNode) -> bool:
-        """``stmt`` makes a reader or an external source."""
-        return self.is_reader_stmt(stmt) or any(
-            u.top is stmt or u.stmt is stmt for u in self.graph.sources
+        """``stmt`` makes a reader or an external source (or holds one in its ``if`` blocks:
+        its tests are read before the loop too)."""
+        return (
+            self.is_reader_stmt(stmt)
+            or any(u.top is stmt for u in self.graph.readers if u.guards)
+            or any(u.top is stmt or u.stmt is stmt for u in self.graph.sources)
         )
 
     def is_reader_stmt(self, stmt: cst.CSTNode) -> bool:

@@ -45,6 +45,13 @@ StopIteration and the next one starts after ``pipe.reset()``: a generator cannot
 call, ``batch_info=``, and a source of unknown kind next to a reader or another source, or with
 ``batch=False``.
 
+Made under an ``if`` on configuration (``guards``), a source is made before the loop under the
+same tests (its source object, when the call makes one) and its batch is taken in the loop's
+``if``, as readers there are; a test that calls code is decided once, before the loop. A source
+iterated there (the generator iterates one only in its own loop), one whose kind the file does
+not show, and one with no ``source=`` (fed by name: ``pipe.feed_input()``, or a server such as
+Triton running the serialized pipeline) keep the definition, with the reason.
+
 ``parallel=True`` ran the source in worker processes (``py_num_workers``); DALI requires such a
 source's data to depend only on the sample (or batch) it is asked for, so calling it in the
 generator's own thread gives the same batches, more slowly. It migrates that way, with a TODO
@@ -55,7 +62,8 @@ source is the first positional argument (``fn.external_source(load, batch=False)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -110,11 +118,15 @@ class SourceUse:
     #: cycle="raise": each pass ends with StopIteration, the next starts at once (a loader
     #: class, one pass per epoch, does that; a generator cannot)
     raises: bool = False
+    #: made in ``if`` blocks of the graph code: their tests (``guards.Guard``), outermost first,
+    #: and the statement of the body that holds them
+    guards: list[Any] = field(default_factory=list)
+    guard_top: cst.BaseStatement | None = None
 
     @property
-    def top(self) -> cst.SimpleStatementLine:
-        """The statement of the graph code that makes this source."""
-        return self.inline_at or self.stmt
+    def top(self) -> cst.BaseStatement:
+        """The statement of the graph code's body that makes this source."""
+        return self.guard_top or self.inline_at or self.stmt
 
 
 #: the parameters of ``fn.external_source`` that may be given by position, in order

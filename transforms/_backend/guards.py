@@ -3,9 +3,11 @@
 Pipeline mode evaluates such a test once, when it defines the graph: the reader exists or not.
 The generator builds the reader before its loop under the same test, and calls it for each batch
 under the same ``if`` of the loop body. That is the same only when the test gives the same value
-both times: it reads no data node, calls nothing, and reads no name the loop assigns
-(parameters, closure variables, names set before the first input, and attributes of them:
-configuration). Any other enclosing
+both times: it reads no data node and no name the loop assigns (parameters, closure variables,
+names set before the first input, and attributes of them: configuration). A test that calls
+code (``if self.train and self._masking():``) is decided once, as pipeline mode did: bound to a
+name before the readers (:func:`decisions`), which the ``if`` before the loop and the one in it
+test. External sources made under such tests are made the same way. Any other enclosing
 statement (a loop, ``with``, ``try``) or test keeps the definition, with the reason.
 """
 
@@ -17,7 +19,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import free_names, walk
+from .._cst import free_names, fresh_name, walk
 
 #: one enclosing test and whether the reader is in its ``if`` branch (True) or its ``else``
 Guard = tuple[cst.BaseExpression, bool]
@@ -73,11 +75,8 @@ def _not_static(
     """Why ``test`` may not give the same value before the loop and in it (None: it does, if
     the names it reads are not assigned for each batch, which the emitter checks)."""
     text = ctx.text(test)
-    if any(isinstance(n, (cst.Call, cst.Await, cst.NamedExpr, cst.Yield)) for n in walk(test)):
-        return (
-            f"{what} is made under `if {text}`, which calls code: the generator would call it "
-            "again for each batch"
-        )
+    if any(isinstance(n, (cst.Await, cst.NamedExpr, cst.Yield)) for n in walk(test)):
+        return f"{what} is made under `if {text}`, which awaits, yields or binds a name"
     names = free_names(test)
     if names & nodes or any(
         isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(test)
@@ -117,36 +116,80 @@ def exclusive(one: list[Guard], other: list[Guard]) -> bool:
     return False
 
 
+def decisions(
+    guards: list[Guard], decided: dict[int, cst.Name], taken: set[str]
+) -> list[tuple[cst.BaseExpression, cst.BaseStatement]]:
+    """``name = test`` for each test of ``guards`` that calls code and is not in ``decided`` yet
+    (which gets its name), each after its test: evaluated once, as when pipeline mode defined
+    the graph, and only where pipeline mode reached it (``name = a and (test)`` under ``if a:``,
+    ``name = not (a) and (test)`` for ``elif test:``)."""
+    out: list[tuple[cst.BaseExpression, cst.BaseStatement]] = []
+    for i, (test, _) in enumerate(guards):
+        if id(test) in decided or not any(isinstance(n, cst.Call) for n in walk(test)):
+            continue
+        value = test
+        if i:
+            before = [(decided.get(id(t), t), b) for t, b in guards[:i]]
+            value = cst.BooleanOperation(guard_test(before), cst.And(), _grouped(test))
+        name = cst.Name(fresh_name(_decision_base(test), taken))
+        decided[id(test)] = name
+        out.append((test, cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(name)], value)])))
+    return out
+
+
+#: calls whose name says nothing of the decision (``cfg.get("extra")``: named after "extra")
+_GENERIC = {"get", "getattr", "hasattr", "bool", "len", "isinstance", "any", "all", "callable"}
+
+
+def _decision_base(test: cst.BaseExpression) -> str:
+    """A name for the value of ``test``: after the function it calls (``use_masking`` for
+    ``self._masking()``), or the key it reads (``cfg.get("extra")``: ``use_extra``)."""
+    call = next(n for n in walk(test) if isinstance(n, cst.Call))
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+    name = name.strip("_")
+    if name in _GENERIC or not name.isidentifier():
+        keys = [a.value.evaluated_value for a in call.args if isinstance(a.value, cst.SimpleString)]
+        name = keys[0] if keys and isinstance(keys[0], str) and keys[0].isidentifier() else ""
+    if not name:
+        return "condition"
+    return name if name.startswith(("use_", "do_", "is_", "has_", "with_")) else f"use_{name}"
+
+
 def skeleton(
-    stmt: cst.BaseStatement | cst.BaseSmallStatement, made: dict[int, list[cst.BaseStatement]]
+    stmt: cst.BaseStatement | cst.BaseSmallStatement,
+    made: dict[int, list[cst.BaseStatement]],
+    decided: dict[int, cst.Name] | None = None,
 ) -> cst.BaseStatement | None:
     """The ``if`` statement ``stmt`` of the graph code with only the statements ``made`` gives
     (by id of the statement they replace) in its branches, each where that statement was: the
-    readers built before the loop, under the tests they were made under. None where no branch
-    keeps anything."""
+    readers built before the loop, under the tests they were made under (the names of those
+    ``decided`` once, by id of the test). None where no branch keeps anything."""
     if not isinstance(stmt, cst.If):
         return None
-    body = _kept(stmt.body.body, made)
+    decided = decided or {}
+    test = decided.get(id(stmt.test), stmt.test)
+    body = _kept(stmt.body.body, made, decided)
     orelse: cst.If | cst.Else | None = None
     if isinstance(stmt.orelse, cst.If):
-        elif_ = skeleton(stmt.orelse, made)
+        elif_ = skeleton(stmt.orelse, made, decided)
         orelse = elif_ if isinstance(elif_, cst.If) else None
     elif isinstance(stmt.orelse, cst.Else):
-        rest = _kept(stmt.orelse.body.body, made)
+        rest = _kept(stmt.orelse.body.body, made, decided)
         orelse = cst.Else(cst.IndentedBlock(rest)) if rest else None
     if not body and orelse is None:
         return None
     if not body and isinstance(orelse, cst.Else):  # only the else branch makes a reader
-        test = cst.UnaryOperation(cst.Not(), _grouped(stmt.test))
-        return cst.If(test, orelse.body)
+        return cst.If(cst.UnaryOperation(cst.Not(), _grouped(test)), orelse.body)
     if not body:
         body = [cst.SimpleStatementLine([cst.Pass()])]
-    return cst.If(stmt.test, cst.IndentedBlock(body), orelse=orelse)
+    return cst.If(test, cst.IndentedBlock(body), orelse=orelse)
 
 
 def _kept(
     stmts: Sequence[cst.BaseStatement] | Sequence[cst.BaseSmallStatement],
     made: dict[int, list[cst.BaseStatement]],
+    decided: dict[int, cst.Name],
 ) -> list[cst.BaseStatement]:
     """What ``made`` gives for ``stmts``, the statements of a block (or the small statements
     of a one-line block, which make no reader)."""
@@ -155,6 +198,6 @@ def _kept(
         if id(s) in made:
             out += made[id(s)]
         else:
-            nested = skeleton(s, made)
+            nested = skeleton(s, made, decided)
             out += [nested] if nested is not None else []
     return out

@@ -75,6 +75,7 @@ from .edits import removed_stmt
 from .handle_relays import name_relays, reader_name, relay_edits, relay_reason, site_of
 from .meta_reads import key_free_edits, key_free_reads
 from .model import FollowUp, Graph, Instance
+from .reader_choice import chosen_one
 
 META_METHODS = ("epoch_size", "reader_meta")
 #: the parameter that takes a checkpoint to restore, as ``Pipeline(checkpoint=...)`` did
@@ -234,10 +235,15 @@ def _meta_reason(
     ctx: FileContext, graph: Graph, call: cst.Call, reader_name: str | None
 ) -> str | None:
     """Why ``pipe.epoch_size(...)`` / ``reader_meta(...)`` cannot become the reader's metadata."""
-    if len(graph.readers) != 1:
+    if len(graph.readers) == 1 and graph.readers[0].guards:
+        return "the pipeline's reader is made under an `if`: it may not exist"
+    if len(graph.readers) != 1 and not chosen_one(graph.readers):
+        if any(u.guards for u in graph.readers):
+            return (
+                f"the pipeline has {len(graph.readers)} readers, not one per branch of an "
+                "`if`/`else` (one of them, into one variable): which one is read is not known"
+            )
         return f"the pipeline has {len(graph.readers)} readers, only one is migrated"
-    if graph.readers[0].guards:
-        return "the pipeline's reader is made under an `if`"
     name = name_arg(call)
     if name is False:
         return "its arguments are not a reader name"
@@ -418,9 +424,16 @@ def metadata_value(
 
 
 def _reader_name(graph: Graph) -> str | None:
-    if len(graph.readers) != 1:
+    """The literal name= of the pipeline's reader (of each of the readers the branches of one
+    ``if`` choose from, the same in all: ``reader_choice``), or None."""
+    if len(graph.readers) != 1 and not chosen_one(graph.readers):
         return None
-    for a in graph.readers[0].call.args:
+    names = {_literal_name(u.call) for u in graph.readers}
+    return names.pop() if len(names) == 1 else None
+
+
+def _literal_name(call: cst.Call) -> str | None:
+    for a in call.args:
         if (
             a.keyword is not None
             and a.keyword.value == "name"

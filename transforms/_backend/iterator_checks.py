@@ -153,6 +153,11 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         ]
     if graph.sources and not graph.readers:
         return _source_reasons(graph, use) or _sized_source_reasons(ctx, inst, graph, use)
+    if any(u.guards for u in graph.readers) and not graph.sources:
+        return [
+            "a framework iterator over a pipeline whose reader is made under an `if` is not "
+            "migrated yet"
+        ]
     lead = lead_reader(graph, use)
     if lead is None:
         return [

@@ -217,8 +217,10 @@ def _inputs_and_ops(
     if not (plain and at_top):
         if not isinstance(top, cst.SimpleStatementLine):
             reasons.append(f"{ctx.text(node.func)} is not a plain assignment in the pipeline body")
-        elif not at_top:
+        elif not at_top and op.target.is_reader:
             _guarded(ctx, container, node, op, top, readers, reasons)
+        elif not at_top:
+            _guarded_source(ctx, container, node, top, sources, reasons)
         elif not op.target.is_reader:
             _inline_source(ctx, container, node, top, sources, reasons)
         else:
@@ -255,19 +257,66 @@ def _guarded(
         reasons.append(found)
         return
     tests, top = found
-    if not op.target.is_reader:
-        test = ctx.text(tests[-1][0])
-        reasons.append(
-            f"{what} made under `if {test}` is not migrated yet: make it at the top level of "
-            "the pipeline body"
-        )
-        return
     assign = stmt.body[0] if len(stmt.body) == 1 else None
     if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1:
         readers.append(ReaderUse(stmt, assign.targets[0].target, call, op, guards=tests, top=top))
         return
     fresh = cst.Name(_fresh_output(ctx, container, op.target.ndd_path))
     readers.append(ReaderUse(stmt, fresh, call, op, inline=True, guards=tests, top=top))
+
+
+def _guarded_source(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    stmt: cst.SimpleStatementLine,
+    sources: list[SourceUse],
+    reasons: list[str],
+) -> None:
+    """An external source made in an ``if`` block of the graph code (``guards``), in ``stmt``:
+    made before the loop under the same tests, its batch taken under them in the loop."""
+    what = ctx.text(call.func)
+    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
+    if isinstance(found, str):
+        reasons.append(found)
+        return
+    tests, top = found
+    test = ctx.text(tests[-1][0])
+    kw = source_kwargs(call)
+    if kw is not None and "source" not in kw:
+        reasons.append(
+            f"{what} under `if {test}` has no source=: its data is fed by name from outside "
+            "(pipe.feed_input(), or a server such as Triton running the serialized pipeline), "
+            "which dynamic mode has no counterpart of on one branch: keep that branch in "
+            "pipeline mode, or pass the data to the generator as an argument"
+        )
+        return
+    assign = stmt.body[0] if len(stmt.body) == 1 else None
+    use: SourceUse | None = None
+    if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1:
+        use = analyse_source(ctx, call, assign.targets[0].target, stmt, reasons)
+    else:  # called inside the statement: bound to a name of its own first
+        found_here: list[SourceUse] = []
+        _inline_source(ctx, container, call, stmt, found_here, reasons)
+        use = found_here[0] if found_here else None
+    if use is not None and use.kind in _GUARDED_KINDS:
+        reasons.append(_GUARDED_KINDS[use.kind].format(f"{what} under `if {test}`"))
+    elif use is not None:
+        use.guards, use.guard_top = tests, top
+        sources.append(use)
+
+
+#: why an external source of a kind cannot be made under an ``if`` (what it is fills in)
+_GUARDED_KINDS = {
+    "iterable": (
+        "{} is iterated, which the generator can only do in its own loop, over a source that "
+        "always exists: give source= a function that returns one batch per call"
+    ),
+    "either": (
+        "{}: the tool cannot tell whether its source is iterated or called (bind it to a "
+        "function, generator or class defined in this file)"
+    ),
+}
 
 
 def _inline_source(
