@@ -25,7 +25,7 @@ from .._cst import (
 )
 from .emit_state import EmitState
 from .external_source import SourceUse, unknown_source
-from .guards import decisions, exclusive, guard_test, skeleton
+from .guards import branch_tests, decisions, exclusive, guard_test, skeleton
 from .model import ReaderUse, Refused
 from .reader_choice import reader_var
 from .seeds import guarded, reader_seed
@@ -45,6 +45,7 @@ class InputPhases(EmitState):
         self.decided: dict[int, cst.Name] = {}  # by id of the test
         self.decisions: list[tuple[cst.BaseExpression, cst.BaseStatement]] = []
         made = self.readers() + self.sources()
+        self._branch_decisions()
         order = {id(n): i for i, n in enumerate(walk(cst.IndentedBlock(self.graph.body)))}
         self.decisions.sort(key=lambda d: order.get(id(d[0]), 0))
         out: list[cst.BaseStatement] = [stmt for _, stmt in self.decisions]
@@ -57,6 +58,14 @@ class InputPhases(EmitState):
                 shaped = skeleton(s, self.guarded[id(s)], self.decided)
                 out += [shaped] if shaped is not None else []
         return out
+
+    def _branch_decisions(self) -> None:
+        """The tests of the loop's ``if`` statements that call code, decided once before the
+        loop as well (``if aug.wants_flip():`` drew once in pipeline mode, not per batch)."""
+        defined_later = {d.name.value for d in self.defs if isinstance(d, cst.FunctionDef)}
+        unsettled = self.per_batch_names | defined_later
+        for chain in branch_tests(self.ctx, self.loop_body, self.nodes, unsettled):
+            self.decisions += decisions(chain, self.decided, self.taken)
 
     def _guarded(
         self, what: cst.Call, guards: list, top: cst.BaseStatement | None

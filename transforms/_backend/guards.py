@@ -85,6 +85,41 @@ def _not_static(
     return None
 
 
+def branch_tests(
+    ctx: FileContext,
+    stmts: Sequence[cst.CSTNode],
+    nodes: set[str],
+    unsettled: set[str],
+    outer: Sequence[Guard] = (),
+) -> list[list[Guard]]:
+    """The ``if`` statements among ``stmts`` (the loop's code, and the branches of those) whose
+    test calls code (``if aug.wants_flip():``), each with the tests it runs under, outermost
+    first: pipeline mode decided each once, when it defined the graph, so the generator decides
+    it once too (:func:`decisions`). Only tests on configuration: no data, no DALI, none of the
+    ``unsettled`` names (assigned in the loop, or defined after the decisions)."""
+    out: list[list[Guard]] = []
+    for s in stmts:
+        if isinstance(s, cst.If):
+            out += _if_tests(ctx, s, nodes, unsettled, list(outer))
+    return out
+
+
+def _if_tests(
+    ctx: FileContext, stmt: cst.If, nodes: set[str], unsettled: set[str], outer: list[Guard]
+) -> list[list[Guard]]:
+    test = stmt.test
+    if _not_static(ctx, test, nodes, "") is not None or free_names(test) & unsettled:
+        return []
+    here: list[Guard] = [*outer, (test, True)]
+    out = [here] if any(isinstance(n, cst.Call) for n in walk(test)) else []
+    out += branch_tests(ctx, stmt.body.body, nodes, unsettled, here)
+    if isinstance(stmt.orelse, cst.If):
+        out += _if_tests(ctx, stmt.orelse, nodes, unsettled, [*outer, (test, False)])
+    elif isinstance(stmt.orelse, cst.Else):
+        out += branch_tests(ctx, stmt.orelse.body.body, nodes, unsettled, [*outer, (test, False)])
+    return out
+
+
 def guard_test(guards: list[Guard]) -> cst.BaseExpression:
     """One test that holds where all ``guards`` do: ``a and not (b)``."""
     parts: list[cst.BaseExpression] = []
