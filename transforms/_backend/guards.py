@@ -173,7 +173,10 @@ def decisions(
 
 
 #: calls whose name says nothing of the decision (``cfg.get("extra")``: named after "extra")
-_GENERIC = {"get", "getattr", "hasattr", "bool", "len", "isinstance", "any", "all", "callable"}
+_GENERIC = {
+    *("get", "getattr", "hasattr", "bool", "len", "isinstance", "any", "all", "callable"),
+    *("type", "int", "float", "str", "min", "max", "abs", "round", "sum"),
+}
 
 
 def _decision_base(test: cst.BaseExpression) -> str:
