@@ -345,7 +345,9 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
         shapes is None or isinstance(shapes, (cst.Tuple, cst.List))
     ):
         specs = [
-            _spec(tf, shapes.elements[i].value if shapes is not None else none, e.value)
+            _spec(
+                tf, _shape(use, shapes.elements[i].value) if shapes is not None else none, e.value
+            )
             for i, e in enumerate(dtypes.elements)
         ]
         return cst.Tuple([cst.Element(s) for s in specs])
@@ -357,6 +359,13 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
             f"tuple({tf}.TensorSpec(s, d) for s, d in zip({code}, {dtypes.value}))"
         )
     return _spec(tf, shapes if shapes is not None else none, dtypes)
+
+
+def _shape(use: IteratorUse, shape: cst.BaseExpression) -> cst.BaseExpression:
+    """The op's empty shape is ``None``: the op neither checks nor sets it (``dataset_shapes``)."""
+    if use.op is not None and isinstance(shape, (cst.Tuple, cst.List)) and not shape.elements:
+        return cst.Name("None")
+    return shape
 
 
 def _spec(tf: str, shape: cst.BaseExpression, dtype: cst.BaseExpression) -> cst.Call:
