@@ -75,10 +75,10 @@ ADVICE = (
     "batches() builds the reader and calls reader(batch_size=...) for each step (not a "
     "next_epoch() loop: tf.data resumes the generator on other threads, which an epoch loop does "
     "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output (.reshape(-1) where "
-    "its shape has one dimension: DALIDataset squeezed (batch, 1) to it); each DALIDataset and "
-    "each DALIIterator op call ran a pipeline of its own, not batches of one shared pipeline, so "
-    "a pipeline kept for several becomes a function that makes the generator (self.pipe = "
-    "lambda: batches(...)), given to each one's from_generator"
+    "its shape has one dimension, as DALIDataset squeezed (batch, 1) to it), and as each "
+    "DALIDataset and each DALIIterator op call ran a pipeline of its own, not batches of one "
+    "shared pipeline, a pipeline kept for several becomes a function that makes the generator "
+    "(self.pipe = lambda: batches(...)), given to each one's from_generator"
 )
 
 #: what a ``DALIIterator()`` op's call gives, over such a dataset
