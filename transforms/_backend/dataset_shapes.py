@@ -21,7 +21,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import source_of
-from .datasets import _values
+from .datasets import _values, tupled
 from .iterator_use import IteratorUse
 
 #: why a one-dimension shape's output is reshaped, written above the generator's ``yield``
@@ -37,6 +37,8 @@ def _entries(ctx: FileContext, use: IteratorUse, index: int) -> list[cst.BaseExp
     shapes = use.signature[0] if use.signature is not None else None
     if shapes is None:
         return []
+    if not tupled(ctx, use):  # one dtype: output_shapes is that one output's shape
+        return [shapes] if index == 0 else None
     found: list[cst.BaseExpression] = []
     for value in _values(ctx, shapes):
         if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
