@@ -47,10 +47,12 @@ def _entries(ctx: FileContext, use: IteratorUse, index: int) -> list[cst.BaseExp
     return found or None
 
 
-def _rank(ctx: FileContext, use: IteratorUse, shape: cst.BaseExpression) -> int | None:
+def _rank(
+    ctx: FileContext, use: IteratorUse, shape: cst.BaseExpression, depth: int = 0
+) -> int | None:
     """How many dimensions ``shape`` gives: a tuple/list's length, 1 for an integer (or the
-    name the dataset's ``batch_size=`` also gives), None for ``None`` or one the tool cannot
-    read (-1)."""
+    name the dataset's ``batch_size=`` also gives), that of every value a name is assigned,
+    None for ``None`` (any shape), -1 where the tool cannot tell."""
     if isinstance(shape, cst.Name) and shape.value == "None":
         return None
     if isinstance(shape, (cst.Tuple, cst.List)):
@@ -69,7 +71,9 @@ def _rank(ctx: FileContext, use: IteratorUse, shape: cst.BaseExpression) -> int 
     )
     if given is not None and source_of(given) == source_of(shape.with_changes(lpar=[], rpar=[])):
         return 1
-    return -1
+    known = _values(ctx, shape) if isinstance(shape, cst.Name) and depth < 3 else []
+    ranks = {_rank(ctx, use, v, depth + 1) if v is not shape else -1 for v in known}
+    return ranks.pop() if len(ranks) == 1 else -1
 
 
 def squeezed(ctx: FileContext, use: IteratorUse, outputs: int) -> list[bool]:
