@@ -15,6 +15,7 @@ from dali_migrate.fixes import Edit
 from .._cst import kwarg, source_of
 from .dataset_ops import COMMENT as OP_COMMENT
 from .dataset_ops import next_element
+from .dataset_shapes import SQUEEZE, squeezed
 from .datasets import output_signature, tupled
 from .docstrings import graph_outputs_text
 from .iterator_use import IteratorUse
@@ -68,6 +69,8 @@ def dataset_definition(
         _expression(a.visit(_Replace("__V__", atom_of(_off_gpu(v)))))
         for a, v in zip(arrays, values)
     ]
+    flat = squeezed(ctx, use, len(arrays))
+    arrays = [_flattened(a) if f else a for a, f in zip(arrays, flat)]
     out = (
         arrays[0]
         if len(arrays) == 1 and not tupled(ctx, use)
@@ -78,6 +81,9 @@ def dataset_definition(
         )
     )
     new_last = last.with_changes(body=[cst.Expr(cst.Yield(out))])
+    if any(flat):
+        lines = [cst.EmptyLine(comment=cst.Comment(t)) for t in SQUEEZE.split("\n")]
+        new_last = new_last.with_changes(leading_lines=[*new_last.leading_lines, *lines])
     comments = (
         [cst.EmptyLine(comment=cst.Comment(t)) for t in PER_STEP.split("\n")] if single else []
     )
@@ -105,6 +111,12 @@ def dataset_definition(
     c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
     module_alias(c, "tensorflow", "tensorflow")
     return [new_fn], import_edits(ctx, c), fn.name.value
+
+
+def _flattened(array: cst.BaseExpression) -> cst.BaseExpression:
+    """``array.reshape(-1)``: DALIDataset's squeeze to a one-dimension shape."""
+    func = cst.Attribute(array, cst.Name("reshape"))
+    return cst.Call(func, [cst.Arg(cst.UnaryOperation(cst.Minus(), cst.Integer("1")))])
 
 
 def _reader_of(epoch_for: cst.For) -> str:

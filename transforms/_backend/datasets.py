@@ -74,7 +74,11 @@ ADVICE = (
     "output_signature=(tf.TensorSpec(shape, dtype), ...)) from output_shapes/output_dtypes, where "
     "batches() builds the reader and calls reader(batch_size=...) for each step (not a "
     "next_epoch() loop: tf.data resumes the generator on other threads, which an epoch loop does "
-    "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output"
+    "not allow) and yields np.asarray(ndd.as_tensor(out.cpu())) per output (.reshape(-1) where "
+    "its shape has one dimension, as DALIDataset squeezed (batch, 1) to it), and as each "
+    "DALIDataset and each DALIIterator op call ran a pipeline of its own, not batches of one "
+    "shared pipeline, a pipeline kept for several becomes a function that makes the generator "
+    "(self.pipe = lambda: batches(...)), given to each one's from_generator"
 )
 
 #: what a ``DALIIterator()`` op's call gives, over such a dataset
@@ -345,7 +349,9 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
         shapes is None or isinstance(shapes, (cst.Tuple, cst.List))
     ):
         specs = [
-            _spec(tf, shapes.elements[i].value if shapes is not None else none, e.value)
+            _spec(
+                tf, _shape(use, shapes.elements[i].value) if shapes is not None else none, e.value
+            )
             for i, e in enumerate(dtypes.elements)
         ]
         return cst.Tuple([cst.Element(s) for s in specs])
@@ -357,6 +363,13 @@ def output_signature(ctx: FileContext, use: IteratorUse, tf: str) -> cst.BaseExp
             f"tuple({tf}.TensorSpec(s, d) for s, d in zip({code}, {dtypes.value}))"
         )
     return _spec(tf, shapes if shapes is not None else none, dtypes)
+
+
+def _shape(use: IteratorUse, shape: cst.BaseExpression) -> cst.BaseExpression:
+    """The op's empty shape is ``None``: the op neither checks nor sets it (``dataset_shapes``)."""
+    if use.op is not None and isinstance(shape, (cst.Tuple, cst.List)) and not shape.elements:
+        return cst.Name("None")
+    return shape
 
 
 def _spec(tf: str, shape: cst.BaseExpression, dtype: cst.BaseExpression) -> cst.Call:

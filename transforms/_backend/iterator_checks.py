@@ -9,6 +9,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
+from .dataset_shapes import shape_reasons
 from .datasets import batch_reasons, signature_reasons
 from .handles import name_arg, needs_of
 from .iterator_consumers import left_early
@@ -138,6 +139,7 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
             ]
         return (
             signature_reasons(ctx, use, len(graph.outputs))
+            + shape_reasons(ctx, use, len(graph.outputs))
             + _placement_reasons(ctx, inst, use)
             + batch_reasons(ctx, inst, use)
         )
