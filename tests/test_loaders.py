@@ -56,7 +56,13 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 
 #: targets the emitter does not reach yet: case -> why; strict xfails, so a fix shows up (the
 #: target itself is still run against old.py by test_target_computes_the_same)
-NOT_REACHED: dict[str, str] = {}
+NOT_REACHED: dict[str, str] = {
+    "pt_subclass_builds_pipeline": (
+        "a framework-iterator subclass that builds its pipeline in __init__ and hands it to "
+        "super().__init__ keeps its TODO: the loader over it, the class without its DALI base "
+        "and a last_batch_policy chosen at run time are not emitted yet"
+    ),
+}
 
 
 def _read(case: str, name: str) -> str:
