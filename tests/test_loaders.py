@@ -58,9 +58,9 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 #: target itself is still run against old.py by test_target_computes_the_same)
 NOT_REACHED: dict[str, str] = {
     "pt_subclass_builds_pipeline": (
-        "a framework-iterator subclass that builds its pipeline in __init__ and hands it to "
-        "super().__init__ keeps its TODO: the loader over it, the class without its DALI base "
-        "and a last_batch_policy chosen at run time are not emitted yet"
+        "a last_batch_policy chosen at run time (DROP if training else PARTIAL) is not "
+        "migrated: the subclass keeps its TODO (one with a literal policy migrates, "
+        "pt_subclass_builds_pipeline_policies)"
     ),
 }
 
@@ -144,6 +144,7 @@ DROP_IN = {
     "pt_handed_to_unseen_code",
     "pt_attribute_shared_by_classes",
     "pt_reset_rebinds_attribute",
+    "pt_subclass_builds_pipeline_policies",
 }
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
 PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}
