@@ -145,6 +145,7 @@ DROP_IN = {
     "pt_attribute_shared_by_classes",
     "pt_reset_rebinds_attribute",
     "pt_subclass_builds_pipeline_policies",
+    "pt_subclass_builds_pipeline_def",
 }
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
 PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}

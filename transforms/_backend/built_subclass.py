@@ -72,6 +72,7 @@ HOLDER = "_loader"
 #: what DALI's base gave that the class gets back from the loader, where it defines none
 _GIVEN = {
     "__iter__": ["self._loader.reset()", "return self"],
+    "__next__": ["return next(self._loader)"],
     "__len__": ["return len(self._loader)"],
     "reset": ["self._loader.reset()"],
 }
