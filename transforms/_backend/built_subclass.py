@@ -69,6 +69,41 @@ from .subclass_init import _super_init, method
 
 #: the attribute of the class that holds the loader
 HOLDER = "_loader"
+#: the attributes DALI's iterators set on themselves (``plugin/base_iterator.py`` and the
+#: framework plugins, DALI 2.4): a class that sets one changes what DALI's own code read
+BASE_STATE = frozenset(
+    [
+        "_auto_reset",
+        "_counter",
+        "_counter_per_gpu",
+        "_enable_checkpointing",
+        "_ever_consumed",
+        "_ever_scheduled",
+        "_first_batch",
+        "_initial_checkpoints",
+        "_is_stick_to_shard",
+        "_last_batch_padded",
+        "_last_batch_policy",
+        "_num_gpus",
+        "_output_categories",
+        "_output_tags",
+        "_outputs_types",
+        "_pipes",
+        "_pmap_compatible",
+        "_prepare_first_batch",
+        "_reader_name",
+        "_shard_sizes_per_gpu",
+        "_shard_sizes_per_gpu_initial",
+        "_sharding",
+        "_shards_id",
+        "_shards_num",
+        "_size",
+        "_size_no_pad",
+        "batch_size",
+        "output_map",
+        "size",
+    ]
+)
 #: what DALI's base gave that the class gets back from the loader, where it defines none
 _GIVEN = {
     "__iter__": ["self._loader.reset()", "return self"],
@@ -80,8 +115,9 @@ _GIVEN = {
 
 def built_subclass(ctx: FileContext, call: cst.Call, bases: tuple[str, ...]) -> cst.ClassDef | None:
     """The class whose ``__init__`` ends with ``call`` (``super().__init__(...)``), that has one
-    base, a framework iterator of ``bases``, and reads nothing of it but ``super().__next__()``
-    and the rewinding ``__iter__`` (``base_internals``); None otherwise."""
+    base, a framework iterator of ``bases``, reads nothing of it but ``super().__next__()`` and
+    the rewinding ``__iter__`` (``base_internals``) and sets none of its state; None
+    otherwise."""
     if _super_init(cst.SimpleStatementLine([cst.Expr(call)])) is None:
         return None
     cls = enclosing_class(ctx, call)
@@ -95,7 +131,8 @@ def built_subclass(ctx: FileContext, call: cst.Call, bases: tuple[str, ...]) -> 
         return None
     idiom = rewinding_iter(cls)
     rest = [s for s in cls.body.body if s is not idiom]
-    if _base_reads(rest, cls) or HOLDER in _self_attrs(cls, read=False) | _self_attrs(cls):
+    written = _self_attrs(cls, read=False)
+    if _base_reads(rest, cls) or written & BASE_STATE or HOLDER in written | _self_attrs(cls):
         return None
     nexts = [cst.ensure_type(c.func, cst.Attribute).value for c in super_next_calls(cls)]
     allowed = {id(cst.ensure_type(call.func, cst.Attribute).value), *map(id, nexts)}
