@@ -12,9 +12,10 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import source_of, walk
+from .._cst import sole_assignment, source_of, walk
 from .iterator_use import ANY_READER, IteratorUse
 from .model import Instance
+from .wrappers import binding_of
 
 #: framework of each plug-in module
 FRAMEWORKS = {
@@ -124,9 +125,11 @@ def analyse_iterator(
         reasons.append(
             "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
         )
-    policy = _policy(
-        ctx, args.pop("last_batch_policy", None), args.pop("fill_last_batch", None), reasons
-    )
+    given = args.pop("last_batch_policy", None)
+    binding = policy_binding(ctx, given)
+    if binding is not None:  # policy = LastBatchPolicy.X, read only here
+        given = cst.ensure_type(binding.body[0], cst.Assign).value
+    policy = _policy(ctx, given, args.pop("fill_last_batch", None), reasons)
     if framework == "jax" and policy == "PARTIAL":
         reasons.append("JAX's iterator has no PARTIAL policy (DALI refuses it)")
     if q == RAGGED and size is not None and policy == "PARTIAL":
@@ -145,7 +148,7 @@ def analyse_iterator(
     use.auto_reset = auto_reset is not None and not (
         isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
     )
-    use.claimed, use.sparse_lists = claimed, sparse_lists
+    use.claimed, use.sparse_lists, use.policy_binding = claimed, sparse_lists, binding
     if size is not None and pipe_attribute(size, inst.variable) is not None:
         use.size_attr = pipe_attribute(size, inst.variable)
     return use
@@ -204,6 +207,35 @@ def _flag(value: cst.BaseExpression | None, name: str, reasons: list[str]) -> bo
     return False
 
 
+def policy_binding(
+    ctx: FileContext, name: cst.BaseExpression | None
+) -> cst.SimpleStatementLine | None:
+    """``name = LastBatchPolicy.<X>`` (or ``... if <test> else ...``, which the policy's reason
+    names), alone on its line, the one binding of ``name`` (the policy given to the iterator as
+    ``name``), which nothing else reads: the statement."""
+    if not isinstance(name, cst.Name):
+        return None
+    binding = binding_of(ctx, name)
+    scope = ctx.scopes.get(name)
+    target = getattr(binding, "node", None)
+    if scope is None or target is None or len(scope.accesses[name]) != 1:
+        return None
+    assign = ctx.parents.get(ctx.parents.get(target))
+    stmt = ctx.parents.get(assign)
+    if not (
+        isinstance(assign, cst.Assign)
+        and sole_assignment(ctx, assign.value) is assign
+        and isinstance(assign.value, (cst.Attribute, cst.IfExp))
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and ctx.scopes.get(stmt) is scope
+    ):
+        return None
+    if isinstance(assign.value, cst.IfExp):  # chosen at run time: the reason names it
+        return stmt
+    q = ctx.qualname(assign.value) or ""
+    return stmt if any(q.startswith(c + ".") for c in POLICY_CLASSES) else None
+
+
 def _policy(
     ctx: FileContext,
     p: cst.BaseExpression | None,
@@ -214,7 +246,12 @@ def _policy(
     if p is not None:
         pq = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
         match = [pq[len(c) + 1 :] for c in POLICY_CLASSES if pq and pq.startswith(c + ".")]
-        if not match or match[0] not in ("FILL", "PARTIAL", "DROP"):
+        if isinstance(p, cst.IfExp):
+            reasons.append(
+                f"last_batch_policy is chosen at run time (`{' '.join(source_of(p).split())}`): "
+                "the loader is written for one policy, known where it is written"
+            )
+        elif not match or match[0] not in ("FILL", "PARTIAL", "DROP"):
             reasons.append("last_batch_policy is not LastBatchPolicy.FILL/PARTIAL/DROP")
         else:
             policy = match[0]

@@ -120,6 +120,15 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
             "over it, len(), next() and reset() work as before, its other attributes do not"
         )
         return [ctx.info(rule, first, text)]
+    if use.built_in is not None:
+        cls = use.built_in.name.value
+        text = (
+            f"{cls} is no {use.name} now: its methods take the batches from self._loader, a "
+            f"{name}(...), an iterator of one epoch's batches at a time, as DALI's was; loops over "
+            f"{cls}, len(), next() and reset() work as before, the other attributes of "
+            f"{use.name} do not"
+        )
+        return [ctx.info(rule, first, text)]
     if isinstance(first, cst.Return):
         fn = enclosing(ctx, first, cst.FunctionDef)
         what = f"{fn.name.value}() returns" if isinstance(fn, cst.FunctionDef) else "returned"

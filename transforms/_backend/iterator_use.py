@@ -60,6 +60,11 @@ class IteratorUse:
     hooked: bool = False
     #: a subclass defined here whose ``__next__`` converts each batch (``subclasses``)
     subclass: cst.ClassDef | None = None
+    #: a subclass defined here that builds the pipeline in its ``__init__`` and hands it to
+    #: ``super().__init__`` (``call``): the class stays, over the loader (``built_subclass``)
+    built_in: cst.ClassDef | None = None
+    #: ``policy = LastBatchPolicy.X`` that only gives the iterator its policy: it goes with it
+    policy_binding: cst.SimpleStatementLine | None = None
     #: type annotations naming that subclass (they name the loader instead)
     annotations: list[cst.CSTNode] = field(default_factory=list)
     #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)
@@ -105,6 +110,9 @@ class IteratorUse:
     def name(self) -> str:
         if self.subclass is not None:
             return self.subclass.name.value
+        base = self.built_in.bases[0].value if self.built_in is not None else None
+        if isinstance(base, (cst.Name, cst.Attribute)):  # (the base it hands the pipeline to)
+            return base.attr.value if isinstance(base, cst.Attribute) else base.value
         func = self.call.func
         return (
             func.attr.value
@@ -116,6 +124,12 @@ class IteratorUse:
     def dropin(self) -> bool:
         """The loader is its own iterator, as DALI's was (``opaque``)."""
         return bool(self.opaque)
+
+    @property
+    def measured(self) -> bool:
+        """Code takes ``len()`` of the loader: a ``len()`` found, a Lightning hook's caller, or
+        the class built over it (``built_in``), whose own ``__len__`` asks the loader's."""
+        return bool(self.lens) or self.hooked or self.built_in is not None
 
     @property
     def sized(self) -> bool:

@@ -46,6 +46,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import source_of
+from .built_subclass import built_subclass
 from .dataset_ops import holds_op, op_statement
 from .datasets import ADVICE as DATASET_ADVICE
 from .datasets import DATASET, OP_TENSORS, dataset_use
@@ -140,6 +141,13 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         return FollowUp(call, f"the iterator made in {_call_name(call)} is not migrated: {wrapped}")
     if wrapped is not None:  # made in a wrapper class's __init__ from the pipeline passed in
         call, q = wrapped[2], wrapped[4]
+    built = (
+        built_subclass(ctx, call, tuple(ITERATORS))
+        if call is not None and q not in ITERATORS and wrapped is None
+        else None
+    )
+    if built is not None:  # the class builds the pipeline itself and hands it to its base
+        q = ctx.qualname(built.bases[0].value)
     if call is None or q not in ITERATORS:
         return iterator_hint(ctx, ref)
     reasons: list[str] = []
@@ -159,7 +167,12 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
             return iterator_hint(ctx, ref)
         else:
             use.kept_in = ref
-    if use is not None:
+    if use is not None and built is not None:  # its methods take the batches (drop-in loader)
+        use.built_in, use.opaque = built, [call]
+        inst.copies = max(inst.copies, 2)  # one loader per instance of the class: no capture
+        if not use.sized:  # (DALI's len() and epochs count samples: the loader has none to count)
+            reasons.append(f"{built.name.value} hands the iterator neither reader_name= nor size=")
+    elif use is not None:
         follower = Follower(ctx, use, reasons)
         follower.value(call, 0)
         follower.finish()
@@ -168,6 +181,11 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
         check_uses(ctx, use, reasons)
         if use.devices is not None:
             reasons += device_reasons(use)
+    if reasons and built is not None:  # the class keeps its base: what it uses of it
+        base = handed_to_base(ctx, call)
+        assert base is not None  # (built_subclass)
+        what, advice = base_advice(*base)
+        return FollowUp(call, f"{what}: {'; '.join(dict.fromkeys(reasons))}", advice)
     if reasons or use is None:
         return FollowUp(
             call,

@@ -24,7 +24,7 @@ def init_tail(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> tuple[list
     meta = fresh_name("meta", c.local)
     shards = f'{meta}["number_of_shards"]'
     lines: list[str] = []
-    both = kind == "partial" and c.padded and (use.lens or use.hooked)  # two keys: read once
+    both = kind == "partial" and c.padded and use.measured  # two keys: read once
     if c.sharded or both or kind in ("partial_stream", "drop_stream"):
         lines.append(f"{meta} = {reader}.get_metadata()")
         size, padded = f'{meta}["epoch_size"]', f'{meta}["epoch_size_padded"]'
@@ -35,7 +35,7 @@ def init_tail(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> tuple[list
             f'{reader}.get_metadata()["epoch_size_padded"]',
         )
     if kind in ("plain", "resume"):
-        if not (use.lens or use.hooked or kind == "resume"):
+        if not (use.measured or kind == "resume"):
             return [], None
         return _with_stream(
             c, lines + [f"{c.attr('length')} = {_ceil(c, f'{padded} / batch_size')}"]
@@ -44,7 +44,7 @@ def init_tail(c: LoaderClass, inst: Instance, fn: cst.FunctionDef) -> tuple[list
         lines += _shard_lines(c, meta, size)
         largest = _ceil(c, f"{size} / {shards}") if kind == "partial_stream" else c.attr("samples")
         per_epoch = _ceil(c, f"{padded if c.padded else largest} / batch_size")
-        if kind == "partial_stream" or use.lens or use.hooked:
+        if kind == "partial_stream" or use.measured:
             lines.append(f"{c.attr('length')} = {per_epoch}")
         return _with_stream(c, lines), c.attr("length")
     if kind in ("drop", "drop_stream"):
@@ -107,7 +107,7 @@ def _counted_tail(
             c.attr("read") if c.use.reader_name is None else f"{c.attr('read')} = {c.attr('end')}"
         )
         lines = [f"{samples} = {total}", f"{counts} = 0"]
-        if c.use.lens or c.use.hooked:
+        if c.use.measured:
             lines.append(f"{c.attr('length')} = {_ceil(c, f'{samples} / batch_size')}")
         return _with_stream(c, lines), c.attr("length")
     if kind == "drop_counted":

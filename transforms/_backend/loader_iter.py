@@ -286,7 +286,7 @@ def _ahead_iter(c: LoaderClass, take: str) -> list[str]:
         return _sized_ahead_iter(c, take)
     read, end, samples = c.attr("read"), c.attr("end"), c.attr("samples")
     start = [f"{end} += {samples}"]
-    if c.use.lens:
+    if c.use.lens or c.use.built_in is not None:
         start.append(f"{c.attr('length')} = math.ceil(({end} - {read}) / batch_size)")
         c.imports.add("math")
     if c.use.early_exit:

@@ -15,6 +15,7 @@ from dali_migrate.fixes import Edit
 
 from .._cst import fresh_name, kwarg, source_of, walk
 from .arguments import device_message, set_threads_stmt
+from .built_subclass import class_edits, holder_statement
 from .dataset_generator import dataset_edit
 from .edits import removed_stmt
 from .handles import metadata_value
@@ -57,6 +58,8 @@ def loader_site_edits(
     meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += [removed_stmt(ctx, b) for b in inst.builds]
+    if use.policy_binding is not None:
+        edits.append(removed_stmt(ctx, use.policy_binding))
     keep = batch_size_named(kept_args(inst, params) if args is None else args)
     if use.size_param is not None and use.size is not None:  # computed here, as it was
         keep = [*keep, kwarg(use.size_param, use.size.deep_clone())]
@@ -71,7 +74,10 @@ def loader_site_edits(
         edits.append(_wrapper_edit(ctx, use, made_loader))
         loader = cst.Name(use.wrapper[2])
     new: list[cst.CSTNode]
-    if use.dropin:  # every use stays as written
+    if use.built_in is not None:  # the class stays, over the loader
+        new = [holder_statement(loader).with_changes(leading_lines=made.leading_lines)]
+        edits += class_edits(ctx, use.built_in)
+    elif use.dropin:  # every use stays as written
         new = [made.deep_replace(use.call, loader)]
     elif use.pulls:
         holder, fresh = _pull_holders(ctx, use)

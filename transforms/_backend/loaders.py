@@ -198,7 +198,7 @@ def loader_definition(
     if use.size_reads:
         tail = [*tail, *size_lines(c, inst, fn, tail)]
     methods = [init_method(c, params, param_names, tail)]
-    if length is not None and (use.lens or use.hooked):
+    if length is not None and use.measured:
         methods.append(method_def("__len__", [f"return {length}"]))
     if use.dropin:
         methods += _dropin_methods(use)
