@@ -102,9 +102,10 @@ def peer_use_advice(ctx: FileContext, ref: cst.CSTNode, iterator_advice: str) ->
     method = attr.attr.value if isinstance(attr, cst.Attribute) and attr.value is ref else ""
     if method in ("epoch_size", "reader_meta"):
         return what, (
-            f"each definition's reader reads its own files: read {method}() in each branch, "
-            "from that branch's reader (its get_metadata(), built with max_batch_size=), or "
-            "count the batches an epoch of it gives"
+            f"which reader {method}() asks depends on the branch that made the pipeline: "
+            "read it in each branch, from the reader that branch's definition builds (its "
+            "get_metadata(), the reader built with max_batch_size=; epoch_size() was its "
+            "'epoch_size_padded')"
         )
     return what, (
         "each definition returns a generator of batches now, not a Pipeline (no build()): "
