@@ -98,6 +98,10 @@ def peer_use_advice(ctx: FileContext, ref: cst.CSTNode, iterator_advice: str) ->
     )
     if iterator_advice:
         return what, iterator_advice
+    arg = ctx.parents.get(ref)
+    call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(call, cst.Call):
+        what += f", passed to `{ctx.text(call.func)}`"
     attr = ctx.parents.get(ref)
     method = attr.attr.value if isinstance(attr, cst.Attribute) and attr.value is ref else ""
     if method in ("epoch_size", "reader_meta"):
