@@ -107,9 +107,9 @@ def peer_use_advice(ctx: FileContext, ref: cst.CSTNode, iterator_advice: str) ->
     if method in ("epoch_size", "reader_meta"):
         return what, (
             f"which reader {method}() asks depends on the branch that made the pipeline: "
-            "read it in each branch, from the reader that branch's definition builds (its "
-            "get_metadata(), the reader built with max_batch_size=; epoch_size() was its "
-            "'epoch_size_padded')"
+            "read it in each branch from the reader that branch's definition builds: its "
+            "get_metadata() (epoch_size() was its 'epoch_size_padded'), the reader built with "
+            "max_batch_size="
         )
     return what, (
         "each definition returns a generator of batches now, not a Pipeline (no build()): "

@@ -248,7 +248,9 @@ class Flow:
                 self._peer_followup(use, found)
         if not sub.uses and not sub.followups:
             what, advice = peer_use_advice(self.ctx, expr, "")
-            found.followups.append(FollowUp(expr, f"{what}; no caller in this file", advice))
+            found.followups.append(
+                FollowUp(expr, f"{what}, returned to no caller in this file", advice)
+            )
 
     def _holds_pipe(self, assignment: object) -> bool:
         """The binding ``assignment`` (a libcst scope assignment) holds a pipeline or None."""

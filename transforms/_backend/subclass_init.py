@@ -347,7 +347,7 @@ def _dataset_advice(ctx: FileContext, call: cst.Call) -> str:
     told = f"`{ctx.text(given)}`" if given is not None else "1, its default"
     return (
         "make the DALIDataset in each branch, over the pipeline made there (with that branch's "
-        "output_dtypes), so that each migrates to tf.data.Dataset.from_generator; DALI ran each "
+        "output_dtypes), so that each migrates to tf.data.Dataset.from_generator. DALI ran each "
         f"pipeline with the DALIDataset's batch_size ({told}) as its max_batch_size, whatever "
         "the pipeline was made with: make each pipeline with that batch size"
     )
