@@ -1,8 +1,11 @@
 """A name bound to a pipeline of one definition in one branch and of another in the other
-(``if train: pipe = TrainPipe(...)`` / ``else: pipe = ValPipe(...)``), then built after the
-``if``: ``pipe.build()`` does the same for either, so it is dropped, when the other definitions
-are migrated with this one (*peers*, see :mod:`.peers`). Any other use of such a name (``run()``,
-a framework iterator) depends on which pipeline it holds: it keeps its TODO.
+(``if train: pipe = TrainPipe(...)`` / ``else: pipe = ValPipe(...)``), then used after the
+``if``, where the other definitions are migrated with this one (*peers*, see :mod:`.peers`):
+``pipe.build()`` does the same for either, so it is dropped; ``pipe.run()`` becomes
+``next(pipe)`` (each definition is a generator of batches now); ``return pipe`` hands the
+generator to the factory's callers in this file, whose uses are held to the same rule. Any other
+use (a framework iterator, ``epoch_size()``, a call into other code) depends on which pipeline
+the name holds: it keeps a TODO that says what to write in each branch.
 
 Before::
 
@@ -11,6 +14,7 @@ Before::
     else:
         pipe = ValPipe(flags)
     pipe.build()
+    images, labels = pipe.run()
 
 After (both classes become generators)::
 
@@ -18,6 +22,7 @@ After (both classes become generators)::
         pipe = TrainPipe(flags)
     else:
         pipe = ValPipe(flags)
+    images, labels = next(pipe)
 """
 
 from __future__ import annotations
@@ -34,20 +39,27 @@ from dali_migrate.context import FileContext
 PeerOf = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 
+#: ``pipe.<method>()`` that does the same for the pipeline of any migrated definition: dropped
+#: (``build``) or ``next(pipe)`` (``run``: each definition is a generator of batches now)
+SHARED_METHODS = ("build", "run")
+
+
 def shared_use(ctx: FileContext, ref: cst.CSTNode) -> bool:
-    """``ref`` is the object of ``<ref>.build()``, a statement of its own."""
+    """``ref`` is the object of ``<ref>.build()`` (a statement of its own) or ``<ref>.run()``
+    (without arguments): rewritten alike whichever peer's pipeline ``ref`` holds."""
     attr = ctx.parents.get(ref)
     call = ctx.parents.get(attr) if isinstance(attr, cst.Attribute) else None
     expr = ctx.parents.get(call) if isinstance(call, cst.Call) else None
-    return (
+    if not (
         isinstance(attr, cst.Attribute)
         and attr.value is ref
-        and attr.attr.value == "build"
+        and attr.attr.value in SHARED_METHODS
         and isinstance(call, cst.Call)
         and call.func is attr
         and not call.args
-        and isinstance(expr, cst.Expr)
-    )
+    ):
+        return False
+    return attr.attr.value == "run" or isinstance(expr, cst.Expr)
 
 
 def branch_peers(
@@ -73,6 +85,36 @@ def branch_peers(
             return None
         peers.append(peer)
     return peers or None
+
+
+def peer_use_advice(ctx: FileContext, ref: cst.CSTNode, iterator_advice: str) -> tuple[str, str]:
+    """The TODO at a use of ``ref``, a name that holds this pipeline or a peer's (one per branch),
+    that depends on which it holds: what the code does there, and what to write
+    (``iterator_advice``: what a framework iterator over it needs, "" where it is none)."""
+    name = ctx.text(ref)
+    what = (
+        f"`{name}` holds the pipeline of one of several definitions here (each branch that "
+        "made it called another)"
+    )
+    if iterator_advice:
+        return what, iterator_advice
+    arg = ctx.parents.get(ref)
+    call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(call, cst.Call):
+        what += f", passed to `{ctx.text(call.func)}`"
+    attr = ctx.parents.get(ref)
+    method = attr.attr.value if isinstance(attr, cst.Attribute) and attr.value is ref else ""
+    if method in ("epoch_size", "reader_meta"):
+        return what, (
+            f"which reader {method}() asks depends on the branch that made the pipeline: "
+            "read it in each branch from the reader that branch's definition builds: its "
+            "get_metadata() (epoch_size() was its 'epoch_size_padded'), the reader built with "
+            "max_batch_size="
+        )
+    return what, (
+        "each definition returns a generator of batches now, not a Pipeline (no build()): "
+        "take each batch with next(...), whichever branch made it"
+    )
 
 
 def class_peer_of(ctx: FileContext, family: Sequence[cst.ClassDef], own: cst.ClassDef) -> PeerOf:

@@ -25,7 +25,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, within
-from .branch_peers import PeerOf, branch_peers, shared_use
+from .branch_peers import PeerOf, branch_peers, peer_use_advice, shared_use
 from .flow_sites import (
     arguments_for,
     called_code,
@@ -94,6 +94,9 @@ class Flow:
         self.seen: set[int] = set()
         #: ids of the binding nodes (names, parameters) followed so far
         self.bindings: set[int] = set()
+        #: ids of ``pipe`` in ``return pipe`` where ``pipe`` holds this pipeline or a peer's
+        #: (one per branch): followed, but only uses alike for every peer's are kept
+        self.peered: set[int] = set()
 
     def follow(self, origin: cst.CSTNode, label: str) -> Found:
         """Everything done with the object ``origin`` evaluates to; ``label`` names it in TODOs."""
@@ -107,6 +110,10 @@ class Flow:
     # -- an expression that evaluates to the object -------------------------------------------------
 
     def _value(self, expr: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        if id(expr) in self.peered:
+            self.peered.discard(id(expr))
+            self._peered_value(expr, label, found, depth)
+            return
         if id(expr) in self.seen or id(expr) in self.ignore:
             return
         self.seen.add(id(expr))
@@ -183,7 +190,7 @@ class Flow:
                 holders = reaching(ctx, ref)
                 if not any(h is assignment for h in holders):
                     continue  # straight-line code: a later binding of the name holds it here
-                if all(self._holds_pipe(r) for r in holders) or self._built_by_peers(
+                if all(self._holds_pipe(r) for r in holders) or self._peer_use(
                     ref.node, holders, found
                 ):
                     yield ref.node
@@ -197,16 +204,53 @@ class Flow:
                         )
                     )
 
-    def _built_by_peers(self, node: cst.CSTNode, holders: list, found: Found) -> bool:
-        """``pipe.build()`` where ``pipe`` holds this pipeline or a peer's (one per branch): the
-        same for each, so it is followed (and dropped); the peers migrate with this one."""
-        if self.peer_of is None or not shared_use(self.ctx, node):
+    def _peer_use(self, node: cst.CSTNode, holders: list, found: Found) -> bool:
+        """``node`` holds this pipeline or a peer's (one per branch; the peers migrate with this
+        one): True where it is followed, a use alike for each (``pipe.build()``, ``pipe.run()``)
+        or ``return pipe`` (its callers' uses are held to the same rule); any other use gets
+        its TODO here."""
+        if self.peer_of is None:
             return False
         peers = branch_peers(self.ctx, holders, self._holds_pipe, self.peer_of)
         if peers is None:
             return False
         found.peers += peers
-        return True
+        ret = self.ctx.parents.get(node)
+        if shared_use(self.ctx, node):
+            return True
+        if isinstance(ret, cst.Return) and ret.value is node:
+            self.peered.add(id(node))
+            return True
+        if id(node) not in self.seen:
+            self.seen.add(id(node))
+            self._peer_followup(node, found)
+        return False
+
+    def _peer_followup(self, node: cst.CSTNode, found: Found) -> None:
+        what, advice = peer_use_advice(self.ctx, node, rebound_iterator_advice(self.ctx, node))
+        found.followups.append(FollowUp(node, what, advice))
+
+    def _peered_value(self, expr: cst.CSTNode, label: str, found: Found, depth: int) -> None:
+        """``return pipe`` where ``pipe`` holds this pipeline or a peer's: followed to the
+        factory's callers, keeping only the uses alike for each; the others, and a factory
+        no call of this file takes the pipeline from, get their TODO."""
+        sub = Found()
+        self._value(expr, label, sub, depth)
+        found.reached += sub.reached
+        found.followups += sub.followups
+        found.peers += sub.peers
+        found.copies *= sub.copies
+        found.not_local()  # reader handles do not follow a peer's pipeline through the factory
+        for use in sub.uses:
+            if shared_use(self.ctx, use):
+                found.uses.append(use)
+            else:
+                self._peer_followup(use, found)
+        if not sub.uses and not sub.followups:
+            what, advice = peer_use_advice(self.ctx, expr, "")
+            found.followups.append(
+                FollowUp(expr, f"{what}, returned to no caller in this file", advice)
+            )
 
     def _holds_pipe(self, assignment: object) -> bool:
         """The binding ``assignment`` (a libcst scope assignment) holds a pipeline or None."""

@@ -327,9 +327,27 @@ def rebound_iterator_advice(ctx: FileContext, ref: cst.CSTNode) -> str:
             made = cls.name.value
     if made is None:
         return ""
+    what = f"{made} is not migrated over a name that holds a different pipeline in each branch"
+    if q.endswith(".DALIDataset"):
+        return f"{what}: {_dataset_advice(ctx, call)}"
     return (
-        f"{made} is not migrated over a name that holds a different pipeline in each branch: make "
-        f"the {made} where each pipeline is made (in each branch, with that branch's arguments), "
-        "so that each becomes a loader, or write one loader class per pipeline whose __iter__ "
-        f"runs one epoch of reader.next_epoch(batch_size=...) and yields what {made} gave"
+        f"{what}: make the {made} where each pipeline is made (in each branch, with that branch's "
+        "arguments), so that each becomes a loader, or write one loader class per pipeline whose "
+        f"__iter__ runs one epoch of reader.next_epoch(batch_size=...) and yields what {made} gave"
+    )
+
+
+def _dataset_advice(ctx: FileContext, call: cst.Call) -> str:
+    """What to write for a DALIDataset over a name bound to a different pipeline in each branch;
+    DALI ran the pipeline with the dataset's own ``batch_size``."""
+    given = next(
+        (a.value for a in call.args if a.keyword is not None and a.keyword.value == "batch_size"),
+        None,
+    )
+    told = f"`{ctx.text(given)}`" if given is not None else "1, its default"
+    return (
+        "make the DALIDataset in each branch, over the pipeline made there (with that branch's "
+        "output_dtypes), so that each migrates to tf.data.Dataset.from_generator. DALI ran each "
+        f"pipeline with the DALIDataset's batch_size ({told}) as its max_batch_size, whatever "
+        "the pipeline was made with: make each pipeline with that batch size"
     )
