@@ -4,6 +4,7 @@ end-to-end runs of the failure modes (crash, version pin) and synthetic readers.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -525,3 +526,17 @@ def test_capture_states_and_states_drawn_at_the_call_are_replayed_in_order(tmp_p
     (p,) = report.pipelines
     assert p.verdict == "match", p.summary()
     assert p.random_ops == 2
+
+
+def test_address_space_cap_only_where_no_nvidia_driver_is_loaded(monkeypatch) -> None:
+    """With a driver loaded, DALI's CUDA libraries reserve more address space than the cap: CPU
+    sides are then watched by their resident set size, not forked under RLIMIT_AS."""
+    from dali_migrate.harness import runner
+
+    real = os.path.exists
+    monkeypatch.setattr(runner.os.path, "exists", lambda p: p == "/proc/driver/nvidia" or real(p))
+    assert not runner.address_cap_usable("cpu")
+    assert not runner._use_fork_server("cpu")
+    monkeypatch.setattr(runner.os.path, "exists", lambda p: p != "/proc/driver/nvidia" and real(p))
+    assert runner.address_cap_usable("cpu")
+    assert not runner.address_cap_usable("gpu")

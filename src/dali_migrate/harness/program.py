@@ -43,6 +43,7 @@ from typing import Any
 from .compare import Tolerances
 from .program_outcome import ProgramComparison, ProgramRun, compare_programs
 from .reports import PipelineReport
+from .runner import address_cap_usable
 
 __all__ = ["ProgramRun", "ProgramSpec", "compare_programs", "run_program", "verify_program"]
 
@@ -206,9 +207,10 @@ def run_program(
     workdir.mkdir(parents=True, exist_ok=True)
     command = _command(spec, root, workdir)
     limit = memory_mb * 1024 * 1024 if memory_mb else None
+    capped = address_cap_usable(device)
 
     def preexec() -> None:  # in the child: an address-space cap where CUDA is not used
-        if limit and device == "cpu":
+        if limit and capped:
             import resource
 
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -225,7 +227,7 @@ def run_program(
         start_new_session=True,
     )
     memory_killed = threading.Event()
-    if limit and device != "cpu":
+    if limit and not capped:
         threading.Thread(
             target=_watch_memory, args=(proc, memory_mb, memory_killed), daemon=True
         ).start()

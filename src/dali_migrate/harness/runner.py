@@ -4,9 +4,10 @@ A crash (signal, nonzero exit without a result), a hang (timeout) or running out
 becomes an error *result* of that side, never an exception of the harness.
 
 Memory cap: on the CPU, ``RLIMIT_AS`` (address space) is set in the child; it cannot be used with
-CUDA, which reserves far more virtual address space than it uses, so GPU runs are watched
-instead: the parent polls the child's resident set size (``/proc/<pid>/status``) and kills the
-process group when it passes the cap.
+CUDA, which reserves far more virtual address space than it uses, so GPU runs (and CPU runs on a
+machine whose NVIDIA driver is loaded, see :func:`address_cap_usable`) are watched instead: the
+parent polls the child's resident set size (``/proc/<pid>/status``) and kills the process group
+when it passes the cap.
 """
 
 from __future__ import annotations
@@ -121,9 +122,18 @@ _POOL: list[_ForkServer] = []
 _POOL_LOCK = threading.Lock()
 
 
+def address_cap_usable(device: str) -> bool:
+    """Whether ``RLIMIT_AS`` can cap a run's memory: on the CPU, where no NVIDIA driver is
+    loaded. With one, DALI's CUDA libraries (loaded even with ``CUDA_VISIBLE_DEVICES=""``)
+    reserve more address space than the cap, and every CPU side crashed with SIGSEGV before it
+    ran (seen on an H100 machine); such runs are watched by their resident set size instead."""
+    return device == "cpu" and not os.path.exists("/proc/driver/nvidia")
+
+
 def _use_fork_server(device: str) -> bool:
+    # the forked sides are capped by RLIMIT_AS alone
     return (
-        device == "cpu"
+        address_cap_usable(device)
         and os.environ.get("DALI_MIGRATE_VERIFY_FORK", "1") != "0"
         and hasattr(os, "fork")
     )
@@ -205,8 +215,10 @@ def _run_process(
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
 
+    capped = address_cap_usable(device)
+
     def preexec() -> None:  # runs in the child, before exec
-        if limit and device == "cpu":
+        if limit and capped:
             import resource
 
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -232,7 +244,7 @@ def _run_process(
                 return
             time.sleep(0.2)
 
-    if limit and device != "cpu":
+    if limit and not capped:
         threading.Thread(target=watch, daemon=True).start()
     timed_out = False
     try:
@@ -295,7 +307,8 @@ def _collect(
         name = (
             signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         )
-        hint = " (out of memory under the address-space cap?)" if limit and device == "cpu" else ""
+        capped = limit and address_cap_usable(device)
+        hint = " (out of memory under the address-space cap?)" if capped else ""
         return failure("Crash", f"killed by {name}{hint}")
     last = next((line for line in reversed(tail.strip().splitlines()) if line.strip()), "")
     if "MemoryError" in tail or "std::bad_alloc" in tail:
