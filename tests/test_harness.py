@@ -540,3 +540,24 @@ def test_address_space_cap_only_where_no_nvidia_driver_is_loaded(monkeypatch) ->
     monkeypatch.setattr(runner.os.path, "exists", lambda p: p != "/proc/driver/nvidia" and real(p))
     assert runner.address_cap_usable("cpu")
     assert not runner.address_cap_usable("gpu")
+
+
+def test_discover_gives_a_subclass_the_init_of_its_base() -> None:
+    code = textwrap.dedent(
+        """
+        from nvidia.dali.pipeline import Pipeline
+        import nvidia.dali.ops as ops
+
+        class BasePipe(Pipeline):
+            def __init__(self, data_dir, batch_size, seed=1):
+                super().__init__(batch_size=batch_size, num_threads=1, device_id=None, seed=seed)
+                self.input = ops.readers.Numpy(file_root=data_dir)
+
+        class TrainPipe(BasePipe):
+            def define_graph(self):
+                return self.input(name="Reader") * 3
+        """
+    )
+    train = next(p for p in discover(code) if p.name == "TrainPipe")
+    assert train.kind == "pipeline_class"
+    assert train.params == ["data_dir", "batch_size", "seed"]

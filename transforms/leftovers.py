@@ -42,6 +42,7 @@ After (``fixtures/DM205/foreign_pipeline.out.py``)::
 
     def make_loader(root, batch_size):
         pipe = TrainPipe(root, batch_size=batch_size, num_threads=4, device_id=0)
+        # TODO(dali-migrate): DM205: pipeline-mode API left here: `pipe.build()` is a method of `pipe`, the Pipeline that DALIClassificationIterator runs and which is left with it (see its TODO): rewrite this with that iterator
         pipe.build()
         # TODO(dali-migrate): DM205: pipeline-mode API left here: DALIClassificationIterator, LastBatchPolicy.PARTIAL, a framework iterator: migrate the module that defines its pipeline in the same run, then loop over the pipeline's epochs and convert each ndd.Batch (.torch(), DLPack)
         return DALIClassificationIterator(pipe, reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL)

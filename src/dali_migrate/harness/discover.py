@@ -270,7 +270,7 @@ def discover(code: str) -> list[PipelineInfo]:
             if info is not None:
                 found.append(info)
         elif isinstance(node, ast.ClassDef) and node.name in pipeline_classes:
-            found.append(_class_info(node, derived_from))
+            found.append(_class_info(node, derived_from, pipeline_classes))
         elif isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and any(
@@ -363,16 +363,20 @@ def _function_info(node: ast.FunctionDef | ast.AsyncFunctionDef) -> PipelineInfo
     return None
 
 
-def _class_info(node: ast.ClassDef, derived_from: dict[str, list[str]]) -> PipelineInfo:
-    """A ``Pipeline`` subclass: a base class of others when it has no ``__init__`` of its own."""
-    init = next(
-        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
-        None,
-    )
-    names, defaults, required = _params(init, skip_self=True) if init else ([], {}, [])
+def _class_info(
+    node: ast.ClassDef, derived_from: dict[str, list[str]], classes: dict[str, ast.ClassDef]
+) -> PipelineInfo:
+    """A ``Pipeline`` subclass: a base class of others when it has no ``__init__`` of its own
+    (one that has none and derives from a class of the module takes that class's)."""
+    init = _own_init(node)
+    inherited = _inherited_init(node, classes) if init is None else None
+    used = init or inherited
+    names, defaults, required = _params(used, skip_self=True) if used else ([], {}, [])
     body = _Body(set(names))
     body.visit(node)
-    kind = "base_class" if init is None and node.name in derived_from else "pipeline_class"
+    if inherited is not None:  # the readers its base's __init__ makes
+        body.visit(inherited)
+    kind = "base_class" if used is None and node.name in derived_from else "pipeline_class"
     info = PipelineInfo(
         node.name,
         kind,
@@ -388,6 +392,29 @@ def _class_info(node: ast.ClassDef, derived_from: dict[str, list[str]]) -> Pipel
     if kind == "base_class":
         info.derived = derived_from[node.name]
     return info
+
+
+def _own_init(node: ast.ClassDef) -> ast.FunctionDef | None:
+    return next(
+        (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+        None,
+    )
+
+
+def _inherited_init(
+    node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str] = frozenset()
+) -> ast.FunctionDef | None:
+    """The ``__init__`` a class without one gets from its first base in the module that has one
+    (Python's order for single inheritance)."""
+    for base in node.bases:
+        name = _dotted(base).split(".")[-1]
+        cls = classes.get(name)
+        if cls is None or name in seen:
+            continue
+        found = _own_init(cls) or _inherited_init(cls, classes, seen | {node.name})
+        if found is not None:
+            return found
+    return None
 
 
 _ITERATORS = ("DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator")
