@@ -56,13 +56,7 @@ _paddle.device.cuda.current_stream = lambda *a: _types.SimpleNamespace(cuda_stre
 
 #: targets the emitter does not reach yet: case -> why; strict xfails, so a fix shows up (the
 #: target itself is still run against old.py by test_target_computes_the_same)
-NOT_REACHED: dict[str, str] = {
-    "pt_subclass_builds_pipeline": (
-        "a last_batch_policy chosen at run time (DROP if training else PARTIAL) is not "
-        "migrated: the subclass keeps its TODO (one with a literal policy migrates, "
-        "pt_subclass_builds_pipeline_policies)"
-    ),
-}
+NOT_REACHED: dict[str, str] = {}
 
 
 def _read(case: str, name: str) -> str:
@@ -146,6 +140,7 @@ DROP_IN = {
     "pt_reset_rebinds_attribute",
     "pt_subclass_builds_pipeline_policies",
     "pt_subclass_builds_pipeline_def",
+    "pt_subclass_builds_pipeline",
 }
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
 PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}

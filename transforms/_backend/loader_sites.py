@@ -70,6 +70,11 @@ def loader_site_edits(
         op = [removed_stmt(ctx, use.op)] if use.op is not None else []
         return edits + op + [dataset_edit(ctx, use, made, made_loader, name)]
     loader: cst.BaseExpression = made_loader
+    if use.policy_choice is not None and use.policy_names is not None:
+        other = made_loader.with_changes(func=cst.Name(use.policy_names[1]))
+        loader = cst.IfExp(use.policy_choice[0].deep_clone(), made_loader, other)
+        if use.built_in is None:  # (kept together where the line is split)
+            loader = loader.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
         edits.append(_wrapper_edit(ctx, use, made_loader))
         loader = cst.Name(use.wrapper[2])
