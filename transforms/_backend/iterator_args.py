@@ -126,9 +126,13 @@ def analyse_iterator(
             "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
         )
     given = args.pop("last_batch_policy", None)
-    binding = policy_binding(ctx, given)
+    binding: cst.BaseStatement | None = policy_binding(ctx, given)
     if binding is not None:  # policy = LastBatchPolicy.X, read only here
-        given = cst.ensure_type(binding.body[0], cst.Assign).value
+        given = cst.ensure_type(
+            cst.ensure_type(binding, cst.SimpleStatementLine).body[0], cst.Assign
+        ).value
+    elif (branches := branch_binding(ctx, given)) is not None:  # if t: policy = A / else: = B
+        binding, given = branches
     fill = args.pop("fill_last_batch", None)
     choice = policy_choice(ctx, call, given, binding) if fill is None else None
     policy = choice[1] if choice is not None else _policy(ctx, given, fill, reasons)
@@ -240,6 +244,37 @@ def policy_binding(
     return stmt if any(q.startswith(c + ".") for c in POLICY_CLASSES) else None
 
 
+def branch_binding(
+    ctx: FileContext, name: cst.BaseExpression | None
+) -> tuple[cst.If, cst.IfExp] | None:
+    """``if t: name = A`` / ``else: name = B``, each branch that one assignment, the only
+    bindings of ``name``, which nothing else reads: the ``if`` and ``A if t else B``."""
+    scope = ctx.scopes.get(name) if isinstance(name, cst.Name) else None
+    if scope is None or not isinstance(name, cst.Name) or len(scope.accesses[name]) != 1:
+        return None
+    values = []
+    for a in scope.assignments[name.value]:
+        assign = ctx.parents.get(ctx.parents.get(a.node))
+        line = ctx.parents.get(assign)
+        block = ctx.parents.get(line)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return None
+        if not isinstance(line, cst.SimpleStatementLine) or len(getattr(block, "body", ())) != 1:
+            return None
+        values.append((ctx.parents.get(block), assign.value))
+    if len(values) != 2:
+        return None
+    owners = {id(o): o for o, _ in values}
+    stmt = next((o for o in owners.values() if isinstance(o, cst.If)), None)
+    if stmt is None or not isinstance(stmt.orelse, cst.Else):
+        return None
+    body = next((v for o, v in values if o is stmt), None)
+    orelse = next((v for o, v in values if o is stmt.orelse), None)
+    if body is None or orelse is None:
+        return None
+    return stmt, cst.IfExp(stmt.test, body, orelse)
+
+
 def _literal_policy(ctx: FileContext, p: cst.BaseExpression) -> str | None:
     """``LastBatchPolicy.FILL``/``PARTIAL``/``DROP``: the policy's name (else None)."""
     q = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
@@ -253,7 +288,7 @@ def policy_choice(
     ctx: FileContext,
     call: cst.Call,
     p: cst.BaseExpression | None,
-    binding: cst.SimpleStatementLine | None,
+    binding: cst.BaseStatement | None,
 ) -> tuple[cst.BaseExpression, str, str] | None:
     """``LastBatchPolicy.A if test else LastBatchPolicy.B``, as the iterator's argument or bound
     on the statement just above the iterator's: (test, A, B). The test moves to where the loader

@@ -133,7 +133,7 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     use = inst.iterators[0]
     if use.policy_choice is None:
         return _iterator_reasons(ctx, graph, inst)
-    if not graph.readers or use.ahead is not None:
+    if not graph.readers:  # (external sources, iter_setup)
         return [_choice_reason(use, "the pipeline has no reader")]
     if use.kept_in or use.wrapper or use.pulls or use.devices is not None:
         return [_choice_reason(use, "the loader would be made away from the iterator")]

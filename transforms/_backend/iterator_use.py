@@ -64,7 +64,8 @@ class IteratorUse:
     #: ``super().__init__`` (``call``): the class stays, over the loader (``built_subclass``)
     built_in: cst.ClassDef | None = None
     #: ``policy = LastBatchPolicy.X`` that only gives the iterator its policy: it goes with it
-    policy_binding: cst.SimpleStatementLine | None = None
+    #: (or the ``if``/``else`` that binds it on each branch, ``policy_choice``)
+    policy_binding: cst.BaseStatement | None = None
     #: ``last_batch_policy=A if test else B`` (or a name bound to it): (test, A, B); ``policy`` is
     #: A, and one loader class is written per policy, the test choosing where the loader is made
     policy_choice: tuple[cst.BaseExpression, str, str] | None = None

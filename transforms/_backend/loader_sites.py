@@ -73,7 +73,8 @@ def loader_site_edits(
     if use.policy_choice is not None and use.policy_names is not None:
         other = made_loader.with_changes(func=cst.Name(use.policy_names[1]))
         loader = cst.IfExp(use.policy_choice[0].deep_clone(), made_loader, other)
-        if use.built_in is None:  # (kept together where the line is split)
+        bare = isinstance(ctx.parents.get(use.call), (cst.Assign, cst.Return, cst.Arg))
+        if not (bare or use.built_in):  # (a statement's value is parenthesized where split)
             loader = loader.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
         edits.append(_wrapper_edit(ctx, use, made_loader))
