@@ -125,17 +125,7 @@ def analyse_iterator(
         reasons.append(
             "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
         )
-    given = args.pop("last_batch_policy", None)
-    binding: cst.BaseStatement | None = policy_binding(ctx, given)
-    if binding is not None:  # policy = LastBatchPolicy.X, read only here
-        given = cst.ensure_type(
-            cst.ensure_type(binding, cst.SimpleStatementLine).body[0], cst.Assign
-        ).value
-    elif (branches := branch_binding(ctx, given)) is not None:  # if t: policy = A / else: = B
-        binding, given = branches
-    fill = args.pop("fill_last_batch", None)
-    choice = policy_choice(ctx, call, given, binding) if fill is None else None
-    policy = choice[1] if choice is not None else _policy(ctx, given, fill, reasons)
+    policy, binding, choice = _read_policy(ctx, call, args, reasons)
     others = [choice[2]] if choice is not None else []
     if framework == "jax" and "PARTIAL" in (policy, *others):
         reasons.append("JAX's iterator has no PARTIAL policy (DALI refuses it)")
@@ -160,6 +150,25 @@ def analyse_iterator(
     if size is not None and pipe_attribute(size, inst.variable) is not None:
         use.size_attr = pipe_attribute(size, inst.variable)
     return use
+
+
+def _read_policy(
+    ctx: FileContext, call: cst.Call, args: dict[str, cst.BaseExpression], reasons: list[str]
+) -> tuple[str, cst.BaseStatement | None, tuple[cst.BaseExpression, str, str] | None]:
+    """``last_batch_policy=``/``fill_last_batch=`` (taken from ``args``): the policy, the
+    statement that binds the name given (it goes with the iterator) and, for a policy chosen at
+    run time, ``policy_choice``."""
+    given = args.pop("last_batch_policy", None)
+    binding: cst.BaseStatement | None = policy_binding(ctx, given)
+    if binding is not None:  # policy = LastBatchPolicy.X, read only here
+        line = cst.ensure_type(binding, cst.SimpleStatementLine)
+        given = cst.ensure_type(line.body[0], cst.Assign).value
+    elif (branches := branch_binding(ctx, given)) is not None:  # if t: policy = A / else: = B
+        binding, given = branches
+    fill = args.pop("fill_last_batch", None)
+    choice = policy_choice(ctx, call, given, binding) if fill is None else None
+    policy = choice[1] if choice is not None else _policy(ctx, given, fill, reasons)
+    return policy, binding, choice
 
 
 def pipe_attribute(expr: cst.BaseExpression, pipe: str | None) -> str | None:
