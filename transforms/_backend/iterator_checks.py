@@ -123,7 +123,8 @@ def _choice_reason(use: IteratorUse, why: str) -> str:
     test = " ".join(source_of(use.policy_choice[0]).split()) if use.policy_choice else ""
     return (
         f"last_batch_policy is chosen at run time (by `{test}`) and {why}: one loader class "
-        "per policy is written only for an iterator made in place over a pipeline with a reader"
+        "per policy is written only for an iterator made in place over a pipeline with a reader, "
+        "its class named nowhere else"
     )
 
 
@@ -137,6 +138,8 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
         return [_choice_reason(use, "the pipeline has no reader")]
     if use.kept_in or use.wrapper or use.pulls or use.devices is not None:
         return [_choice_reason(use, "the loader would be made away from the iterator")]
+    if use.annotations:  # (each would name one class of the two)
+        return [_choice_reason(use, f"annotations name {use.name}")]
     first, other = use.policy, use.policy_choice[2]
     use.policy = other
     reasons = _iterator_reasons(ctx, graph, inst)
