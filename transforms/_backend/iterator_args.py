@@ -125,14 +125,11 @@ def analyse_iterator(
         reasons.append(
             "last_batch_padded= is given with reader_name= (DALI's iterator refuses that)"
         )
-    given = args.pop("last_batch_policy", None)
-    binding = policy_binding(ctx, given)
-    if binding is not None:  # policy = LastBatchPolicy.X, read only here
-        given = cst.ensure_type(binding.body[0], cst.Assign).value
-    policy = _policy(ctx, given, args.pop("fill_last_batch", None), reasons)
-    if framework == "jax" and policy == "PARTIAL":
+    policy, binding, choice = _read_policy(ctx, call, args, reasons)
+    others = [choice[2]] if choice is not None else []
+    if framework == "jax" and "PARTIAL" in (policy, *others):
         reasons.append("JAX's iterator has no PARTIAL policy (DALI refuses it)")
-    if q == RAGGED and size is not None and policy == "PARTIAL":
+    if q == RAGGED and size is not None and "PARTIAL" in (policy, *others):
         reasons.append(
             "DALIRaggedIterator with size= and PARTIAL fails in DALI 2.4 (no _output_categories)"
         )
@@ -141,7 +138,7 @@ def analyse_iterator(
         reasons.append(f"{key}= is not migrated")
     if reader_name is None and size is None and size_reader is None:
         # without reader_name and size the iterator forces FILL, unpadded: it never ends an epoch
-        policy, padded = "FILL", False
+        policy, padded, choice = "FILL", False, None
     if output_map is None:
         return None
     use = IteratorUse(call, framework, output_map, reader_name, policy, size, size_reader, padded)
@@ -149,9 +146,29 @@ def analyse_iterator(
         isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
     )
     use.claimed, use.sparse_lists, use.policy_binding = claimed, sparse_lists, binding
+    use.policy_choice = choice
     if size is not None and pipe_attribute(size, inst.variable) is not None:
         use.size_attr = pipe_attribute(size, inst.variable)
     return use
+
+
+def _read_policy(
+    ctx: FileContext, call: cst.Call, args: dict[str, cst.BaseExpression], reasons: list[str]
+) -> tuple[str, cst.BaseStatement | None, tuple[cst.BaseExpression, str, str] | None]:
+    """``last_batch_policy=``/``fill_last_batch=`` (taken from ``args``): the policy, the
+    statement that binds the name given (it goes with the iterator) and, for a policy chosen at
+    run time, ``policy_choice``."""
+    given = args.pop("last_batch_policy", None)
+    binding: cst.BaseStatement | None = policy_binding(ctx, given)
+    if binding is not None:  # policy = LastBatchPolicy.X, read only here
+        line = cst.ensure_type(binding, cst.SimpleStatementLine)
+        given = cst.ensure_type(line.body[0], cst.Assign).value
+    elif (branches := branch_binding(ctx, given)) is not None:  # if t: policy = A / else: = B
+        binding, given = branches
+    fill = args.pop("fill_last_batch", None)
+    choice = policy_choice(ctx, call, given, binding) if fill is None else None
+    policy = choice[1] if choice is not None else _policy(ctx, given, fill, reasons)
+    return policy, binding, choice
 
 
 def pipe_attribute(expr: cst.BaseExpression, pipe: str | None) -> str | None:
@@ -236,6 +253,70 @@ def policy_binding(
     return stmt if any(q.startswith(c + ".") for c in POLICY_CLASSES) else None
 
 
+def branch_binding(
+    ctx: FileContext, name: cst.BaseExpression | None
+) -> tuple[cst.If, cst.IfExp] | None:
+    """``if t: name = A`` / ``else: name = B``, each branch that one assignment, the only
+    bindings of ``name``, which nothing else reads: the ``if`` and ``A if t else B``."""
+    scope = ctx.scopes.get(name) if isinstance(name, cst.Name) else None
+    if scope is None or not isinstance(name, cst.Name) or len(scope.accesses[name]) != 1:
+        return None
+    values = []
+    for a in scope.assignments[name.value]:
+        assign = ctx.parents.get(ctx.parents.get(a.node))
+        line = ctx.parents.get(assign)
+        block = ctx.parents.get(line)
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return None
+        if not isinstance(line, cst.SimpleStatementLine) or len(getattr(block, "body", ())) != 1:
+            return None
+        values.append((ctx.parents.get(block), assign.value))
+    if len(values) != 2:
+        return None
+    owners = {id(o): o for o, _ in values}
+    stmt = next((o for o in owners.values() if isinstance(o, cst.If)), None)
+    if stmt is None or not isinstance(stmt.orelse, cst.Else):
+        return None
+    body = next((v for o, v in values if o is stmt), None)
+    orelse = next((v for o, v in values if o is stmt.orelse), None)
+    if body is None or orelse is None:
+        return None
+    return stmt, cst.IfExp(stmt.test, body, orelse)
+
+
+def _literal_policy(ctx: FileContext, p: cst.BaseExpression) -> str | None:
+    """``LastBatchPolicy.FILL``/``PARTIAL``/``DROP``: the policy's name (else None)."""
+    q = ctx.qualname(p) if isinstance(p, cst.Attribute) else None
+    for c in POLICY_CLASSES:
+        if q and q.startswith(c + ".") and q[len(c) + 1 :] in ("FILL", "PARTIAL", "DROP"):
+            return q[len(c) + 1 :]
+    return None
+
+
+def policy_choice(
+    ctx: FileContext,
+    call: cst.Call,
+    p: cst.BaseExpression | None,
+    binding: cst.BaseStatement | None,
+) -> tuple[cst.BaseExpression, str, str] | None:
+    """``LastBatchPolicy.A if test else LastBatchPolicy.B``, as the iterator's argument or bound
+    on the statement just above the iterator's: (test, A, B). The test moves to where the loader
+    is made, so it may call nothing (a call could see or change what the arguments read)."""
+    if not isinstance(p, cst.IfExp) or any(isinstance(n, cst.Call) for n in walk(p.test)):
+        return None
+    a, b = _literal_policy(ctx, p.body), _literal_policy(ctx, p.orelse)
+    if a is None or b is None or a == b:
+        return None
+    if binding is not None:
+        block = ctx.parents.get(binding)
+        body = list(getattr(block, "body", ()))
+        made = ctx.enclosing_statement(call)
+        at = next((i for i, s in enumerate(body) if s is binding), -1)
+        if at < 0 or at + 1 >= len(body) or body[at + 1] is not made:
+            return None
+    return p.test, a, b
+
+
 def _policy(
     ctx: FileContext,
     p: cst.BaseExpression | None,
@@ -249,7 +330,9 @@ def _policy(
         if isinstance(p, cst.IfExp):
             reasons.append(
                 f"last_batch_policy is chosen at run time (`{' '.join(source_of(p).split())}`): "
-                "the loader is written for one policy, known where it is written"
+                "one loader class per policy is written only for a choice between two "
+                "LastBatchPolicy members by a test that calls nothing, made in the iterator's "
+                "call or on the line above it"
             )
         elif not match or match[0] not in ("FILL", "PARTIAL", "DROP"):
             reasons.append("last_batch_policy is not LastBatchPolicy.FILL/PARTIAL/DROP")

@@ -36,6 +36,9 @@ def iterator_reasons(ctx: FileContext, graph: Graph, instances: list[Instance]) 
             return [why]
         instances = [i for i in instances if i.iterators]
     if len(uses) != 1 or len(instances) != 1:
+        chosen = next((u for u in uses if u.policy_choice is not None), None)
+        if chosen is not None:
+            return [_choice_reason(chosen, "the pipeline's definition is wrapped more than once")]
         why = _shared_class_reason(ctx, instances)
         if why:
             return [why]
@@ -116,7 +119,35 @@ def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
     )
 
 
+def _choice_reason(use: IteratorUse, why: str) -> str:
+    test = " ".join(source_of(use.policy_choice[0]).split()) if use.policy_choice else ""
+    return (
+        f"last_batch_policy is chosen at run time (by `{test}`) and {why}: one loader class "
+        "per policy is written only for an iterator made in place over a pipeline with a reader, "
+        "its class named nowhere else"
+    )
+
+
 def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[str]:
+    """``_iterator_reasons``, for each policy where the policy is chosen at run time (a loop
+    left early needs the drop-in loader where either policy's epochs cannot resume)."""
+    use = inst.iterators[0]
+    if use.policy_choice is None:
+        return _iterator_reasons(ctx, graph, inst)
+    if not graph.readers:  # (external sources, iter_setup)
+        return [_choice_reason(use, "the pipeline has no reader")]
+    if use.kept_in or use.wrapper or use.pulls or use.devices is not None:
+        return [_choice_reason(use, "the loader would be made away from the iterator")]
+    if use.annotations:  # (each would name one class of the two)
+        return [_choice_reason(use, f"annotations name {use.name}")]
+    first, other = use.policy, use.policy_choice[2]
+    use.policy = other
+    reasons = _iterator_reasons(ctx, graph, inst)
+    use.policy = first
+    return list(dict.fromkeys([*reasons, *_iterator_reasons(ctx, graph, inst)]))
+
+
+def _iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[str]:
     """Why the one framework iterator over ``inst`` cannot be migrated (empty: it can)."""
     use = inst.iterators[0]
     if inst.runs:

@@ -111,11 +111,14 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
     if not use.opaque:
         return []
     first = use.opaque[0]
+    made = f"{name}(...)"
+    if use.policy_names is not None:  # one class per policy, as the test chooses
+        made = f"{use.policy_names[0]}(...) or {use.policy_names[1]}(...)"
     rebind = ctx.enclosing_statement(first)
     if any(rebind is r for r in use.rebinds):
         text = (
             f"`{ctx.text(rebind).strip()}` {scope_label(ctx, first)} stays as written: "
-            f"{name}(...) takes the place of {use.name}(...), an iterator of one epoch's "
+            f"{made} takes the place of {use.name}(...), an iterator of one epoch's "
             "batches at a time, as DALI's was, whose reset() returns None, as DALI's did; loops "
             "over it, len(), next() and reset() work as before, its other attributes do not"
         )
@@ -124,7 +127,7 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
         cls = use.built_in.name.value
         text = (
             f"{cls} is no {use.name} now: its methods take the batches from self._loader, a "
-            f"{name}(...), an iterator of one epoch's batches at a time, as DALI's was; loops over "
+            f"{made}, an iterator of one epoch's batches at a time, as DALI's was; loops over "
             f"{cls}, len(), next() and reset() work as before, the other attributes of "
             f"{use.name} do not"
         )
@@ -132,10 +135,10 @@ def dropin_note(ctx: FileContext, rule: str, use: IteratorUse, name: str) -> lis
     if isinstance(first, cst.Return):
         fn = enclosing(ctx, first, cst.FunctionDef)
         what = f"{fn.name.value}() returns" if isinstance(fn, cst.FunctionDef) else "returned"
-        where = f"{what} {name}(...) now, in place of {use.name}(...)"
+        where = f"{what} {made} now, in place of {use.name}(...)"
     else:
         where = (
-            f"`{use_text(ctx, first)}` {scope_label(ctx, first)} takes {name}(...) now, in "
+            f"`{use_text(ctx, first)}` {scope_label(ctx, first)} takes {made} now, in "
             f"place of {use.name}(...)"
         )
     text = (

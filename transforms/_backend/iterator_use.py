@@ -64,7 +64,12 @@ class IteratorUse:
     #: ``super().__init__`` (``call``): the class stays, over the loader (``built_subclass``)
     built_in: cst.ClassDef | None = None
     #: ``policy = LastBatchPolicy.X`` that only gives the iterator its policy: it goes with it
-    policy_binding: cst.SimpleStatementLine | None = None
+    #: (or the ``if``/``else`` that binds it on each branch, ``policy_choice``)
+    policy_binding: cst.BaseStatement | None = None
+    #: ``last_batch_policy=A if test else B`` (or a name bound to it): (test, A, B); ``policy`` is
+    #: A, and one loader class is written per policy, the test choosing where the loader is made
+    policy_choice: tuple[cst.BaseExpression, str, str] | None = None
+    policy_names: tuple[str, str] | None = None  # the two loader classes written for it
     #: type annotations naming that subclass (they name the loader instead)
     annotations: list[cst.CSTNode] = field(default_factory=list)
     #: DALIDataset: its (output_shapes or None, output_dtypes) (``datasets``)

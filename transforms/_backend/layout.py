@@ -116,6 +116,8 @@ def _hug(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:
             comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_newline("")
         )
         return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
+    if isinstance(expr, cst.IfExp):
+        return _conditional(expr, indent, one_per_line=False)
     return _display(expr, indent, one_per_line=False)
 
 
@@ -130,7 +132,23 @@ def _explode(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None
         ]
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_newline("")))
         return expr.with_changes(whitespace_before_args=_newline(indent), args=args)
+    if isinstance(expr, cst.IfExp):
+        return _conditional(expr, indent, one_per_line=True)
     return _display(expr, indent, one_per_line=True)
+
+
+def _conditional(expr: cst.IfExp, indent: str, one_per_line: bool) -> cst.IfExp:
+    """A statement's value ``a if t else b`` as ``(\\n    a if t else b\\n)``; one per line:
+    ``a``, ``if t`` and ``else b`` on lines of their own."""
+    out = expr.with_changes(
+        lpar=[cst.LeftParen(whitespace_after=_newline(indent))],
+        rpar=[cst.RightParen(whitespace_before=_newline(""))],
+    )
+    if one_per_line:
+        out = out.with_changes(
+            whitespace_before_if=_newline(indent), whitespace_before_else=_newline(indent)
+        )
+    return out
 
 
 def _explode_call(expr: cst.BaseExpression, indent: str) -> cst.BaseExpression | None:

@@ -70,6 +70,8 @@ def loader_site_edits(
         op = [removed_stmt(ctx, use.op)] if use.op is not None else []
         return edits + op + [dataset_edit(ctx, use, made, made_loader, name)]
     loader: cst.BaseExpression = made_loader
+    if use.policy_choice is not None:
+        loader = _chosen(ctx, use, made_loader)
     if use.wrapper is not None:  # the loader is made where the pipeline was passed to the wrapper
         edits.append(_wrapper_edit(ctx, use, made_loader))
         loader = cst.Name(use.wrapper[2])
@@ -114,6 +116,18 @@ def loader_site_edits(
         new[0] = first.with_changes(leading_lines=[*first.leading_lines, todo])
     edits.append(ctx.stmt_edit(made, [fit(s, ctx.module.default_indent, depth) for s in new]))
     return edits
+
+
+def _chosen(ctx: FileContext, use: IteratorUse, made: cst.Call) -> cst.BaseExpression:
+    """``DropLoader(...) if test else PartialLoader(...)``: the loader of the policy the test
+    chooses (``policy_choice``), as DALI's iterator took it."""
+    assert use.policy_choice is not None and use.policy_names is not None
+    other = made.with_changes(func=cst.Name(use.policy_names[1]))
+    loader = cst.IfExp(use.policy_choice[0].deep_clone(), made, other)
+    bare = isinstance(ctx.parents.get(use.call), (cst.Assign, cst.Return, cst.Arg))
+    if bare or use.built_in is not None:  # (a statement's value is parenthesized where split)
+        return loader
+    return loader.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def _meta_edit(ctx: FileContext, use: IteratorUse, call: cst.Call) -> Edit:

@@ -152,6 +152,56 @@ def loader_definition(
     at: cst.CSTNode | None = None,
     name: str | None = None,
 ) -> tuple[list[cst.BaseStatement], list[Edit], str]:
+    """``_loader_definition``; where the iterator's policy is chosen at run time
+    (``use.policy_choice``), one class per policy (``DropLoader``, ``PartialLoader``), each
+    exactly DALI's iterator with that policy: their names are set on the use, the site makes
+    one or the other (``loader_site_edits``), and the name returned is the first's."""
+    use = inst.iterators[0]
+    if use.policy_choice is None:
+        return _loader_definition(ctx, fn, graph, body, params, inst, at, name)
+    base = name or fn.name.value
+    defs: list[cst.BaseStatement] = []
+    edits: list[Edit] = []
+    names: list[str] = []
+    first = use.policy
+    for policy in (first, use.policy_choice[2]):
+        use.policy = policy
+        made = _loader_definition(
+            ctx, fn, graph, body, params, inst, at, f"{policy.lower()}_{base}"
+        )
+        defs, edits, names = defs + made[0], edits + made[1], [*names, made[2]]
+    use.policy, use.policy_names = first, (names[0], names[1])
+    return [*defs[:-1], _derived(defs[-1], defs[-1 - len(made[0])], names[0])], edits, names[0]
+
+
+def _derived(cls: cst.BaseStatement, base: cst.BaseStatement, name: str) -> cst.BaseStatement:
+    """The second policy's class derives from the first's (``name``), without the methods the
+    two write alike (the docstring, the drop-in iterator's ``reset``, ``__iter__``, ``__next__``)."""
+    if not isinstance(cls, cst.ClassDef) or not isinstance(base, cst.ClassDef):
+        return cls
+    code = cst.Module([]).code_for_node
+    same = {code(m) for m in base.body.body}
+    kept = [m for m in cls.body.body if code(m) not in same]
+    if not any(isinstance(m, cst.FunctionDef) and code(m) in same for m in cls.body.body):
+        return cls  # (a class that overrides every method would derive nothing)
+    return cls.with_changes(
+        bases=[cst.Arg(cst.Name(name))],
+        lpar=cst.LeftParen(),
+        rpar=cst.RightParen(),
+        body=cls.body.with_changes(body=kept),
+    )
+
+
+def _loader_definition(
+    ctx: FileContext,
+    fn: cst.FunctionDef,
+    graph: Graph,
+    body: list[cst.BaseStatement],
+    params: cst.Parameters,
+    inst: Instance,
+    at: cst.CSTNode | None = None,
+    name: str | None = None,
+) -> tuple[list[cst.BaseStatement], list[Edit], str]:
     """The loader class (and the runtime helpers it needs, once per module) that replaces the
     pipeline function ``fn`` whose generator body ``emit_generator_body`` wrote; the edits that
     import what it uses; its name. ``fn`` may be made up (a class's ``__init__`` parameters, a
