@@ -80,6 +80,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.base_internals import base_uses
+from ._backend.wrapped_fix import wrapped_loaders
 from ._cst import within
 
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
@@ -138,6 +139,7 @@ class Leftovers(Rule):
         found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}
         # a pipeline of this module was migrated (DM200-DM204)
         here = any(f.rule in ("DM200", "DM201", "DM202", "DM203", "DM204") for f in state.fixes)
+        covered += wrapped_loaders(state)
         for node in _references(ctx):
             q = ctx.qualname(node)
             kind = (
