@@ -30,7 +30,7 @@ def wrapped_loaders(state: FileState) -> list[Edit]:
     defined = [f for f in state.fixes if f.rule in _DEFINITIONS]
     if not defined or state.refused_pipeline or len(defined) < pipeline_count(ctx):
         return []
-    sites = [s for s in map(lambda c: wrap_site(ctx, c), ctx.nodes_of(cst.Call)) if s]
+    sites = [s for s in (wrap_site(ctx, c) for c in ctx.nodes_of(cst.Call)) if s]
     if not sites:
         return []
     fix = loader_fix(ctx, defined[0].rule, sites, [f.id for f in defined])

@@ -67,7 +67,7 @@ def wrap_site(ctx: FileContext, call: cst.Call) -> WrapSite | None:
     if q not in WRAPPED:
         return None
     fixed = WRAPPED[q]
-    pipes = _handed_parameter(ctx, call, fixed)
+    pipes = _handed_parameter(call, fixed)
     fn = _enclosing_function(ctx, call)
     if pipes is None or fn is None or pipes.value not in param_names(fn):
         return None
@@ -94,8 +94,14 @@ def takes_generators(ctx: FileContext, use: cst.CSTNode) -> bool:
     if init is None or not isinstance(parent, cst.Arg):
         return False
     name = _parameter_of(init, call, parent)
+    for _ in range(len(ctx.module.body)):  # a keyword that **kwargs hands on to a base
+        if name is None or name in param_names(init):
+            break
+        init = _passed_up(ctx, init, call.func.value)
+        if init is None:
+            return False
     for site in (wrap_site(ctx, c) for c in walk(init.body) if isinstance(c, cst.Call)):
-        handed = _handed_parameter(ctx, site.call, site.fixed) if site is not None else None
+        handed = _handed_parameter(site.call, site.fixed) if site is not None else None
         if handed is not None and handed.value == name:
             return True
     return False
@@ -116,9 +122,7 @@ def _reads(fn: cst.FunctionDef, name: str) -> int:
     )
 
 
-def _handed_parameter(
-    ctx: FileContext, call: cst.Call, fixed: tuple[str, ...] | None
-) -> cst.Name | None:
+def _handed_parameter(call: cst.Call, fixed: tuple[str, ...] | None) -> cst.Name | None:
     """The name handed as ``pipelines`` where the call's arguments are all ones the loader
     takes (``pipelines``, ``size``, ``output_map`` as a literal list of strings)."""
     positional = ["pipelines"] + (["output_map"] if fixed is None else [])
@@ -184,7 +188,7 @@ def _uses_provided(ctx: FileContext, holder: str) -> bool:
         elif isinstance(parent, cst.Attribute) and parent.value is attr:
             if parent.attr.value not in PROVIDED:
                 return False
-        elif not isinstance(parent, (cst.Arg, cst.DictElement)):
+        elif not isinstance(parent, (cst.Arg, cst.DictElement, cst.Element)):
             return False
     return assigned == 1
 
@@ -205,6 +209,26 @@ def _init_of(ctx: FileContext, name: str, seen: set[str]) -> cst.FunctionDef | N
     if len(bases) != 1 or not isinstance(bases[0], cst.Name):
         return None
     return _init_of(ctx, bases[0].value, seen)
+
+
+def _passed_up(ctx: FileContext, init: cst.FunctionDef, name: str) -> cst.FunctionDef | None:
+    """The ``__init__`` of the module's base class that ``init`` (of class ``name`` or a
+    base of it) hands its ``**kwargs`` to, whole (``super().__init__(**kwargs)``)."""
+    star = init.params.star_kwarg
+    if star is None or not isinstance(star, cst.Param):
+        return None
+    up = [
+        c
+        for c in walk(init.body)
+        if isinstance(c, cst.Call)
+        and ctx.text(c.func) in ("super().__init__",)
+        and [(a.star, ctx.text(a.value)) for a in c.args] == [("**", star.name.value)]
+    ]
+    cls = ctx.parents.get(ctx.parents.get(init) or init)
+    if len(up) != 1 or not isinstance(cls, cst.ClassDef) or len(cls.bases) != 1:
+        return None
+    base = cls.bases[0].value
+    return _init_of(ctx, base.value, {name}) if isinstance(base, cst.Name) else None
 
 
 def _parameter_of(init: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> str | None:

@@ -20,11 +20,11 @@ from .wrapped_iterators import WrapSite
 
 _TEMPLATE = '''\
 class {name}:
-    """What {iterator}(pipelines, {params}size=size) gave, over what the migrated pipeline
-    definitions return (a generator of batches, or a list of them, one per GPU): the first batch
-    is taken here, as DALI's iterator took it; each epoch is `size` samples, the batch that
-    reaches them handed out whole and what it read past them counted in the next epoch (FILL);
-    reset() after the end of an epoch starts the next one."""
+    """DALI's {iterator} with size=, over what the migrated definitions return
+    (a generator of batches, or a list of them, one per GPU): the first batch is taken here,
+    as DALI's iterator took it; each epoch is `size` samples, the batch that reaches them
+    handed out whole and what it read past them counted in the next epoch (FILL); reset()
+    after the end of an epoch starts the next one."""
 
     def __init__(self, pipelines, {params}size):
         self._pipes = list(pipelines) if isinstance(pipelines, (list, tuple)) else [pipelines]
