@@ -133,13 +133,12 @@ class Leftovers(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
-        covered = [e for f in state.fixes for e in f.edits]
+        covered = [e for f in state.fixes for e in f.edits] + wrapped_loaders(state)
         marked = {d.line for d in state.diagnostics if d.severity == "todo"}
         claimed = list(state.claimed)
         found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}
         # a pipeline of this module was migrated (DM200-DM204)
         here = any(f.rule in ("DM200", "DM201", "DM202", "DM203", "DM204") for f in state.fixes)
-        covered += wrapped_loaders(state)
         for node in _references(ctx):
             q = ctx.qualname(node)
             kind = (

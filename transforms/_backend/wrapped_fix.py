@@ -16,6 +16,12 @@ from .wrapped_loader import loader_fix
 #: the rules that migrate a pipeline definition of the module
 _DEFINITIONS = ("DM200", "DM201", "DM202")
 
+_KEPT = (
+    "a pipeline definition of this module is not migrated, so this iterator is kept: callers "
+    "of the migrated ones hand it their generator of batches (no build()); once every "
+    "definition migrates it becomes a drop-in loader over them, or replace it with one that "
+    "takes next() of each and converts the outputs (.torch())"
+)
 _CALLERS = (
     "{cls} wraps a drop-in loader over the pipelines its callers hand it: they pass what the "
     "migrated definition returns (its generator of batches, a list of them for several GPUs), "
@@ -28,10 +34,14 @@ def wrapped_loaders(state: FileState) -> list[Edit]:
     definition of it migrated; the edits it makes (no TODO goes on their code)."""
     ctx = state.ctx
     defined = [f for f in state.fixes if f.rule in _DEFINITIONS]
-    if not defined or state.refused_pipeline or len(defined) < pipeline_count(ctx):
+    if not defined:
         return []
     sites = [s for s in (wrap_site(ctx, c) for c in ctx.nodes_of(cst.Call)) if s]
     if not sites:
+        return []
+    if state.refused_pipeline or len(defined) < pipeline_count(ctx):
+        for site in sites:  # its callers here may hand it a migrated generator already
+            state.diagnostics.append(ctx.todo(defined[0].rule, site.call, _KEPT))
         return []
     fix = loader_fix(ctx, defined[0].rule, sites, [f.id for f in defined])
     state.fixes.append(fix)
