@@ -65,7 +65,10 @@ After (``fixtures/DM205/foreign_pipeline.out.py``)::
 It runs after every other rule and looks at what they left: references to ``fn``, ``ops``,
 ``Pipeline``, ``pipeline_def``, the framework plugins and ``types.Constant`` outside the code a
 fix rewrites and outside a pipeline another rule already marked. Types, ``tfrecord`` features
-and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines.
+and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines, except
+that first a class that wraps a framework iterator over the pipelines its callers hand it gets a
+drop-in loader over the migrated generators, where every definition of the module migrated (a fix
+of the rule that migrated them, ``_backend/wrapped_iterators.py``).
 
 Safety: safe (it only writes comments).
 """  # noqa: E501 (the example is the fixture as the rule writes it)
