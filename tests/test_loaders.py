@@ -141,6 +141,8 @@ DROP_IN = {
     "pt_subclass_builds_pipeline_policies",
     "pt_subclass_builds_pipeline_def",
     "pt_subclass_builds_pipeline",
+    "pt_wrapper_takes_pipelines",
+    "pt_wrapper_takes_pipeline_list",
 }
 #: cases over one pipeline per GPU: their loaders also carry ``PerDeviceBatches`` (runtime.py)
 PER_DEVICE = {"pt_per_device_partial", "pt_per_device_padded", "pt_per_device_beside_run"}

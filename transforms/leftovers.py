@@ -66,7 +66,10 @@ After (``fixtures/DM205/foreign_pipeline.out.py``)::
 It runs after every other rule and looks at what they left: references to ``fn``, ``ops``,
 ``Pipeline``, ``pipeline_def``, the framework plugins and ``types.Constant`` outside the code a
 fix rewrites and outside a pipeline another rule already marked. Types, ``tfrecord`` features
-and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines.
+and dynamic mode itself are not pipeline-mode API. Nothing is changed but the TODO lines, except
+that first a class that wraps a framework iterator over the pipelines its callers hand it gets a
+drop-in loader over the migrated generators, where every definition of the module migrated (a fix
+of the rule that migrated them, ``_backend/wrapped_iterators.py``).
 
 Safety: safe (it only writes comments).
 """  # noqa: E501 (the example is the fixture as the rule writes it)
@@ -81,6 +84,7 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.base_internals import base_uses
+from ._backend.wrapped_fix import wrapped_loaders
 from ._cst import within
 
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
@@ -133,7 +137,7 @@ class Leftovers(Rule):
 
     def run(self, state: FileState) -> None:
         ctx = state.ctx
-        covered = [e for f in state.fixes for e in f.edits]
+        covered = [e for f in state.fixes for e in f.edits] + wrapped_loaders(state)
         marked = {d.line for d in state.diagnostics if d.severity == "todo"}
         claimed = list(state.claimed)
         found: dict[int, tuple[cst.CSTNode, dict[str, list[str]]]] = {}

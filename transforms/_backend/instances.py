@@ -21,6 +21,7 @@ from .iterator_follow import adopt_meta_call
 from .model import FollowUp, Instance
 from .per_device import listed_pipelines
 from .star_keys import Unpacked, key_value, unpacked
+from .wrapped_iterators import takes_generators
 
 #: pipeline arguments a ``**kwargs`` dict may not hand a ``@pipeline_def`` call: the rewrite
 #: renames them or reads them where it rewrites the definition
@@ -98,6 +99,8 @@ def follow_pipeline(
             if inst.local or _kept_in_attribute(ctx, inst, use) or listed_pipelines(ctx, inst, use)
             else iterators.iterator_hint(ctx, use)
         )
+        if why is None and takes_generators(ctx, use):
+            continue  # the class's wrapped iterator becomes a loader over the generator
         if why is None:
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif isinstance(why, FollowUp):  # ("": recorded on inst.iterators)

@@ -60,8 +60,12 @@ they are the ``pipe.run()`` stream that DALI's iterator cut into epochs):
   a loop and ``next()`` go on with the same epoch; the batch after each is taken ahead, so an
   epoch is over with its last batch, as DALI counted; ``reset()``, which a new loop calls, then
   starts the next), with ``__len__``; every use stays as written. So does ``it = it.reset()``
-  (``self.it = self.it.reset()``): DALI's ``reset()`` returned None, and the loader's does too. For unseen code, not in
-  capture mode (a loader may be made by each call, and one capture loop can run).
+  (``self.it = self.it.reset()``): DALI's ``reset()`` returned None, and the loader's does too.
+  For unseen code, not in capture mode (a loader may be made by each call, and one capture
+  loop can run).
+- Made in a class from the pipelines its callers hand it (``self.it =
+  DALIClassificationIterator(pipelines=pipelines, size=size)``): ``wrapped_iterators``, one
+  generic loader over whatever generators the callers hand it.
 """
 
 from __future__ import annotations
