@@ -84,8 +84,9 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.base_internals import base_uses
+from ._backend.instances import DROPPED_METHODS, PIPELINE_METHOD_HINTS, RUN_METHODS
 from ._backend.wrapped_fix import wrapped_loaders
-from ._cst import within
+from ._cst import walk, within
 
 #: qualified-name prefixes of pipeline-mode API -> what to write instead
 _KINDS = (
@@ -188,10 +189,7 @@ class Leftovers(Rule):
 
 
 #: methods of a pipeline object that only pipeline mode has
-_PIPE_METHODS = {
-    *("build", "run", "schedule_run", "share_outputs", "release_outputs", "outputs"),
-    *("epoch_size", "reader_meta", "reset", "feed_input", "serialize", "checkpoint"),
-}
+_PIPE_METHODS = {*DROPPED_METHODS, *RUN_METHODS, *PIPELINE_METHOD_HINTS}
 
 
 def _pipeline_calls(
@@ -212,13 +210,13 @@ def _pipeline_calls(
         scope = _owner(ctx, call, any(t.startswith("self.") for t in texts))
         if not texts or scope is None:
             continue
-        for other in ctx.nodes_of(cst.Call):
-            func = other.func
+        for other in walk(scope):
+            func = other.func if isinstance(other, cst.Call) else None
             if (
-                isinstance(func, cst.Attribute)
+                isinstance(other, cst.Call)
+                and isinstance(func, cst.Attribute)
                 and func.attr.value in _PIPE_METHODS
                 and ctx.text(func.value) in texts
-                and within(ctx, other, scope)
                 and not _inside(ctx, other, claimed, covered)
             ):
                 out.append((other, ctx.text(func.value), ctx.text(call.func)))
