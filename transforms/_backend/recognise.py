@@ -22,7 +22,7 @@ from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
 from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
-from .guards import guards_of
+from .guards import Guard, guards_of
 from .model import Graph, ReaderUse
 from .output_count import (
     built_at_run_time,
@@ -241,6 +241,23 @@ def _inputs_and_ops(
             sources.append(use)
 
 
+def _guards(
+    ctx: FileContext,
+    container: cst.CSTNode,
+    call: cst.Call,
+    stmt: cst.SimpleStatementLine,
+    reasons: list[str],
+) -> tuple[list[Guard], cst.BaseStatement] | None:
+    """The tests ``call`` (in ``stmt``) is made under (``guards.guards_of``); None, with the
+    reason added to ``reasons``, where they cannot be carried over."""
+    what = ctx.text(call.func)
+    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
+    if isinstance(found, str):
+        reasons.append(found)
+        return None
+    return found
+
+
 def _guarded(
     ctx: FileContext,
     container: cst.CSTNode,
@@ -251,10 +268,8 @@ def _guarded(
     reasons: list[str],
 ) -> None:
     """A reader made in an ``if`` block of the graph code (``guards``), in ``stmt``."""
-    what = ctx.text(call.func)
-    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
-    if isinstance(found, str):
-        reasons.append(found)
+    found = _guards(ctx, container, call, stmt, reasons)
+    if found is None:
         return
     tests, top = found
     assign = stmt.body[0] if len(stmt.body) == 1 else None
@@ -275,11 +290,10 @@ def _guarded_source(
 ) -> None:
     """An external source made in an ``if`` block of the graph code (``guards``), in ``stmt``:
     made before the loop under the same tests, its batch taken under them in the loop."""
-    what = ctx.text(call.func)
-    found = guards_of(ctx, container, stmt, collect_nodes(ctx, container), what)
-    if isinstance(found, str):
-        reasons.append(found)
+    found = _guards(ctx, container, call, stmt, reasons)
+    if found is None:
         return
+    what = ctx.text(call.func)
     tests, top = found
     test = ctx.text(tests[-1][0])
     kw = source_kwargs(call)
