@@ -30,8 +30,16 @@ def pipeline_params(
     without one is the batch size (DALI had none: see ``UNSET_BATCH_NOTE``)."""
     existing = param_names(fn)
     taken = existing | names_in(fn)
-    new: list[tuple[str, cst.Arg | None]] = []
     bs_arg = dec_kwargs.get("batch_size") or dec_kwargs.get("max_batch_size")
+    hidden = (free_names(fn.body) | assigned_names(fn.body)) - existing
+    for name in ("batch_size", "seed") if seed_source else ("batch_size",):
+        if name in hidden:  # (the body reads a module's `batch_size`, say)
+            raise Refused(
+                f"the code of the pipeline uses `{name}`, a name from outside the function (or "
+                f"one it binds), which the generator's {name} parameter would hide: rename it "
+                "there and migrate again"
+            )
+    new: list[tuple[str, cst.Arg | None]] = []
     if "batch_size" not in existing:
         batch = "batch_size"
         new.append((batch, bs_arg))
