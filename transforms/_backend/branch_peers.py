@@ -3,9 +3,11 @@
 ``if``, where the other definitions are migrated with this one (*peers*, see :mod:`.peers`):
 ``pipe.build()`` does the same for either, so it is dropped; ``pipe.run()`` becomes
 ``next(pipe)`` (each definition is a generator of batches now); ``return pipe`` hands the
-generator to the factory's callers in this file, whose uses are held to the same rule. Any other
-use (a framework iterator, ``epoch_size()``, a call into other code) depends on which pipeline
-the name holds: it keeps a TODO that says what to write in each branch.
+generator to the factory's callers in this file, whose uses are held to the same rule;
+``DALIDataset(pipe, ...)`` becomes ``from_generator`` over ``functools.partial`` of the definition
+each branch binds the name to. Any other use (a framework iterator, ``epoch_size()``, a call into
+other code) depends on which pipeline the name holds: it keeps a TODO that says what to write in
+each branch.
 
 Before::
 
@@ -32,6 +34,8 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 
 from dali_migrate.context import FileContext
+
+from .datasets import DATASET
 
 #: the pipeline definition (its ``FunctionDef`` or ``ClassDef``) that made the object an
 #: expression evaluates to, where it is another definition of the module migrated by the same
@@ -60,6 +64,20 @@ def shared_use(ctx: FileContext, ref: cst.CSTNode) -> bool:
     ):
         return False
     return attr.attr.value == "run" or isinstance(expr, cst.Expr)
+
+
+def dataset_site(ctx: FileContext, ref: cst.CSTNode) -> bool:
+    """``ref`` is the pipeline of ``DALIDataset(ref, ...)`` (or ``pipeline=ref``): each branch
+    makes ``functools.partial`` of its definition, which ``from_generator`` calls (see
+    :mod:`.dataset_generator`)."""
+    arg = ctx.parents.get(ref)
+    call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or ctx.qualname(call.func) != DATASET:
+        return False
+    assert isinstance(arg, cst.Arg)  # (the parent of a call's argument)
+    if arg.keyword is not None:
+        return arg.keyword.value == "pipeline"
+    return arg.star == "" and call.args[0] is arg
 
 
 def branch_peers(

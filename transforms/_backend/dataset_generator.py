@@ -13,6 +13,7 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import kwarg, source_of
+from .branch_peers import dataset_site
 from .dataset_ops import COMMENT as OP_COMMENT
 from .dataset_ops import next_element
 from .dataset_shapes import SQUEEZE, squeezed
@@ -27,6 +28,11 @@ from .model import Graph, Instance
 PER_STEP = (
     "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
     "# threads, which a next_epoch() loop does not allow"
+)
+PEERED = (
+    "# from_generator calls the function {name} holds anew for each iterator, as DALIDataset\n"
+    "# started a fresh pipeline, and with the dataset's batch size, as DALI ran the pipeline; it\n"
+    "# takes host arrays"
 )
 FROM_GENERATOR = (
     "# from_generator calls {name} anew for each iterator, as DALIDataset started a fresh\n"
@@ -110,6 +116,8 @@ def dataset_definition(
     )
     c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
     module_alias(c, "tensorflow", "tensorflow")
+    if use.peered:  # (each branch binds the name to functools.partial of its definition)
+        module_alias(c, "functools", "functools")
     return [new_fn], import_edits(ctx, c), fn.name.value
 
 
@@ -177,5 +185,35 @@ def dataset_edit(
     comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n")]
     value = dataset if use.op is None else next_element(tf, dataset)
     new = made.deep_replace(use.call, value)
+    new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
+    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])
+
+
+def peered_dataset_edit(ctx: FileContext, use: IteratorUse) -> Edit:
+    """``DALIDataset(pipe, batch_size=n, ...)`` where each branch bound ``pipe`` to a partial of
+    its definition -> ``tf.data.Dataset.from_generator(functools.partial(pipe, batch_size=n),
+    output_signature=...)``: alike for every definition the name may hold."""
+    tf = imported_as(ctx, "tensorflow") or "tensorflow"
+    pipe = next(a.value for a in use.call.args if dataset_site(ctx, a.value))
+    size = next(
+        (
+            a.value
+            for a in use.call.args
+            if a.keyword is not None and a.keyword.value == "batch_size"
+        ),
+        cst.Integer("1"),
+    )
+    gen = cst.parse_expression("functools.partial(__P__, batch_size=__N__)")
+    gen = _expression(gen.visit(_Replace("__P__", pipe.deep_clone())))
+    gen = _expression(gen.visit(_Replace("__N__", size.deep_clone())))
+    func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
+    dataset = cst.Call(
+        func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
+    )
+    made = ctx.enclosing_statement(use.call)
+    assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    text = PEERED.format(name=f"`{source_of(pipe)}`")
+    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n")]
+    new = made.deep_replace(use.call, dataset)
     new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
     return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])

@@ -40,7 +40,10 @@ copied to the host (``.cpu()``) and back by TensorFlow: a cost DALIDataset did n
 
 DALI deserializes the pipeline with the dataset's ``batch_size`` (default 1) as its
 ``max_batch_size``, whatever the pipeline was made with, while the generator reads the
-pipeline's: the dataset migrates only where the two are provably the same value.
+pipeline's: the dataset migrates only where the two are provably the same value, or where each
+branch of an ``if`` made the name a different pipeline (``branch_peers``): there the generator is
+called with the dataset's batch size, unless the pipeline's own code reads the one it was made
+with.
 """
 
 from __future__ import annotations
@@ -52,9 +55,11 @@ from dali_migrate.context import FileContext
 from .._cst import kwargs_of, source_of, walk
 from .dataset_ops import in_loop, op_reasons
 from .iterator_use import IteratorUse
-from .model import FollowUp, Instance
+from .model import FollowUp, Graph, Instance
 
 DATASET = "nvidia.dali.plugin.tf.DALIDataset"
+#: the names of a pipeline's batch size (its parameter, ``self.batch_size``)
+BATCH_NAMES = ("batch_size", "max_batch_size")
 #: DALIDataset's positional parameters after ``pipeline``
 PARAMS = ("output_dtypes", "output_shapes", "fail_on_device_mismatch")
 #: arguments that change nothing about the batches the dataset gives
@@ -182,6 +187,22 @@ def batch_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> list[st
         f"DALI ran the pipeline with {what} batch size ({told}) as its max_batch_size, which the "
         "tool cannot prove is the batch size the pipeline was made with: give both the same"
     ]
+
+
+def sized_by_dataset_reasons(graph: Graph) -> list[str]:
+    """The generator is called with the dataset's batch size (as DALI ran the pipeline): the
+    pipeline's own code must not read the batch size it was made with (its parameter, or
+    ``self.batch_size``; the keyword that passes it on is no read)."""
+    nodes = [*walk(graph.container), *(n for s in graph.body for n in walk(s))]
+    carriers = {id(n.name) for n in nodes if isinstance(n, cst.Param)}
+    carriers |= {id(n.keyword) for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    for node in nodes:
+        if isinstance(node, cst.Name) and node.value in BATCH_NAMES and id(node) not in carriers:
+            return [
+                f"the pipeline's code reads `{node.value}`, the batch size it was made with, "
+                "while DALI ran it with the DALIDataset's"
+            ]
+    return []
 
 
 def _first_dim(ctx: FileContext, shapes: cst.BaseExpression | None) -> cst.BaseExpression | None:

@@ -10,7 +10,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import free_names, scope_label, source_of, walk
 from .dataset_shapes import shape_reasons
-from .datasets import batch_reasons, signature_reasons
+from .datasets import batch_reasons, signature_reasons, sized_by_dataset_reasons
 from .handles import name_arg, needs_of
 from .iterator_consumers import left_early
 from .iterator_follow import drop_in, enclosing, loops_around
@@ -168,6 +168,12 @@ def _iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[st
                 "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
                 "not migrated"
             ]
+        if use.peered:  # each branch makes a partial, called with the dataset's batch size
+            return (
+                signature_reasons(ctx, use, len(graph.outputs))
+                + shape_reasons(ctx, use, len(graph.outputs))
+                + sized_by_dataset_reasons(graph)
+            )
         return (
             signature_reasons(ctx, use, len(graph.outputs))
             + shape_reasons(ctx, use, len(graph.outputs))

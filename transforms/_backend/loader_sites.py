@@ -16,7 +16,7 @@ from dali_migrate.fixes import Edit
 from .._cst import fresh_name, kwarg, source_of, walk
 from .arguments import device_message, set_threads_stmt
 from .built_subclass import class_edits, holder_statement
-from .dataset_generator import dataset_edit
+from .dataset_generator import dataset_edit, peered_dataset_edit
 from .edits import removed_stmt
 from .handles import metadata_value
 from .iterator_checks import made_elsewhere
@@ -56,14 +56,17 @@ def loader_site_edits(
         ctx, inst, rule_id, threads_default, notes, threads_set, todo=not moved
     )  # what stays of the pipeline
     meta = [_meta_edit(ctx, use, call) for call in use.meta_calls]
-    edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
-    edits += [removed_stmt(ctx, b) for b in inst.builds]
-    if use.policy_binding is not None:
-        edits.append(removed_stmt(ctx, use.policy_binding))
     keep = batch_size_named(kept_args(inst, params) if args is None else args)
     if use.size_param is not None and use.size is not None:  # computed here, as it was
         keep = [*keep, kwarg(use.size_param, use.size.deep_clone())]
     made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
+    builds = [removed_stmt(ctx, b) for b in inst.builds]
+    if use.peered:  # each branch makes a partial of its definition, the dataset calls it
+        return [_partial_edit(ctx, inst, pre, made_loader), *builds, peered_dataset_edit(ctx, use)]
+    edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
+    edits += builds
+    if use.policy_binding is not None:
+        edits.append(removed_stmt(ctx, use.policy_binding))
     if kept:
         return edits + _kept_edits(ctx, inst, use, pre, made_loader)
     if use.framework == "tf":
@@ -222,6 +225,21 @@ def _creation_edit(ctx: FileContext, inst: Instance, pre: list) -> Edit:
         )
         return Edit(*ctx.stmt_span(inst.stmt), text)
     return ctx.stmt_edit(inst.stmt, pre)
+
+
+def _partial_edit(ctx: FileContext, inst: Instance, pre: list, made: cst.Call) -> Edit:
+    """``pipe = make(...)`` -> ``pipe = functools.partial(make, ...)`` (after what stays of the
+    pipeline's creation, ``pre``): the arguments are taken where the pipeline was made."""
+    partial = made.with_changes(
+        func=cst.parse_expression("functools.partial"), args=[cst.Arg(made.func), *made.args]
+    )
+    stmt = cst.ensure_type(inst.stmt.deep_replace(inst.call, partial), cst.SimpleStatementLine)
+    if pre and isinstance(pre[0], cst.EmptyLine):  # only the TODO
+        new = [stmt.with_changes(leading_lines=[*stmt.leading_lines, *pre])]
+    else:
+        new = [*pre, stmt.with_changes(leading_lines=[])] if pre else [stmt]
+    depth = len(ctx.indents(inst.stmt))
+    return ctx.stmt_edit(inst.stmt, [fit(s, ctx.module.default_indent, depth) for s in new])
 
 
 def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:
