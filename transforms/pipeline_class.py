@@ -414,8 +414,10 @@ class PipelineClass(Rule):
             and _visible(ctx, cls, mini, mini_fn, device.value)
             else None,
             device_turns=loader is not None and loader.iterators[0].devices is not None,
+            helper_home=(ctx, chain),
         )
         body, fired = emit_generator_body(mini, graph, plan, mini_notes)
+        state.claimed += graph.claimed  # the file's helpers, now taking the RNG
         fired = sorted({*fired, *site_fired})
         todo = None if plan.device_applied else todo
         # what the back end noted is about the class (the small module's lines mean nothing here)
@@ -431,14 +433,14 @@ class PipelineClass(Rule):
             loader_edits = self._loader_edits(
                 ctx, cls, params, kwargs, graph, body, instances, notes, todo is not None
             )
-            return loader_edits, fired, instances
+            return [*loader_edits, *graph.extra_edits], fired, instances
         body = wrap_body(mini, body, graph, needs)  # the reader for the call sites
         name_handles(ctx, instances, needs)
         new_fn = _generator_def(cls, init, params, body, leading)
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
-        return edits, fired, instances
+        return [*edits, *graph.extra_edits], fired, instances
 
     def _merge(
         self,

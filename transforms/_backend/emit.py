@@ -87,10 +87,11 @@ class _Emitter(InputPhases, LoopPhase):
         self.data_var = cst.Name(fresh_name("data", self.taken))
         env = self._env()
         rules: list[LocalRule] = list(self.plan.lowering)
-        self.helpers = random_helpers(self.ctx, graph.container, self.plan.helper_hosts)
+        home, roots = self.plan.helper_home or (self.ctx, [graph.container])
+        self.helpers = random_helpers(home, roots[0], self.plan.helper_hosts, roots[1:])
         if self.helpers:
             rules.append(HelperCalls(self.helpers))  # in the helpers too: they pass them on
-            graph.extra_edits += helper_edits(self.ctx, self.helpers, rules, self.fired)
+            graph.extra_edits += helper_edits(home, self.helpers, rules, self.fired)
             graph.claimed += [h.fn for h in self.helpers.values()]
         inline: dict[int, Any] = {
             id(u.call): self._inline_value(u) for u in graph.readers if u.inline or u.guards

@@ -3,6 +3,7 @@ pipeline objects and their uses) and what is planned for it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,6 +213,9 @@ class PipelinePlan:
     #: other pipelines' graph code that may call this one's helpers with random operators
     #: (the front end migrates them together, or none)
     helper_hosts: list[cst.CSTNode] = field(default_factory=list)
+    #: a class's graph, built in a small module: the file and the classes whose methods call the
+    #: file's helpers (they take the RNG as a ``@pipeline_def``'s do); None: the graph's own
+    helper_home: tuple[Any, Sequence[cst.CSTNode]] | None = None
     device: cst.BaseExpression | None = None
     device_applied: bool = False
     #: the loops of several GPUs take turns in one thread (one loader per GPU, their batches

@@ -31,12 +31,14 @@ A helper that calls such a helper (``preprocess`` calling ``augment``) takes the
 passes them on. A helper with random operators that is also used outside the pipelines migrated
 with it (and their helpers), or already has a parameter named ``rng``/``batch_size`` keeps the
 pipeline's TODO. Several ``@pipeline_def`` functions may share one: each passes its own RNG, and they are
-migrated by one fix (or all keep their TODO).
+migrated by one fix (or all keep their TODO). A Pipeline subclass's methods (and its bases') call
+the module's helpers alike; a helper it shares with other code keeps the class's TODO.
 Helpers without random operators need nothing: the local rules rewrite them on their own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -56,21 +58,27 @@ class RandomHelper:
 
 
 def random_helpers(
-    ctx: FileContext, container: cst.CSTNode, hosts: list[cst.CSTNode] | None = None
+    ctx: FileContext,
+    container: cst.CSTNode,
+    hosts: list[cst.CSTNode] | None = None,
+    more: Sequence[cst.CSTNode] = (),
 ) -> dict[str, RandomHelper]:
     """The functions with random operators that ``container`` calls, defined outside it (at
     module level, or in a function around it), and the functions between them
     (``preprocess`` calling ``augment``): each passes the RNG on. Refused with the reason when
     one cannot be migrated. Calls inside ``hosts`` (other pipelines, migrated with this one or
-    not at all) are no use outside."""
-    defs = _reachable_defs(ctx, container)
+    not at all) are no use outside; ``more``: code merged into the container's (the bases of a
+    Pipeline class), whose calls count as its own."""
+    defs: dict[str, cst.FunctionDef] = {}
+    for root in (container, *more):
+        defs |= _reachable_defs(ctx, root)
     random = _drawing(ctx, defs)
     fns = [defs[name] for name in random]
     helpers: dict[str, RandomHelper] = {}
     for name in sorted(random):
         fn = defs[name]
         _check_signature(fn, name)
-        inside = [container, *(hosts or []), *fns]
+        inside = [container, *more, *(hosts or []), *fns]
         outside = [
             n
             for n in ctx.nodes_of(cst.Name)
