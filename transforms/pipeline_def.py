@@ -122,7 +122,7 @@ from ._backend.def_signature import (
     pipeline_params,
 )
 from ._backend.docstrings import graph_outputs_text
-from ._backend.edits import check_disjoint
+from ._backend.edits import check_disjoint, joined_imports, with_joined
 from ._backend.emit import emit_generator_body
 from ._backend.feeds import match_feeds
 from ._backend.flow import PeerOf
@@ -245,6 +245,9 @@ class PipelineDef(Rule):
         _drop_unshared(state, self.id, units)
         drop_without_peers(state, self.id, units)
         for group in fix_groups(units):
+            joined = joined_imports([e for u in group for e in u.edits])
+            for unit in group:  # (two loaders' imports at one point: one insertion)
+                unit.edits = with_joined(unit.edits, joined)
             try:  # code several of them reach (a call of a definition passed as a value)
                 check_disjoint(ctx, [e for u in group for e in u.edits])
             except Refused as why:

@@ -5,7 +5,8 @@
 ``next(pipe)`` (each definition is a generator of batches now); ``return pipe`` hands the
 generator to the factory's callers in this file, whose uses are held to the same rule;
 ``DALIDataset(pipe, ...)`` becomes ``from_generator`` over ``functools.partial`` of the definition
-each branch binds the name to. Any other use (a framework iterator, ``epoch_size()``, a call into
+each branch binds the name to, a framework iterator over it the call of ``functools.partial`` of
+each definition's loader class. Any other use (a framework iterator, ``epoch_size()``, a call into
 other code) depends on which pipeline the name holds: it keeps a TODO that says what to write in
 each branch.
 
@@ -37,6 +38,10 @@ from dali_migrate.context import FileContext
 
 from .datasets import DATASET
 
+#: the DALI framework iterators whose pipeline may be a name bound in each branch
+PLUGINS = ("nvidia.dali.plugin.pytorch.", "nvidia.dali.plugin.paddle.", "nvidia.dali.plugin.jax.")
+ITERATOR_NAMES = ("DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator")
+
 #: the pipeline definition (its ``FunctionDef`` or ``ClassDef``) that made the object an
 #: expression evaluates to, where it is another definition of the module migrated by the same
 #: rule; else None
@@ -66,18 +71,26 @@ def shared_use(ctx: FileContext, ref: cst.CSTNode) -> bool:
     return attr.attr.value == "run" or isinstance(expr, cst.Expr)
 
 
-def dataset_site(ctx: FileContext, ref: cst.CSTNode) -> bool:
-    """``ref`` is the pipeline of ``DALIDataset(ref, ...)`` (or ``pipeline=ref``): each branch
-    makes ``functools.partial`` of its definition, which ``from_generator`` calls (see
-    :mod:`.dataset_generator`)."""
-    arg = ctx.parents.get(ref)
-    call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
-    if not isinstance(call, cst.Call) or ctx.qualname(call.func) != DATASET:
+def consumer_site(ctx: FileContext, ref: cst.CSTNode) -> bool:
+    """``ref`` is the pipeline of ``DALIDataset(ref, ...)`` (or ``pipeline=ref``) or of a DALI
+    framework iterator (``DALIGenericIterator([ref], ...)``, ``pipelines=ref``): each branch
+    binds the name to ``functools.partial`` of what its definition becomes, which the consumer's
+    replacement calls (see :mod:`.dataset_generator` and :mod:`.loader_sites`)."""
+    node = ctx.parents.get(ref)
+    if isinstance(node, cst.Element):  # [pipe]: the one pipeline of the iterator
+        listed = ctx.parents.get(node)
+        if not isinstance(listed, (cst.List, cst.Tuple)) or len(listed.elements) != 1:
+            return False
+        node = ctx.parents.get(listed)
+    call = ctx.parents.get(node) if isinstance(node, cst.Arg) else None
+    if not isinstance(call, cst.Call) or not isinstance(node, cst.Arg) or node.star:
         return False
-    assert isinstance(arg, cst.Arg)  # (the parent of a call's argument)
-    if arg.keyword is not None:
-        return arg.keyword.value == "pipeline"
-    return arg.star == "" and call.args[0] is arg
+    q = ctx.qualname(call.func) or ""
+    if q != DATASET and not (q.startswith(PLUGINS) and q.endswith(ITERATOR_NAMES)):
+        return False
+    if node.keyword is not None:
+        return node.keyword.value in ("pipeline", "pipelines")
+    return call.args[0] is node
 
 
 def branch_peers(

@@ -13,7 +13,6 @@ from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
 from .._cst import kwarg, source_of
-from .branch_peers import dataset_site
 from .dataset_ops import COMMENT as OP_COMMENT
 from .dataset_ops import next_element
 from .dataset_shapes import SQUEEZE, squeezed
@@ -116,7 +115,7 @@ def dataset_definition(
     )
     c = LoaderClass(ctx, use, "tf", None)  # type: ignore[arg-type]
     module_alias(c, "tensorflow", "tensorflow")
-    if use.peered:  # (each branch binds the name to functools.partial of its definition)
+    if use.peered is not None:  # (each branch binds the name to a partial of its definition)
         module_alias(c, "functools", "functools")
     return [new_fn], import_edits(ctx, c), fn.name.value
 
@@ -194,7 +193,8 @@ def peered_dataset_edit(ctx: FileContext, use: IteratorUse) -> Edit:
     its definition -> ``tf.data.Dataset.from_generator(functools.partial(pipe, batch_size=n),
     output_signature=...)``: alike for every definition the name may hold."""
     tf = imported_as(ctx, "tensorflow") or "tensorflow"
-    pipe = next(a.value for a in use.call.args if dataset_site(ctx, a.value))
+    pipe = use.peered
+    assert isinstance(pipe, cst.BaseExpression)  # (the name the dataset took)
     size = next(
         (
             a.value

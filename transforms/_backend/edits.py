@@ -67,3 +67,33 @@ def check_disjoint(ctx: FileContext, edits: list[Edit]) -> None:
             raise Refused("a use of the pipeline lies inside code the migration replaces whole")
         if widest is None or e.end > widest.end:
             widest = e
+
+
+def joined_imports(edits: Sequence[Edit]) -> dict[int, Edit]:
+    """Where several edits insert ``import x`` lines at one point (the loaders of two
+    definitions, each with its imports), one edit that inserts them all, sorted, keeping the
+    blank lines around the group: by the point."""
+    points: dict[int, list[Edit]] = {}
+    for e in dict.fromkeys(edits):
+        if (
+            e.start == e.end
+            and e.text.strip()
+            and all(line.startswith("import ") for line in e.text.split("\n") if line.strip())
+        ):
+            points.setdefault(e.start, []).append(e)
+    out: dict[int, Edit] = {}
+    for at, group in points.items():
+        if len(group) < 2:
+            continue
+        lines = sorted({ln.rstrip("\r") for e in group for ln in e.text.split("\n") if ln.strip()})
+        nl = "\r\n" if "\r\n" in group[0].text else "\n"
+        head = nl if any(e.text.startswith(("\n", "\r\n")) for e in group) else ""
+        tail = nl if any(e.text.endswith(nl + nl) for e in group) else ""
+        out[at] = Edit(at, at, head + nl.join(lines) + nl + tail)
+    return out
+
+
+def with_joined(edits: list[Edit], joined: dict[int, Edit]) -> list[Edit]:
+    """``edits`` with each import insertion at a point of ``joined`` replaced by the joined one."""
+    out = [joined.get(e.start, e) if e.start == e.end and e.start in joined else e for e in edits]
+    return list(dict.fromkeys(out))

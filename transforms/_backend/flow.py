@@ -25,7 +25,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .._cst import in_source_order, within
-from .branch_peers import PeerOf, branch_peers, dataset_site, peer_use_advice, shared_use
+from .branch_peers import PeerOf, branch_peers, consumer_site, peer_use_advice, shared_use
 from .flow_sites import (
     arguments_for,
     called_code,
@@ -70,9 +70,10 @@ class Found:
     #: (``relays``): handles can follow it through those
     relayed: bool = True
     relays: list[Relay] = field(default_factory=list)
-    #: ``pipe`` in ``DALIDataset(pipe, ...)`` where ``pipe`` holds this pipeline or a peer's (one
-    #: per branch): each branch makes a function of the generator, the dataset calls it
-    peer_datasets: list[cst.CSTNode] = field(default_factory=list)
+    #: ``pipe`` in ``DALIDataset(pipe, ...)`` or ``DALIGenericIterator([pipe], ...)`` where
+    #: ``pipe`` holds this pipeline or a peer's (one per branch): each branch binds it to a
+    #: partial of the generator (or loader class), which the consumer's replacement calls
+    peer_consumers: list[cst.CSTNode] = field(default_factory=list)
 
     def not_local(self) -> None:
         self.local = self.relayed = False
@@ -224,8 +225,8 @@ class Flow:
         if isinstance(ret, cst.Return) and ret.value is node:
             self.peered.add(id(node))
             return True
-        if dataset_site(self.ctx, node):
-            found.peer_datasets.append(node)
+        if consumer_site(self.ctx, node):
+            found.peer_consumers.append(node)
             return True
         if id(node) not in self.seen:
             self.seen.add(id(node))

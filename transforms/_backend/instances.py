@@ -99,8 +99,8 @@ def follow_pipeline(
             if inst.local or _kept_in_attribute(ctx, inst, use) or listed_pipelines(ctx, inst, use)
             else iterators.iterator_hint(ctx, use)
         )
-        if why == "" and any(use is n for n in found.peer_datasets):
-            inst.iterators[-1].peered = True
+        if why == "" and any(use is n for n in found.peer_consumers):
+            inst.iterators[-1].peered = use
         if why is None and takes_generators(ctx, use):
             continue  # the class's wrapped iterator becomes a loader over the generator
         if why is None:

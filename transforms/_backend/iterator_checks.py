@@ -132,6 +132,9 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     """``_iterator_reasons``, for each policy where the policy is chosen at run time (a loop
     left early needs the drop-in loader where either policy's epochs cannot resume)."""
     use = inst.iterators[0]
+    peered = _peered_reasons(graph, use)
+    if peered:
+        return peered
     if use.policy_choice is None:
         return _iterator_reasons(ctx, graph, inst)
     if not graph.readers:  # (external sources, iter_setup)
@@ -145,6 +148,29 @@ def _one_iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> lis
     reasons = _iterator_reasons(ctx, graph, inst)
     use.policy = first
     return list(dict.fromkeys([*reasons, *_iterator_reasons(ctx, graph, inst)]))
+
+
+def _peered_reasons(graph: Graph, use: IteratorUse) -> list[str]:
+    """A framework iterator over a name bound to a different pipeline in each branch: each branch
+    binds a partial of its loader class, which the iterator's place calls; only a loader made
+    there as it is, over a pipeline with a reader, the iterator's arguments all written in it."""
+    if use.peered is None or use.framework == "tf":
+        return []
+    what = "a framework iterator over a name that holds a different pipeline in each branch"
+    if not graph.readers:
+        return [f"{what}, over a pipeline without a reader, is not migrated"]
+    odd = {
+        "kept in another method": use.kept_in is not None,
+        "over one pipeline per GPU": use.devices is not None,
+        "made in a wrapper class": use.wrapper is not None,
+        "subclassed": use.subclass is not None or use.built_in is not None,
+        "with its policy chosen at run time": use.policy_choice is not None,
+        "pulled with next() and made again": bool(use.pulls),
+        "with size=": use.size is not None or use.size_param is not None,
+        "with epoch_size() read from its pipeline": bool(use.meta_calls),
+    }
+    found = [k for k, v in odd.items() if v]
+    return [f"{what}, {found[0]}, is not migrated"] if found else []
 
 
 def _iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[str]:
@@ -168,7 +194,7 @@ def _iterator_reasons(ctx: FileContext, graph: Graph, inst: Instance) -> list[st
                 "DALIDataset over a pipeline with an external source (DALIDatasetWithInputs) is "
                 "not migrated"
             ]
-        if use.peered:  # each branch makes a partial, called with the dataset's batch size
+        if use.peered is not None:  # each branch a partial, called with the dataset's batch size
             return (
                 signature_reasons(ctx, use, len(graph.outputs))
                 + shape_reasons(ctx, use, len(graph.outputs))
@@ -379,6 +405,8 @@ def _placement_reasons(ctx: FileContext, inst: Instance, use: IteratorUse) -> li
     the same there."""
     if use.devices is not None:  # the loaders are made where the pipelines were
         return devices_placement(ctx, inst, use)
+    if use.peered is not None:  # (a partial takes the arguments where the pipeline is made)
+        return []
     made = ctx.enclosing_statement(use.site)
     if made is inst.stmt:  # @data_iterator: one call makes both
         return []

@@ -76,9 +76,10 @@ class IteratorUse:
     signature: tuple | None = None
     #: the ``DALIIterator()`` op's call instead: the statement that made the op (``dataset_ops``)
     op: cst.SimpleStatementLine | None = None
-    #: DALIDataset over a name that holds this pipeline or a peer's (one per branch): each
-    #: branch binds the name to ``functools.partial`` of its definition (``branch_peers``)
-    peered: bool = False
+    #: the name the consumer (DALIDataset, a framework iterator) takes, where it holds this
+    #: pipeline or a peer's (one per branch): each branch binds it to ``functools.partial`` of
+    #: its definition or loader class (``branch_peers``)
+    peered: cst.CSTNode | None = None
     #: made in a wrapper class (``wrappers``): the wrapper's call, the pipeline passed to it and
     #: the ``__init__`` parameter that takes it
     wrapper: tuple | None = None

@@ -20,6 +20,7 @@ from dali_migrate.fixes import Edit
 from .._align import aligned_after, shift_continuation
 from .._cst import assigned_names, fresh_name, names_in, source_of, visited, walk
 from . import runtime
+from .edits import joined_imports, with_joined
 from .iterator_use import IteratorUse
 from .layout import fit, one_line_params
 from .model import Refused
@@ -367,7 +368,7 @@ def import_edits(ctx: FileContext, c: LoaderClass) -> list[Edit]:
         if not imports:
             raise Refused(f"the loader needs `import {module}` and the module has no import block")
         edits.append(_import_edit(ctx, imports, module))
-    return edits
+    return with_joined(edits, joined_imports(edits))  # (two at one point: one insertion)
 
 
 def _first_module(stmt: cst.SimpleStatementLine) -> str:

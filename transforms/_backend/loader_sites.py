@@ -61,8 +61,13 @@ def loader_site_edits(
         keep = [*keep, kwarg(use.size_param, use.size.deep_clone())]
     made_loader = cst.Call(cst.Name(name), args=_one_line(keep))
     builds = [removed_stmt(ctx, b) for b in inst.builds]
-    if use.peered:  # each branch makes a partial of its definition, the dataset calls it
-        return [_partial_edit(ctx, inst, pre, made_loader), *builds, peered_dataset_edit(ctx, use)]
+    if use.peered is not None:  # each branch binds a partial, which the consumer's place calls
+        resets = [] if use.dropin else [_dropped(ctx, r) for r in use.resets]
+        return [
+            _partial_edit(ctx, inst, pre, made_loader),
+            *builds,
+            _peered_site(ctx, use, made),
+        ] + (resets)
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += builds
     if use.policy_binding is not None:
@@ -240,6 +245,20 @@ def _partial_edit(ctx: FileContext, inst: Instance, pre: list, made: cst.Call) -
         new = [*pre, stmt.with_changes(leading_lines=[])] if pre else [stmt]
     depth = len(ctx.indents(inst.stmt))
     return ctx.stmt_edit(inst.stmt, [fit(s, ctx.module.default_indent, depth) for s in new])
+
+
+def _peered_site(
+    ctx: FileContext, use: IteratorUse, made: cst.SimpleStatementLine | cst.BaseCompoundStatement
+) -> Edit:
+    """Where the consumer of a name bound in each branch was: ``from_generator`` over it (a
+    DALIDataset), or the loader its partial makes (``loader = pipe()``, alike for every
+    definition)."""
+    if use.framework == "tf":
+        return peered_dataset_edit(ctx, use)
+    pipe = use.peered
+    assert isinstance(pipe, cst.BaseExpression)  # (the name the iterator took)
+    new = made.deep_replace(use.call, cst.Call(pipe.deep_clone()))
+    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])
 
 
 def _dropped(ctx: FileContext, stmt: cst.SimpleStatementLine) -> Edit:

@@ -93,6 +93,7 @@ from .loader_parts import (
     import_edits,
     init_params,
     method_def,
+    module_alias,
     renamed,
     runtime_helpers,
 )
@@ -266,6 +267,8 @@ def _loader_definition(
     cls = class_def(ctx, name, [doc, *methods], fn, at)
     if "math.ceil(" not in source_of(cls):
         c.imports.discard("math")
+    if use.peered is not None:  # (each branch binds the name to a partial of the loader class)
+        module_alias(c, "functools", "functools")
     return runtime_helpers(ctx, c) + [cls], import_edits(ctx, c), name
 
 
