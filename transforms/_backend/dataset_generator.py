@@ -12,7 +12,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Edit
 
-from .._cst import kwarg, source_of
+from .._cst import assigned_names, kwarg, source_of
 from .dataset_ops import COMMENT as OP_COMMENT
 from .dataset_ops import next_element
 from .dataset_shapes import SQUEEZE, squeezed
@@ -22,7 +22,7 @@ from .iterator_use import IteratorUse
 from .layout import fit
 from .loader_init import with_max_batch_size
 from .loader_parts import LoaderClass, atom_of, import_edits, imported_as, module_alias, stmt_of
-from .model import Graph, Instance
+from .model import Graph, Instance, Refused
 
 PER_STEP = (
     "# reader(...) gives the next batch, across epochs; tf.data resumes this generator on its own\n"
@@ -96,6 +96,8 @@ def dataset_definition(
         body=loop.body.with_changes(body=[*ops, new_last]), leading_lines=comments
     )
     prologue = list(body[1:-1])
+    if use.peered is not None:
+        _check_batch_parameter(params, prologue)
     if single:
         prologue = [with_max_batch_size(s, reader, why=False) for s in prologue]
     doc = body[0]
@@ -118,6 +120,19 @@ def dataset_definition(
     if use.peered is not None:  # (each branch binds the name to a partial of its definition)
         module_alias(c, "functools", "functools")
     return [new_fn], import_edits(ctx, c), fn.name.value
+
+
+def _check_batch_parameter(params: cst.Parameters, prologue: list[cst.BaseStatement]) -> None:
+    """The dataset calls the generator with ``batch_size=<its batch size>``: that keyword must be
+    the generator's batch size, not a parameter of another meaning nor one it does not take."""
+    names = {p.name.value for p in [*params.params, *params.kwonly_params]}
+    renamed = any(n.startswith("pipeline_batch_size") for n in names)
+    if "batch_size" not in names or renamed or "batch_size" in {n for s in prologue for n in assigned_names(s)}:
+        raise Refused(
+            "DALIDataset over a name bound to a different pipeline in each branch calls each "
+            "generator with batch_size=<the dataset's batch size>, and this one takes its batch "
+            "size otherwise: name its parameter batch_size"
+        )
 
 
 def _flattened(array: cst.BaseExpression) -> cst.BaseExpression:
