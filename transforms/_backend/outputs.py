@@ -16,7 +16,7 @@ import libcst as cst
 from dali_migrate.context import FileContext, attr_chain
 from dali_migrate.fixes import Diagnostic, Edit
 
-from .._cst import in_source_order, int_index, within
+from .._cst import in_source_order, int_index, walk, within
 from .reaching import reaching
 from .tensor_uses import tensor_edits
 
@@ -238,6 +238,28 @@ class _Tracker:
                     "Batch counterpart the tool knows; rewrite it with the Batch API by hand",
                 )
             )
+        elif (returned := _returned_to(ctx, result)) is not None:
+            fn, calls = returned
+            todos += [
+                ctx.todo(
+                    "DM200",
+                    method,
+                    f"`{ctx.text(method)}()`: `{fn}()` returns an ndd Batch now (it was a "
+                    "TensorList): use the Batch API (as_cpu() -> .cpu(), as_array() -> "
+                    "np.asarray(ndd.as_tensor(b)), at(i) -> np.asarray(b.tensors[i]))",
+                )
+                for method in calls
+            ]
+        elif (item := _iterated_item(ctx, result)) is not None:
+            todos.append(
+                ctx.todo(
+                    "DM200",
+                    result,
+                    f"`{ctx.text(result)}` is an ndd Batch now: each `{item}` is an ndd Tensor "
+                    "(it was a DALI Tensor): its Tensor calls need the ndd Tensor API "
+                    "(as_cpu() -> .cpu())",
+                )
+            )
         elif _handed_over(ctx, result):  # the Batch itself, or still one (``x.as_cpu()``)
             arg = cst.ensure_type(ctx.parents.get(result), cst.Arg)
             call = cst.ensure_type(ctx.parents.get(arg), cst.Call)
@@ -250,6 +272,79 @@ class _Tracker:
             )
             fields = {f.name: getattr(todo, f.name) for f in dataclasses.fields(todo)}
             todos.append(HandedBatch(**fields, call=call, arg=arg))
+
+
+def _returned_to(ctx: FileContext, expr: cst.CSTNode) -> tuple[str, list[cst.Attribute]] | None:
+    """``return expr`` (or ``return expr, ...``) from a function of the module: its name and the
+    TensorList calls made on what its callers in the module bind from it (``out = f(...)``,
+    ``a, b = f(...)``, then ``out.as_cpu()``), which fail on a Batch; None elsewhere."""
+    parent = ctx.parents.get(expr)
+    if isinstance(parent, cst.Element):
+        parent = ctx.parents.get(ctx.parents.get(parent))
+    fn = ctx.parents.get(ctx.parents.get(parent)) if isinstance(parent, cst.Return) else None
+    while fn is not None and not isinstance(fn, cst.FunctionDef):
+        fn = ctx.parents.get(fn)
+    scope = ctx.scopes.get(fn) if isinstance(fn, cst.FunctionDef) else None
+    if not isinstance(fn, cst.FunctionDef) or scope is None:
+        return None
+    calls: list[cst.Attribute] = []
+    for a in scope.assignments[fn.name.value]:
+        for ref in a.references if a.node is fn else ():
+            call = ctx.parents.get(ref.node)
+            if isinstance(call, cst.Call) and call.func is ref.node:
+                calls += _tensorlist_calls(ctx, call)
+    return fn.name.value, calls
+
+
+def _tensorlist_calls(ctx: FileContext, value: cst.Call) -> list[cst.Attribute]:
+    """TensorList method calls on ``value`` or on the names an assignment binds from it."""
+    parent = ctx.parents.get(value)
+    holders: list[cst.CSTNode] = [value]
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        names = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else [target]
+        scope = ctx.scopes.get(parent)
+        for name in (n for n in names if isinstance(n, cst.Name) and scope is not None):
+            holders += [
+                r.node
+                for a in scope.assignments[name.value]
+                if a.node is name
+                for r in a.references
+            ]
+    found = []
+    for node in holders:
+        attr = ctx.parents.get(node)
+        call = ctx.parents.get(attr)
+        if (
+            isinstance(attr, cst.Attribute)
+            and attr.value is node
+            and attr.attr.value in OUTPUT_METHODS
+            and isinstance(call, cst.Call)
+            and call.func is attr
+        ):
+            found.append(attr)
+    return found
+
+
+def _iterated_item(ctx: FileContext, expr: cst.CSTNode) -> str | None:
+    """``for img in expr`` (or a comprehension's) where a method is called on ``img``: the loop
+    target's name (the items are ndd Tensors now, whose methods differ)."""
+    loop = ctx.parents.get(expr)
+    if not isinstance(loop, (cst.For, cst.CompFor)) or loop.iter is not expr:
+        return None
+    if not isinstance(loop.target, cst.Name):
+        return None
+    item = loop.target.value
+    body = loop.body if isinstance(loop, cst.For) else ctx.parents.get(loop)
+    for node in walk(body) if body is not None else ():
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == item
+        ):
+            return item
+    return None
 
 
 def _unnamed_output_edits(ctx: FileContext, run: cst.Call, notes: list[Diagnostic]) -> list[Edit]:
