@@ -112,6 +112,11 @@ def _shared_class_reason(ctx: FileContext, instances: list[Instance]) -> str:
         )
     if any(len(i.iterators) > 1 for i in instances):
         return "a pipeline object is wrapped in several framework iterators"
+    if any(u.framework == "tf" for u in uses):
+        return (
+            "the definition makes the pipelines of several DALIDatasets (or DALIIterator op "
+            "calls): the tool writes the generator a DALIDataset runs for one only"
+        )
     return (
         "its pipelines are wrapped in iterators that differ in reader_name=, policy or "
         "output_map, or are sized with size=, subclassed or wrapped: one loader class cannot "
