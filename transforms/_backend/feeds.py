@@ -27,8 +27,10 @@ After::
     (resized,) = pipe(images=batch)
 
 The ``feed_input`` calls a ``run()`` consumes are the ones in the same block since the previous
-``run()``; each gives its data as the argument named after the source's variable. A ``run()``
-without the data of every source, or data given in another way, keeps its code with a TODO.
+``run()``; each gives its data as the argument named after the source's variable.
+``pipe.run(images=batch)`` (DALI feeds each source its data by name, then runs) becomes
+``pipe(images=batch)`` alike. A ``run()`` without the data of every source, or data given in
+another way, keeps its code with a TODO.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import kwarg, kwargs_of
+from .._cst import kwarg, kwargs_of, source_of
 from .external_source import SourceUse, as_batch
 from .model import FollowUp, Instance
 
@@ -51,10 +53,14 @@ def match_feeds(
     for u in fed:
         assert u.feed_name is not None  # an external source fed by feed_input has a literal name
         by_name[u.feed_name] = u
+    _adopt_input_runs(inst, followups)
     feeds = {id(ctx.enclosing_statement(c)): c for c in inst.feeds}
     runs = {id(ctx.enclosing_statement(r)) for r in inst.runs}
     matched: set[int] = set()
     for run in list(inst.runs):
+        if run.args:  # pipe.run(images=data): the data of each source by its name
+            _input_run(inst, run, by_name, followups)
+            continue
         stmt = ctx.enclosing_statement(run)
         given = _feeds_before(stmt, ctx.parents.get(stmt), feeds, runs, by_name)
         missing = [n for n in by_name if n not in given]
@@ -80,6 +86,48 @@ def match_feeds(
             followups.append(
                 FollowUp(call, "this feed_input() is not followed by a run() in the same block")
             )
+
+
+def _adopt_input_runs(inst: Instance, followups: list[FollowUp]) -> None:
+    """``pipe.run(images=data)`` (DALI feeds each external source its data by name, then runs):
+    taken from the follow-ups it was left in, to be rewritten with the other runs."""
+    uses = {id(u) for u in inst.uses}
+    for f in list(followups):
+        run = f.node
+        if (
+            isinstance(run, cst.Call)
+            and isinstance(run.func, cst.Attribute)
+            and run.func.attr.value == "run"
+            and id(run.func.value) in uses
+            and run.args
+            and all(a.keyword is not None and not a.star for a in run.args)
+        ):
+            followups.remove(f)
+            inst.runs.append(run)
+
+
+def _input_run(
+    inst: Instance, run: cst.Call, by_name: dict[str, SourceUse], followups: list[FollowUp]
+) -> None:
+    """``pipe.run(images=data)`` -> ``pipe(images=data)`` (the argument named after each
+    source's variable), where it gives the data of every fed source and of nothing else."""
+    given = {a.keyword.value: a.value for a in run.args if a.keyword is not None}
+    unknown = [n for n in given if n not in by_name]
+    missing = [n for n in by_name if n not in given]
+    if unknown or missing:
+        inst.runs.remove(run)
+        what = (
+            f"names no fed external source: {', '.join(unknown)}"
+            if unknown
+            else (f"does not give the data of {', '.join(missing)}")
+        )
+        names = ", ".join(f"{u.source.value}=..." for u in by_name.values())  # type: ignore[attr-defined]
+        pipe = source_of(cst.ensure_type(run.func, cst.Attribute).value)
+        advice = f"the pipeline is a function of its sources' data now: call {pipe}({names})"
+        followups.append(FollowUp(run, f"this run(...) {what}", advice))
+        return
+    args = [kwarg(by_name[n].source.value, v) for n, v in given.items()]  # type: ignore[attr-defined]
+    inst.run_calls[id(run)] = cst.Call(cst.ensure_type(run.func, cst.Attribute).value, args=args)
 
 
 def _feeds_before(
