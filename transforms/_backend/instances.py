@@ -107,7 +107,10 @@ def follow_pipeline(
             followups.append(FollowUp(use, _describe(ctx, use, label)))
         elif isinstance(why, FollowUp):  # ("": recorded on inst.iterators)
             followups.append(why)
+    taken = {id(n) for u in inst.iterators for n in u.claimed}  # (an iterator's size=)
     for call, label in pending:
+        if id(cst.ensure_type(call.func, cst.Attribute).value) in taken:
+            continue
         if not adopt_meta_call(ctx, inst, call):
             _method_or_followup(ctx, inst, call, label, with_handles, followups)
 

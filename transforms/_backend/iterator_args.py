@@ -12,7 +12,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 
-from .._cst import sole_assignment, source_of, walk
+from .._cst import assigned_names, free_names, sole_assignment, source_of, walk
 from .iterator_use import ANY_READER, IteratorUse
 from .model import Instance
 from .wrappers import binding_of
@@ -114,8 +114,13 @@ def analyse_iterator(
     reader_name = _reader_name(args.pop("reader_name", None), reasons)
     size, size_reader = None, None
     claimed: list[cst.CSTNode] = []
+    size_binding = None
     if "size" in args:
-        size, size_reader, claimed = _size(ctx, inst, args.pop("size"), reasons)
+        given_size = args.pop("size")
+        size_binding = size_statement(ctx, given_size, inst.variable, call)
+        if size_binding is not None:  # pipe_size = int(pipe.epoch_size("R") / n): the value
+            given_size = cst.ensure_type(size_binding.body[0], cst.Assign).value
+        size, size_reader, claimed = _size(ctx, inst, given_size, reasons)
         if reader_name is not None:
             reasons.append(
                 "size= and reader_name= are given together (DALI's iterator refuses that)"
@@ -146,6 +151,7 @@ def analyse_iterator(
         isinstance(auto_reset, cst.Name) and auto_reset.value in ("False", "None")
     )
     use.claimed, use.sparse_lists, use.policy_binding = claimed, sparse_lists, binding
+    use.size_binding = size_binding
     use.policy_choice = choice
     if size is not None and pipe_attribute(size, inst.variable) is not None:
         use.size_attr = pipe_attribute(size, inst.variable)
@@ -251,6 +257,39 @@ def policy_binding(
         return stmt
     q = ctx.qualname(assign.value) or ""
     return stmt if any(q.startswith(c + ".") for c in POLICY_CLASSES) else None
+
+
+def size_statement(
+    ctx: FileContext, name: cst.BaseExpression, pipe: str | None, call: cst.Call
+) -> cst.SimpleStatementLine | None:
+    """``pipe_size = <an expression with pipe.epoch_size("R")>``, alone on its line, the one
+    binding of ``name`` (the ``size=`` given), read only there, in the block of the iterator's
+    statement, with nothing between the two binding a name it reads: the statement (its value
+    is the size, as if written in the call; the statement goes with the iterator)."""
+    if not isinstance(name, cst.Name):
+        return None
+    binding = binding_of(ctx, name)
+    scope = ctx.scopes.get(name)
+    target = getattr(binding, "node", None)
+    if scope is None or target is None or len(scope.accesses[name]) != 1:
+        return None
+    assign = ctx.parents.get(ctx.parents.get(target))
+    stmt = ctx.parents.get(assign)
+    if not (
+        isinstance(assign, cst.Assign)
+        and sole_assignment(ctx, assign.value) is assign
+        and isinstance(stmt, cst.SimpleStatementLine)
+        and any(isinstance(n, cst.Call) and _is_epoch_size(n, pipe) for n in walk(assign.value))
+    ):
+        return None
+    block = ctx.parents.get(stmt)
+    site = ctx.enclosing_statement(call)
+    siblings = list(getattr(block, "body", ()))
+    if stmt not in siblings or site not in siblings or siblings.index(site) < siblings.index(stmt):
+        return None
+    read = free_names(assign.value)
+    between = siblings[siblings.index(stmt) + 1 : siblings.index(site)]
+    return None if any(assigned_names(s) & read for s in between) else stmt
 
 
 def branch_binding(

@@ -66,6 +66,8 @@ class IteratorUse:
     #: ``policy = LastBatchPolicy.X`` that only gives the iterator its policy: it goes with it
     #: (or the ``if``/``else`` that binds it on each branch, ``policy_choice``)
     policy_binding: cst.BaseStatement | None = None
+    #: ``pipe_size = <size with pipe.epoch_size()>`` read only by ``size=``: goes with the iterator
+    size_binding: cst.BaseStatement | None = None
     #: ``last_batch_policy=A if test else B`` (or a name bound to it): (test, A, B); ``policy`` is
     #: A, and one loader class is written per policy, the test choosing where the loader is made
     policy_choice: tuple[cst.BaseExpression, str, str] | None = None

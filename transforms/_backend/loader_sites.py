@@ -70,8 +70,9 @@ def loader_site_edits(
         ] + (resets)
     edits = meta if together or kept else [_creation_edit(ctx, inst, pre), *meta]
     edits += builds
-    if use.policy_binding is not None:
-        edits.append(removed_stmt(ctx, use.policy_binding))
+    for binding in (use.policy_binding, use.size_binding):
+        if binding is not None:
+            edits.append(removed_stmt(ctx, binding))
     if kept:
         return edits + _kept_edits(ctx, inst, use, pre, made_loader)
     if use.framework == "tf":
