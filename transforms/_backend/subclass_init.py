@@ -51,9 +51,35 @@ def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return None
 
 
+def own_init(cls: cst.ClassDef) -> cst.FunctionDef | None:
+    """The ``__init__`` of ``cls``, unless it only hands what it is given to its base
+    (``def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)``, DALI's Lightning
+    tutorial): that one does what none would."""
+    init = method(cls, "__init__")
+    if init is None or init.decorators or not isinstance(init.body, cst.IndentedBlock):
+        return init
+    p = init.params
+    star = p.star_arg.name.value if isinstance(p.star_arg, cst.Param) else None
+    kw = p.star_kwarg.name.value if p.star_kwarg is not None else None
+    stmts = [s for s in init.body.body if not _is_doc(s)]
+    call = _super_init(stmts[0]) if len(stmts) == 1 else None
+    if (
+        len(p.params) != 1
+        or p.params[0].default is not None
+        or p.kwonly_params
+        or p.posonly_params
+        or (star is None and kw is None)
+        or call is None
+    ):
+        return init
+    handed = [(a.star, a.value.value if isinstance(a.value, cst.Name) else None) for a in call.args]
+    wanted = ([("*", star)] if star else []) + ([("**", kw)] if kw else [])
+    return None if handed == wanted else init
+
+
 def init_reasons(cls: cst.ClassDef) -> list[str]:
     """Why the ``__init__`` of ``cls`` is not only local names and one ``super().__init__(...)``."""
-    init = method(cls, "__init__")
+    init = own_init(cls)
     name = cls.name.value
     if init is None:
         return []
@@ -87,7 +113,7 @@ def resolved_call(
     names and parameters followed to what ``call`` (the one call making ``cls``, ``ref`` the
     pipeline it is given) gives; a reason when a parameter they read is not given a literal.
     The arguments are nodes of the module (the iterator's analysis asks their scopes)."""
-    init = method(cls, "__init__")
+    init = own_init(cls)
     assert init is not None and isinstance(init.body, cst.IndentedBlock)  # (init_reasons)
     stmts = [s for s in init.body.body if not _is_doc(s)]
     given = _given(call, init, ref)

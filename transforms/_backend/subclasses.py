@@ -33,7 +33,7 @@ from dali_migrate.context import FileContext
 
 from .._cst import assigned_names, free_names, walk
 from .base_internals import rewinding_iter
-from .subclass_init import init_reasons, method, resolved_call
+from .subclass_init import init_reasons, method, own_init, resolved_call
 from .wrappers import binding_of
 
 #: names the body of ``__next__`` may read from ``self``
@@ -71,7 +71,7 @@ def iterator_subclass(
     notes = [r for r in refs if _annotates(ctx, r)]
     reasons = _class_reasons(ctx, cls, len(bases), [r for r in refs if r not in notes])
     resolved = None
-    if not reasons and method(cls, "__init__") is not None:
+    if not reasons and own_init(cls) is not None:
         made = (
             resolved_call(cls, call, ref, cls.bases[0].value)
             if ref is not None
