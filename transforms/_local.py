@@ -202,7 +202,9 @@ def _bind(
             nodes.discard(target.value)
     elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
         op = ctx.fn_op(value.func)
-        multi = op is not None and (op.target.num_outputs or 0) > 1
+        # (an operator whose number of outputs its arguments decide, fn.readers.webdataset's
+        # ext=, gives a list of nodes where it is unpacked: a single node cannot be)
+        multi = op is not None and (op.target.num_outputs is None or op.target.num_outputs > 1)
         for el in target.elements:
             if isinstance(el.value, cst.Name):
                 if multi:
