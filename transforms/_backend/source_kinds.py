@@ -35,6 +35,9 @@ def source_kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None,
     does not show it), and whether it may end the data with StopIteration."""
     if isinstance(expr, (cst.List, cst.Tuple)):
         return "iterable", False
+    stored = _stored_in_self(ctx, expr)
+    if stored is not None:  # self.dataset, set once in the class: what it is set to
+        return source_kind(ctx, stored)
     made = isinstance(expr, cst.Call)
     name = expr.func if isinstance(expr, cst.Call) else expr
     if not isinstance(name, cst.Name):
@@ -65,6 +68,49 @@ def source_kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None,
     if made and name.value == "iter" and definition is None:
         return "iterable", False  # iter(x): an iterator, which DALI iterates
     return None, False
+
+
+def _stored_in_self(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``self.<attr>`` where the methods of the class around it set ``self.<attr> = value``
+    once, and nothing else binds it: the value."""
+    if not (
+        isinstance(expr, cst.Attribute)
+        and isinstance(expr.value, cst.Name)
+        and expr.value.value == "self"
+    ):
+        return None
+    cls: cst.CSTNode | None = ctx.parents.get(expr)
+    while cls is not None and not isinstance(cls, cst.ClassDef):
+        cls = ctx.parents.get(cls)
+    if cls is None:
+        return None
+    attr = expr.attr.value
+    values = []
+    for node in _walk_all(cls):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            for n in _walk_all(t):
+                if (
+                    isinstance(n, cst.Attribute)
+                    and isinstance(n.value, cst.Name)
+                    and n.value.value == "self"
+                    and n.attr.value == attr
+                ):
+                    values.append(node.value if isinstance(node, cst.Assign) and t is n else None)
+    return values[0] if len(values) == 1 else None
+
+
+def _walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(children(n))
+    return out
 
 
 def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | None, bool]:
