@@ -86,6 +86,7 @@ from ._backend.arguments import (
     pipeline_ctor_kwargs,
     set_threads_stmt,
 )
+from ._backend.block_effects import kept_in_place, late_bound
 from ._backend.class_loaders import (
     block_params,
     init_reads,
@@ -108,7 +109,7 @@ from ._backend.outer_self import OuterReads
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
 from ._backend.seeds import rng_seed
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import free_names, fresh_name, truthy, walk
+from ._cst import free_names, fresh_name, leading_lines, truthy, walk
 from ._local import collect_nodes
 
 #: the last statement of a ``with`` block: a line, or a small statement of a one-line block
@@ -176,6 +177,11 @@ class PipelineObject(Rule):
         var = _target_name(assign)
         graph, kwargs, batch_size = _block_graph(ctx, var, call, block)
         last = block.body.body[-1]
+        # plain code whose effect is seen outside the block stays where the block stood
+        kept = kept_in_place(
+            ctx, block, [s for s in graph.body if s is not graph.outputs_stmt], var
+        )
+        graph = dataclasses.replace(graph, body=[s for s in graph.body if not _among(s, kept)])
         prefix = graph_prefix(ctx, block)
         if prefix:  # nodes made before the block are part of its graph: computed per batch
             moved = [s.with_changes(leading_lines=_comments(s)) for s in prefix]
@@ -199,6 +205,12 @@ class PipelineObject(Rule):
             why += moved_code_reasons(
                 block, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
             )
+            if kept:
+                why.append(
+                    f"`{_first_line(ctx, kept[0])}` in the `with` block must run where the block "
+                    "stood (its effect is seen outside it), and the loader class would run it when "
+                    "the iterator is made: move it before the `with` block"
+                )
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
@@ -231,7 +243,7 @@ class PipelineObject(Rule):
             edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer)
         else:
             edits, fired = self._generator_edits(
-                ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
+                ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes, kept
             )
         edits += [moved_stmt(ctx, stmt) for stmt in prefix]  # comments: with it, in the loop
         if loader is None:
@@ -249,10 +261,13 @@ class PipelineObject(Rule):
         graph: Graph,
         plan: PipelinePlan,
         notes: list[Diagnostic],
+        kept: list[cst.BaseStatement],
     ) -> tuple[list[Edit], list[str]]:
         """The ``with`` block becomes a generator function defined where it stood (named after
-        the variable, ``inst.label``), and the constructor ``ndd.set_num_threads``; the ids of
-        the local rules that fired."""
+        the variable, ``inst.label``), below the statements of the block ``kept`` where they
+        stood, and the constructor ``ndd.set_num_threads``; the ids of the local rules that
+        fired. The names the generator reads that the code around rebinds are its parameters
+        (``block_effects``)."""
         var = inst.label
         gen_name = fresh_name(
             f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names
@@ -270,15 +285,24 @@ class PipelineObject(Rule):
             name=cst.Name(gen_name),
             params=cst.Parameters(),
             body=cst.IndentedBlock(body=body),
-            leading_lines=[*block.leading_lines, *blank],
+            leading_lines=[] if kept else [*block.leading_lines, *blank],
         )
+        params = late_bound(ctx, block, gen)
+        gen = gen.with_changes(params=cst.Parameters([cst.Param(cst.Name(p)) for p in params]))
         todo_lines = []
         if inst.device_todo:
             todo_lines.append(device_todo_line(ctx, inst, self.id, notes, block))
+        call = cst.Call(cst.Name(gen_name), [cst.Arg(cst.Name(p)) for p in params])
         instantiate = cst.SimpleStatementLine(
-            [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))],
+            [cst.Assign([cst.AssignTarget(cst.Name(var))], call)],
             leading_lines=blank + todo_lines,
         )
+        if kept:  # the comments above `with` go above them, a blank line below them
+            first = kept[0].with_changes(
+                leading_lines=[*block.leading_lines, *leading_lines(kept[0])]
+            )
+            kept = [first, *kept[1:]]
+            gen = gen.with_changes(leading_lines=blank)
         threads = kwargs.get("num_threads")
         if threads is not None and not is_unset(threads.value):
             ctor_edit = ctx.stmt_edit(
@@ -293,7 +317,7 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [
             ctor_edit,
-            ctx.stmt_edit(block, [gen, instantiate]),
+            ctx.stmt_edit(block, [*kept, gen, instantiate]),
             *graph.extra_edits,
         ]
         return edits, fired
@@ -350,6 +374,14 @@ def graph_prefix(ctx: FileContext, block: cst.With) -> list[cst.SimpleStatementL
         if len(kept) == len(candidates):  # moved into the loop: comments kept, blank lines not
             return kept
         candidates = kept
+
+
+def _among(stmt: cst.CSTNode, stmts: list[cst.BaseStatement]) -> bool:
+    return any(stmt is s for s in stmts)
+
+
+def _first_line(ctx: FileContext, stmt: cst.CSTNode) -> str:
+    return ctx.text(stmt).strip().splitlines()[0].rstrip(":")
 
 
 def _comments(stmt: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
