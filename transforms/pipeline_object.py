@@ -51,8 +51,12 @@ After (``fixtures/DM201/with_block.out.py``)::
             images, labels = next(pipe)
             print(np.asarray(images.cpu().tensors[0]).shape, np.asarray(ndd.as_tensor(labels)))
 
-The graph code runs when the first batch is asked for, not when the block ran: names it reads
-are read then (the same values unless the code reassigns them in between). ``batch_size`` and
+The graph code runs when the first batch is asked for, not when the block ran. Plain code of the
+block whose effect is seen outside it (``n_batches = src.n // 2`` read after the block,
+``self.length = ...``, ``log.append(...)``) stays where the block stood, above the generator,
+with the statements it reads names from; names the generator reads that the code around rebinds
+after the block or in a loop around it become its parameters, passed where it is made
+(``block_effects``). ``batch_size`` and
 ``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
 Everything the shared back end of DM200 does applies (readers built once, several readers,
 random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).

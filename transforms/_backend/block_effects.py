@@ -83,9 +83,10 @@ def kept_in_place(
 def _check_left(
     ctx: FileContext, body: list[cst.BaseStatement], kept: list[cst.BaseStatement]
 ) -> None:
-    """Refused where the code left in the generator binds a name a kept statement binds."""
+    """Refused where the code left in the generator binds a name a kept statement binds, or
+    reads one that a kept statement after it binds (it read the value from before)."""
     bound = set().union(*(_bound(s) for s in kept)) if kept else set()
-    for stmt in body:
+    for i, stmt in enumerate(body):
         if any(stmt is k for k in kept):
             continue
         clash = sorted(_bound(stmt) & bound)
@@ -94,6 +95,14 @@ def _check_left(
                 f"`{clash[0]}` is set by code of the `with` block that must run where the block "
                 "stood (its effect is seen outside it) and again by the pipeline's code: give "
                 "them different names"
+            )
+        later = [k for k in body[i + 1 :] if any(k is s for s in kept)]
+        early = sorted(free_names(stmt) & set().union(set(), *(_bound(k) for k in later)))
+        if early:
+            raise Refused(
+                f"the pipeline's code reads `{early[0]}` before `{_first_line(ctx, later[0])}`, "
+                "which must run where the block stood (its effect is seen outside it), sets it "
+                "again: give them different names"
             )
 
 
@@ -207,21 +216,15 @@ def cst_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def _refusal(
-    ctx: FileContext,
-    stmt: cst.BaseStatement,
-    effect: str,
-    why: str,
-    dep: cst.BaseStatement | None = None,
+    ctx: FileContext, stmt: cst.BaseStatement, effect: str, why: str, dep: cst.BaseStatement
 ) -> str:
-    """The TODO's reason for a statement of the block that cannot stay where it stood."""
-    what = f"`{_first_line(ctx, stmt)}` in the `with` block {effect}"
-    if dep is not None:
-        what += f" and needs `{_first_line(ctx, dep)}` before it"
-        why = why.replace("it ", "that ", 1)
+    """The TODO's reason for a statement of the block that must stay where it stood (``effect``)
+    but needs ``dep``, which cannot (``why``: what it reads, or that it runs DALI)."""
     return (
-        f"{what}: the pipeline's code now runs at the first batch, not where the block stood, and "
-        f"this cannot move before it ({why}): compute it from plain values before `with`, or "
-        "after the first batch"
+        f"`{_first_line(ctx, stmt)}` in the `with` block {effect}, so it must run where the "
+        "block stood (the pipeline's code runs at its first batch now), but it needs "
+        f"`{_first_line(ctx, dep)}`, which {why.removeprefix('it ')}: compute it from plain "
+        "values before the `with` block"
     )
 
 
