@@ -205,16 +205,16 @@ class PipelineObject(Rule):
         loader, outer = None, OuterReads()
         if inst.iterators:
             sizes = [u.size for u in inst.iterators if u.size is not None]
-            why = rebound_reasons(ctx, block, batch_size.value, *sizes, moved=prefix)
-            why += moved_code_reasons(
-                block, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
-            )
-            if kept:
-                why.append(
-                    f"`{_first_line(ctx, kept[0])}` in the `with` block must run where the block "
-                    "stood (its effect is seen outside it), and the loader class would run it when "
-                    "the iterator is made: move it before the `with` block"
+            # the code that moves into the class: the block's, but what stays where it stood
+            moving = block.with_changes(
+                body=block.body.with_changes(
+                    body=[s for s in block.body.body if not _among(s, kept)]
                 )
+            )
+            why = rebound_reasons(ctx, moving, batch_size.value, *sizes, moved=prefix)
+            why += moved_code_reasons(
+                moving, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
+            )
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
         seed = kwargs.get("seed")
@@ -244,7 +244,7 @@ class PipelineObject(Rule):
                 body = [outer.rebound(s) for s in body]
                 if any("self" in free_names(s) for s in body):  # (none is left: a guard)
                     raise Refused("the pipeline's code reads `self`, which the loader class cannot")
-            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer)
+            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer, kept)
         else:
             edits, fired = self._generator_edits(
                 ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes, kept
@@ -428,20 +428,27 @@ def _loader_edits(
     plan: PipelinePlan,
     notes: list[Diagnostic],
     outer: OuterReads,
+    kept: list[cst.BaseStatement],
 ) -> list[Edit]:
     """The ``with`` block becomes the loader class of the iterator over the object (``__init__``
     takes ``batch_size``, the constructor's by default, and the context of the pipeline's GPU
     where the loop's shape let the emitter apply its ``device_id``), made where the iterator
-    was, below what its code read from ``self`` (``outer``); the constructor gives way to
-    ``ndd.set_num_threads``."""
+    was, below what its code read from ``self`` (``outer``) and the statements of the block
+    ``kept`` where they stood; the constructor gives way to ``ndd.set_num_threads``."""
     var = inst.name
     device = inst.kwargs.get("device_id")
     inst.device_todo = None if plan.device_applied else device_todo(ctx, block, device, var)
     params = block_params(plan.batch_size)
     top = isinstance(ctx.parents.get(block), cst.Module)
     blank = [cst.EmptyLine(indent=False)] * (2 if top else 1)
+    if kept:  # the comments above `with` go above them, a blank line below them
+        first = kept[0].with_changes(leading_lines=[*block.leading_lines, *leading_lines(kept[0])])
+        kept = [first, *kept[1:]]
     fn = cst.FunctionDef(
-        cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
+        cst.Name(var),
+        params,
+        cst.IndentedBlock(body),
+        leading_lines=[*([] if kept else block.leading_lines), *blank],
     )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
     reads = outer.statements(name, free_names(helpers[-1]))
@@ -454,7 +461,7 @@ def _loader_edits(
     notes += dropin_note(ctx, rule_id, inst.iterators[0], name)
     start, end = ctx.stmt_span(block)
     after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]
-    text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)
+    text = "".join(ctx.render(s, ctx.indents(block)) for s in [*kept, *helpers])
     text += ctx.module.default_newline * len(blank) if after.strip() else ""  # a gap below it too
     edits = [Edit(start, end, text), *edits, *graph.extra_edits]
     return edits + loader_site_edits(

@@ -142,10 +142,29 @@ def _effect(
         for target in _targets(n):
             if isinstance(target, (cst.Attribute, cst.Subscript)):
                 return f"sets `{ctx.text(target)}`"
+    declared = _declared(ctx, block)
     for name in sorted(_bound(stmt)):
+        if name in declared:
+            return f"sets `{name}`, declared `global` or `nonlocal`"
         if _read_outside(ctx, scope, name, block):
             return f"sets `{name}`, which code after the block reads"
     return None
+
+
+def _declared(ctx: FileContext, block: cst.With) -> set[str]:
+    """The names the function around ``block`` declares ``global`` or ``nonlocal`` (bindings of
+    them are seen outside it)."""
+    cur = ctx.parents.get(block)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Module)):
+        cur = ctx.parents.get(cur)
+    if not isinstance(cur, cst.FunctionDef):
+        return set()
+    return {
+        n.name.value
+        for d in walk_outside_defs(cur.body)
+        if isinstance(d, (cst.Global, cst.Nonlocal))
+        for n in d.names
+    }
 
 
 def _targets(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
