@@ -33,7 +33,9 @@ before):
 The generator reads the names of the code around it when it runs. A name that code binds again
 after the block, or in a loop around it (``for k in ...: src = Source(k); with pipe: ...``),
 becomes a parameter of the generator, passed where it is made (``def pipe_batches(src)`` /
-``pipe = pipe_batches(src)``): each generator reads the value the block read.
+``pipe = pipe_batches(src)``): each generator reads the value the block read. Where a function
+or lambda of the block reads such a name (an external source's callable reads it when it runs,
+a helper when the graph is built: the tool cannot tell which), the pipeline is refused.
 """
 
 from __future__ import annotations
@@ -253,7 +255,8 @@ def _first_line(ctx: FileContext, stmt: cst.CSTNode) -> str:
 
 def late_bound(ctx: FileContext, block: cst.With, gen: cst.FunctionDef) -> list[str]:
     """The names ``gen`` (defined where ``block`` stood) reads from the code around it that this
-    code binds again after the block or in a loop around it, in order of first read."""
+    code binds again after the block or in a loop around it, in order of first read; Refused
+    where a function or lambda of the block reads one (pipeline mode may have read it late)."""
     scope = ctx.scopes.get(block)
     if scope is None:
         return []
@@ -283,7 +286,25 @@ def late_bound(ctx: FileContext, block: cst.With, gen: cst.FunctionDef) -> list[
             if _start(ctx, node) >= end or any(within(ctx, node, loop) for loop in loops):
                 names.append(name)
                 break
+    deferred = sorted(set(names) & _read_in_functions(block))
+    if deferred:
+        raise Refused(
+            f"`{deferred[0]}` is read by a function or lambda of the `with` block, which may run "
+            "with the batches (reading its value then) or where the block stood, and the code "
+            "around rebinds it after the block or in a loop: to read the value it had where the "
+            f"block stood, pass it as a default argument (`{deferred[0]}={deferred[0]}`)"
+        )
     return names
+
+
+def _read_in_functions(block: cst.With) -> set[str]:
+    """The names the functions and lambdas defined in ``block`` read."""
+    return {
+        n.value
+        for f in cst_walk(block.body)
+        if isinstance(f, (cst.FunctionDef, cst.Lambda))
+        for n in walk_reads(f.body)
+    }
 
 
 def walk_reads(node: cst.CSTNode) -> Iterator[cst.Name]:
