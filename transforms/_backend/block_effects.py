@@ -66,6 +66,8 @@ def kept_in_place(
         effect = None if _not_plain(ctx, stmt, nodes, var) else _effect(ctx, stmt, block, scope)
         if effect:
             why_kept[id(stmt)] = (stmt, effect)
+        elif not isinstance(stmt, cst.SimpleStatementLine):
+            _check_mixed(ctx, stmt, block, scope, nodes, var)
     kept = [s for s in body if id(s) in why_kept]
     for stmt in kept:  # what they read from statements before them comes with them
         for dep in _bound_before(body, stmt, free_names(stmt)):
@@ -80,6 +82,29 @@ def kept_in_place(
     kept = [s for s in body if id(s) in why_kept]
     _check_left(ctx, body, kept)
     return kept
+
+
+def _check_mixed(
+    ctx: FileContext,
+    stmt: cst.BaseStatement,
+    block: cst.With,
+    scope: Scope | None,
+    nodes: set[str],
+    var: str,
+) -> None:
+    """Refused where graph code (an ``if`` that makes nodes) holds a plain line whose effect is
+    seen outside the block: that line would run with the batches."""
+    for line in walk_outside_defs(stmt):
+        if not isinstance(line, cst.SimpleStatementLine) or _not_plain(ctx, line, nodes, var):
+            continue
+        effect = _effect(ctx, line, block, scope)
+        if effect:
+            raise Refused(
+                f"{_what(ctx, line, effect)}, so it must run where the block stood (the "
+                "pipeline's code runs at its first batch now), but it is "
+                f"part of `{_first_line(ctx, stmt)}`, which makes graph nodes: move it out of "
+                "that statement, before the `with` block"
+            )
 
 
 def _check_left(
@@ -242,11 +267,19 @@ def _refusal(
     """The TODO's reason for a statement of the block that must stay where it stood (``effect``)
     but needs ``dep``, which cannot (``why``: what it reads, or that it runs DALI)."""
     return (
-        f"`{_first_line(ctx, stmt)}` in the `with` block {effect}, so it must run where the "
-        "block stood (the pipeline's code runs at its first batch now), but it needs "
+        f"{_what(ctx, stmt, effect)}, so it must run where the block stood (the "
+        "pipeline's code runs at its first batch now), but it needs "
         f"`{_first_line(ctx, dep)}`, which {why.removeprefix('it ')}: compute it from plain "
         "values before the `with` block"
     )
+
+
+def _what(ctx: FileContext, stmt: cst.CSTNode, effect: str) -> str:
+    """``stmt`` and what it does outside the block, for a TODO."""
+    line = _first_line(ctx, stmt)
+    if effect == f"runs `{line}`":
+        return f"`{line}` in the `with` block has an effect seen outside it"
+    return f"`{line}` in the `with` block {effect}"
 
 
 def _first_line(ctx: FileContext, stmt: cst.CSTNode) -> str:
