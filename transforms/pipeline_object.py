@@ -51,8 +51,12 @@ After (``fixtures/DM201/with_block.out.py``)::
             images, labels = next(pipe)
             print(np.asarray(images.cpu().tensors[0]).shape, np.asarray(ndd.as_tensor(labels)))
 
-The graph code runs when the first batch is asked for, not when the block ran: names it reads
-are read then (the same values unless the code reassigns them in between). ``batch_size`` and
+The graph code runs when the first batch is asked for, not when the block ran. Plain code of the
+block whose effect is seen outside it (``n_batches = src.n // 2`` read after the block,
+``self.length = ...``, ``log.append(...)``) stays where the block stood, above the generator,
+with the statements it reads names from; names the generator reads that the code around rebinds
+after the block or in a loop around it become its parameters, passed where it is made
+(``block_effects``). ``batch_size`` and
 ``seed`` are the constructor's expressions; ``num_threads`` becomes one ``ndd.set_num_threads``.
 Everything the shared back end of DM200 does applies (readers built once, several readers,
 random operators fed the batch size and one RNG, the TensorList API of outputs rewritten).
@@ -86,6 +90,7 @@ from ._backend.arguments import (
     pipeline_ctor_kwargs,
     set_threads_stmt,
 )
+from ._backend.block_effects import kept_in_place, late_bound
 from ._backend.class_loaders import (
     block_params,
     init_reads,
@@ -108,7 +113,7 @@ from ._backend.outer_self import OuterReads
 from ._backend.recognise import analyse_graph, branch_outputs, chosen_outputs, pipeline_count
 from ._backend.seeds import rng_seed
 from ._backend.sites import device_todo_line, propose_pipeline_fix, refuse_pipeline, run_site_edits
-from ._cst import free_names, fresh_name, truthy, walk
+from ._cst import free_names, fresh_name, leading_lines, truthy, walk
 from ._local import collect_nodes
 
 #: the last statement of a ``with`` block: a line, or a small statement of a one-line block
@@ -176,6 +181,11 @@ class PipelineObject(Rule):
         var = _target_name(assign)
         graph, kwargs, batch_size = _block_graph(ctx, var, call, block)
         last = block.body.body[-1]
+        # plain code whose effect is seen outside the block stays where the block stood
+        kept = kept_in_place(
+            ctx, block, [s for s in graph.body if s is not graph.outputs_stmt], var
+        )
+        graph = dataclasses.replace(graph, body=[s for s in graph.body if not _among(s, kept)])
         prefix = graph_prefix(ctx, block)
         if prefix:  # nodes made before the block are part of its graph: computed per batch
             moved = [s.with_changes(leading_lines=_comments(s)) for s in prefix]
@@ -195,9 +205,15 @@ class PipelineObject(Rule):
         loader, outer = None, OuterReads()
         if inst.iterators:
             sizes = [u.size for u in inst.iterators if u.size is not None]
-            why = rebound_reasons(ctx, block, batch_size.value, *sizes, moved=prefix)
+            # the code that moves into the class: the block's, but what stays where it stood
+            moving = block.with_changes(
+                body=block.body.with_changes(
+                    body=[s for s in block.body.body if not _among(s, kept)]
+                )
+            )
+            why = rebound_reasons(ctx, moving, batch_size.value, *sizes, moved=prefix)
             why += moved_code_reasons(
-                block, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
+                moving, batch_size.value, prefix, outer, [a.value for a in kwargs.values()]
             )
             loader = settle_iterators(ctx, graph, [inst], followups, why)
 
@@ -228,10 +244,10 @@ class PipelineObject(Rule):
                 body = [outer.rebound(s) for s in body]
                 if any("self" in free_names(s) for s in body):  # (none is left: a guard)
                     raise Refused("the pipeline's code reads `self`, which the loader class cannot")
-            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer)
+            edits = _loader_edits(ctx, self.id, inst, block, graph, body, plan, notes, outer, kept)
         else:
             edits, fired = self._generator_edits(
-                ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes
+                ctx, ctor_stmt, block, inst, kwargs, graph, plan, notes, kept
             )
         edits += [moved_stmt(ctx, stmt) for stmt in prefix]  # comments: with it, in the loop
         if loader is None:
@@ -249,10 +265,13 @@ class PipelineObject(Rule):
         graph: Graph,
         plan: PipelinePlan,
         notes: list[Diagnostic],
+        kept: list[cst.BaseStatement],
     ) -> tuple[list[Edit], list[str]]:
         """The ``with`` block becomes a generator function defined where it stood (named after
-        the variable, ``inst.label``), and the constructor ``ndd.set_num_threads``; the ids of
-        the local rules that fired."""
+        the variable, ``inst.label``), below the statements of the block ``kept`` where they
+        stood, and the constructor ``ndd.set_num_threads``; the ids of the local rules that
+        fired. The names the generator reads that the code around rebinds are its parameters
+        (``block_effects``)."""
         var = inst.label
         gen_name = fresh_name(
             f"{var}_batches", {n.value for n in ctx.nodes_of(cst.Name)} | ctx.skipped_names
@@ -270,15 +289,24 @@ class PipelineObject(Rule):
             name=cst.Name(gen_name),
             params=cst.Parameters(),
             body=cst.IndentedBlock(body=body),
-            leading_lines=[*block.leading_lines, *blank],
+            leading_lines=[] if kept else [*block.leading_lines, *blank],
         )
+        params = late_bound(ctx, block, gen)
+        gen = gen.with_changes(params=cst.Parameters([cst.Param(cst.Name(p)) for p in params]))
         todo_lines = []
         if inst.device_todo:
             todo_lines.append(device_todo_line(ctx, inst, self.id, notes, block))
+        call = cst.Call(cst.Name(gen_name), [cst.Arg(cst.Name(p)) for p in params])
         instantiate = cst.SimpleStatementLine(
-            [cst.Assign([cst.AssignTarget(cst.Name(var))], cst.Call(cst.Name(gen_name)))],
+            [cst.Assign([cst.AssignTarget(cst.Name(var))], call)],
             leading_lines=blank + todo_lines,
         )
+        if kept:  # the comments above `with` go above them, a blank line below them
+            first = kept[0].with_changes(
+                leading_lines=[*block.leading_lines, *leading_lines(kept[0])]
+            )
+            kept = [first, *kept[1:]]
+            gen = gen.with_changes(leading_lines=blank)
         threads = kwargs.get("num_threads")
         if threads is not None and not is_unset(threads.value):
             ctor_edit = ctx.stmt_edit(
@@ -293,7 +321,7 @@ class PipelineObject(Rule):
             ctor_edit = removed_stmt(ctx, ctor_stmt)
         edits: list[Edit] = [
             ctor_edit,
-            ctx.stmt_edit(block, [gen, instantiate]),
+            ctx.stmt_edit(block, [*kept, gen, instantiate]),
             *graph.extra_edits,
         ]
         return edits, fired
@@ -352,6 +380,14 @@ def graph_prefix(ctx: FileContext, block: cst.With) -> list[cst.SimpleStatementL
         candidates = kept
 
 
+def _among(stmt: cst.CSTNode, stmts: list[cst.BaseStatement]) -> bool:
+    return any(stmt is s for s in stmts)
+
+
+def _first_line(ctx: FileContext, stmt: cst.CSTNode) -> str:
+    return ctx.text(stmt).strip().splitlines()[0].rstrip(":")
+
+
 def _comments(stmt: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
     return [line for line in stmt.leading_lines if line.comment is not None]
 
@@ -392,20 +428,27 @@ def _loader_edits(
     plan: PipelinePlan,
     notes: list[Diagnostic],
     outer: OuterReads,
+    kept: list[cst.BaseStatement],
 ) -> list[Edit]:
     """The ``with`` block becomes the loader class of the iterator over the object (``__init__``
     takes ``batch_size``, the constructor's by default, and the context of the pipeline's GPU
     where the loop's shape let the emitter apply its ``device_id``), made where the iterator
-    was, below what its code read from ``self`` (``outer``); the constructor gives way to
-    ``ndd.set_num_threads``."""
+    was, below what its code read from ``self`` (``outer``) and the statements of the block
+    ``kept`` where they stood; the constructor gives way to ``ndd.set_num_threads``."""
     var = inst.name
     device = inst.kwargs.get("device_id")
     inst.device_todo = None if plan.device_applied else device_todo(ctx, block, device, var)
     params = block_params(plan.batch_size)
     top = isinstance(ctx.parents.get(block), cst.Module)
     blank = [cst.EmptyLine(indent=False)] * (2 if top else 1)
+    if kept:  # the comments above `with` go above them, a blank line below them
+        first = kept[0].with_changes(leading_lines=[*block.leading_lines, *leading_lines(kept[0])])
+        kept = [first, *kept[1:]]
     fn = cst.FunctionDef(
-        cst.Name(var), params, cst.IndentedBlock(body), leading_lines=[*block.leading_lines, *blank]
+        cst.Name(var),
+        params,
+        cst.IndentedBlock(body),
+        leading_lines=[*([] if kept else block.leading_lines), *blank],
     )
     helpers, edits, name = loader_definition(ctx, fn, graph, body, params, inst, at=block)
     reads = outer.statements(name, free_names(helpers[-1]))
@@ -418,7 +461,7 @@ def _loader_edits(
     notes += dropin_note(ctx, rule_id, inst.iterators[0], name)
     start, end = ctx.stmt_span(block)
     after = ctx.source[end:].split(ctx.module.default_newline, 1)[0]
-    text = "".join(ctx.render(s, ctx.indents(block)) for s in helpers)
+    text = "".join(ctx.render(s, ctx.indents(block)) for s in [*kept, *helpers])
     text += ctx.module.default_newline * len(blank) if after.strip() else ""  # a gap below it too
     edits = [Edit(start, end, text), *edits, *graph.extra_edits]
     return edits + loader_site_edits(

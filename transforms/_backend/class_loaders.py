@@ -223,7 +223,9 @@ def rebound_reasons(
         read |= free_names(stmt)
     for expr in more:
         read |= free_names(expr)
-    for name in sorted(read - local):
+    item = block.items[0].item  # the pipeline: the loader does not read it
+    own = {item.value} if isinstance(item, cst.Name) else set()
+    for name in sorted(read - local - own):
         if _rebound(ctx, scope, name):
             reasons.append(
                 f"`{name}`, which the loader reads, may change after the pipeline is built: it "
@@ -288,10 +290,11 @@ def _rebound(ctx: FileContext, scope: Scope, name: str) -> bool:
 
 
 def _loop_bound(ctx: FileContext, node: cst.CSTNode) -> bool:
-    """``node`` (a binding) is a loop's or a comprehension's target."""
+    """``node`` (a binding) is a comprehension's target, or in a loop (its target or its body) of
+    its own function: each turn binds it again."""
     cur = ctx.parents.get(node)
-    while cur is not None and not isinstance(cur, cst.BaseStatement):
-        if isinstance(cur, (cst.For, cst.CompFor)):
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+        if isinstance(cur, (cst.For, cst.While, cst.CompFor)):
             return True
         cur = ctx.parents.get(cur)
-    return isinstance(cur, cst.For)
+    return False

@@ -228,3 +228,7 @@ def _plain_value(qualname: str) -> bool:
     if qualname in ("nvidia.dali.types.Constant", "nvidia.dali.types.ScalarConstant"):
         return False
     return any(qualname == m or qualname.startswith(m + ".") for m in _PLAIN_MODULES)
+
+
+#: whether running a statement runs DALI or reads a data node (for the modules beside this one)
+runs_dali = _runs_dali
