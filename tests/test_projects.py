@@ -76,7 +76,9 @@ def test_project_migrates_to_expected_tree(case: str, tmp_path: Path) -> None:
     work = _migrated_copy(case, tmp_path)
     assert _tree(work) == _tree(PROJECTS / case / "new")
     again = CliRunner().invoke(cli_main, ["--check", "--no-progress", str(work)])
-    assert again.exit_code == 0, "a second run would change the migrated project:\n" + again.output
+    # (a project whose migration leaves TODOs fails --check for them, changing nothing)
+    fixed = again.exit_code == 0 or " 0 would change" in again.output
+    assert fixed, "a second run would change the migrated project:\n" + again.output
 
 
 @pytest.mark.parametrize("case", CASES)

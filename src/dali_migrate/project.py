@@ -379,7 +379,9 @@ def discover(
             found = by_module.get((module, name))
             if found is None or found.path == str(p):
                 continue
-            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = found.pipeline
+            seen = found.pipeline  # a class's TODOs name its module as this one imports it
+            seen = replace(seen, module=module) if seen.kind == "class" else seen
+            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = seen
             infos.setdefault(found.path, ModuleInfo()).external_uses.setdefault(name, ())
     return infos
 
