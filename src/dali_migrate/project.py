@@ -227,26 +227,30 @@ def _class_definitions(
             signature = _signature(init)
             given = _pipeline_call_args(owner, init)
 
-        def text(key: str) -> str | None:
-            node = given.get(key)
-            if isinstance(node, ast.Name) and node.id in params:
-                return node.id
-            return _segment(source, node) if isinstance(node, ast.Constant) else None
-
         pipeline = ForeignPipeline(
             module=names[0],
             name=name,
             defined_in=path,
             params=params,
-            num_threads=text("num_threads"),
+            num_threads=_given_text(given, params, source, "num_threads"),
             batch_size_given=True,
             seed_given=True,
             kind="class",
-            device_id=text("device_id"),
+            device_id=_given_text(given, params, source, "device_id"),
             signature=signature,
         )
         out.append(_Definition(path, names, pipeline))
     return out
+
+
+def _given_text(
+    given: dict[str, ast.expr], params: tuple[str, ...], source: str, key: str
+) -> str | None:
+    """What the Pipeline constructor gets as ``key``: a parameter's name or a literal."""
+    node = given.get(key)
+    if isinstance(node, ast.Name) and node.id in params:
+        return node.id
+    return _segment(source, node) if isinstance(node, ast.Constant) else None
 
 
 def _signature(init: ast.FunctionDef) -> str:
