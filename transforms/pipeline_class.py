@@ -122,6 +122,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.project import SUBCLASSED
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import (
@@ -371,6 +372,9 @@ class PipelineClass(Rule):
         followups[:] = [f for f in followups if id(f.node) not in bases]
         for member in self.members:  # the classes of a family are rewritten or refused together
             reasons += own_uses(ctx, member, instances, followups)
+        derived = _derived_elsewhere(ctx, cls)
+        if derived:
+            reasons.append(f"other modules derive classes from it ({'; '.join(derived)})")
         if used_elsewhere(ctx, cls):  # its other modules' call sites take a generator of batches
             for inst in instances:
                 abandon_handles(inst, {0: ELSEWHERE}, followups)
@@ -619,6 +623,14 @@ ELSEWHERE = "the pipeline is also used in other modules, so it stays a plain gen
 def used_elsewhere(ctx: FileContext, cls: cst.ClassDef) -> bool:
     """Other modules of the run make objects of ``cls`` (see ``dali_migrate.project``)."""
     return ctx.project is not None and cls.name.value in ctx.project.external_uses
+
+
+def _derived_elsewhere(ctx: FileContext, cls: cst.ClassDef) -> list[str]:
+    """Where other modules of the run derive a class from ``cls`` (it must stay a class)."""
+    if not used_elsewhere(ctx, cls):
+        return []
+    assert ctx.project is not None
+    return [r for r in ctx.project.external_uses[cls.name.value] if SUBCLASSED in r]
 
 
 def _param_names(params: cst.Parameters) -> list[str]:

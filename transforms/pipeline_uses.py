@@ -65,7 +65,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
-from dali_migrate.project import ForeignPipeline
+from dali_migrate.project import SUBCLASSED, ForeignPipeline
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import dropped_comments, is_unset
@@ -150,7 +150,7 @@ class PipelineUses(Rule):
         instances = instances_of(ctx, refs, local, params, followups, pipeline_args=not is_class)
         across = _class_why(fp) if is_class else "not across modules"
         if is_class:
-            followups[:] = [_for_class(f, fp) for f in followups]
+            followups[:] = [_for_class(ctx, f, fp) for f in followups]
         for inst in instances:
             abandon_handles(inst, {0: across}, followups)
             abandon_iterators(inst, across, followups)
@@ -224,8 +224,18 @@ def _class_why(fp: ForeignPipeline) -> str:
     )
 
 
-def _for_class(followup: FollowUp, fp: ForeignPipeline) -> FollowUp:
-    """``pipe.epoch_size(...)`` of the class ``fp``: its reader is inside the function now."""
+def _for_class(ctx: FileContext, followup: FollowUp, fp: ForeignPipeline) -> FollowUp:
+    """A use of the class ``fp`` not followed, as the TODO tells it: a class derived from it
+    here (its definition then stays a class), ``pipe.epoch_size(...)`` (its reader is inside
+    the function now)."""
+    arg = ctx.parents.get(followup.node)
+    cls = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(cls, cst.ClassDef) and any(a is arg for a in cls.bases):
+        return FollowUp(
+            followup.node,
+            f"`{fp.name}` {SUBCLASSED} {cls.name.value}",
+            f"{fp.name} stays a class of pipeline mode while it is",
+        )
     if followup.advice != PIPELINE_METHOD_HINTS["epoch_size"]:
         return followup
     return FollowUp(

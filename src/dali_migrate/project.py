@@ -26,6 +26,10 @@ from pathlib import Path
 from .sourcefile import SourceError, read_bytes
 
 PIPELINE_DEF_NAMES = {"pipeline_def"}
+
+#: the words of the reason an importing module gives where it derives a class from an imported
+#: ``Pipeline`` subclass: that class stays a class (a function cannot be a base)
+SUBCLASSED = "is a base class of"
 _DEFINING_NAMES = (*PIPELINE_DEF_NAMES, "Pipeline")
 
 
