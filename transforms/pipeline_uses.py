@@ -1,5 +1,6 @@
-"""DM204 pipeline-uses: a ``@pipeline_def`` pipeline imported from another module of the
-project is built and run here; its use sites follow the migration of its definition.
+"""DM204 pipeline-uses: a ``@pipeline_def`` pipeline (or a ``Pipeline`` subclass) imported from
+another module of the project is built and run here; its use sites follow the migration of its
+definition.
 
 The example is the loop module of a project whose ``pipelines.py`` defines ``train_pipe`` and
 ``val_pipe`` with ``@pipeline_def``; DM200 migrates that module in the same run.
@@ -54,7 +55,12 @@ The definition and its uses are found by a discovery pass over all the paths giv
 (``dali-migrate --write src/``): the uses here change when the definition migrates, and those
 the tool cannot follow get a TODO where they stand. A definition used in other modules stays a
 plain generator of batches (no reader handles or iterator epochs), so every module calls it the
-same way. Run on one file alone, this rule sees nothing to do (DM205 marks the uses then).
+same way. A ``Pipeline`` subclass becomes a generator function with its ``__init__``'s
+parameters: the call that made the object stays, with ``ndd.set_num_threads`` before it given
+what ``__init__`` handed the Pipeline as ``num_threads``, and the TODOs at the uses the tool
+cannot rewrite say what became of the class. A class derived from it here keeps it a class
+(its module refuses it with that reason). Run on one file alone, this rule sees nothing to do
+(DM205 marks the uses then).
 
 Safety: safe.
 """
