@@ -46,10 +46,10 @@ class ForeignPipeline:
     seed_given: bool  # the decorator gives seed
     migrated: bool = True
     #: "def" (a ``@pipeline_def`` function) or "class" (a ``Pipeline`` subclass: ``params`` are
-    #: its ``__init__``'s less ``self``, ``num_threads`` / ``device_id`` what its
-    #: ``super().__init__`` gets, a parameter's name or a literal, when the tool reads it)
+    #: its ``__init__``'s less ``self``, ``num_threads`` what its ``super().__init__`` gets, a
+    #: parameter's name or a literal, when the tool reads it; the device is the migrated
+    #: function's parameter, as the class's migration handles it)
     kind: str = "def"
-    device_id: str | None = None
     #: the class's ``__init__`` parameters as written (less ``self``), for the call sites
     signature: str = ""
 
@@ -240,7 +240,6 @@ def _class_definitions(
             batch_size_given=True,
             seed_given=True,
             kind="class",
-            device_id=_given_text(given, params, source, "device_id"),
             signature=signature,
         )
         out.append(_Definition(path, names, pipeline))
