@@ -769,9 +769,14 @@ def scan_module(source: str, tree_constructors: Iterable[str] = ()) -> ModuleSca
     )
 
 
-def scan_tree(sources: dict[str, str]) -> dict[str, ModuleScan | str]:
+def scan_tree(
+    sources: dict[str, str], before: dict[str, ModuleScan | str] | None = None
+) -> dict[str, ModuleScan | str]:
     """Scan every module of a tree: first what each defines, then each with what the others
-    define. A module that does not parse maps to the error text."""
+    define. A module that does not parse maps to the error text. ``before``: the scans of the
+    tree's input, when ``sources`` is its output: what the other modules defined there still
+    makes pipelines here (a module left as it was, over a definition migrated into a function,
+    keeps pipeline-mode uses)."""
     first: dict[str, ModuleScan | str] = {}
     for name, text in sources.items():
         try:
@@ -784,9 +789,10 @@ def scan_tree(sources: dict[str, str]) -> dict[str, ModuleScan | str]:
             out[name] = first[name]
             continue
         others = set()
-        for other, scan in first.items():
-            if other != name and isinstance(scan, ModuleScan):
-                others |= scan.constructors
+        for scans in (first, before or {}):
+            for other, scan in scans.items():
+                if other != name and isinstance(scan, ModuleScan):
+                    others |= scan.constructors
         out[name] = scan_module(text, others) if others else first[name]
     return out
 
@@ -1444,7 +1450,8 @@ def check(
         second = migrate_tree(root, jobs, timeout)
         if keep:
             shutil.copytree(root, keep)  # after the second run: the same text, or that is counted
-    scans_in, scans_out = scan_tree(inputs), scan_tree(outputs)
+    scans_in = scan_tree(inputs)
+    scans_out = scan_tree(outputs, scans_in)
     skipped = {"status": "skipped", "diagnostics": []}
     records = [
         build_record(

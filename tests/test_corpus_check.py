@@ -394,3 +394,21 @@ def test_compare_prints_deltas_and_files_that_changed(tmp_path, monkeypatch):
     assert "todos: 0 -> 1  (+1)" in text
     assert "inner.py: not migrated [SILENT, unmarked 3] -> not migrated [unmarked 1]" in text
     assert "silent files: 1 fewer ['inner.py']" in text
+
+
+def test_a_module_left_over_a_class_migrated_in_another_keeps_its_uses():
+    """The class another module defined became a function in the output: a module that still
+    builds and runs what it makes has pipeline-mode uses left (never "migrated")."""
+    pipes_in = (
+        "from nvidia.dali.pipeline import Pipeline\n\n\n"
+        "class P(Pipeline):\n"
+        "    def define_graph(self):\n"
+        "        return []\n"
+    )
+    pipes_out = "def P(batch_size):\n    while True:\n        yield ()\n"
+    user = "from pipes import P\n\n\ndef f():\n    p = P(2)\n    p.build()\n    return p.run()\n"
+    before = cc.scan_tree({"pipes.py": pipes_in, "user.py": user})
+    after = cc.scan_tree({"pipes.py": pipes_out, "user.py": user}, before)
+    scan = after["user.py"]
+    assert isinstance(scan, cc.ModuleScan)
+    assert sorted(u.text for u in scan.uses) == ["p.build()", "p.run()"]

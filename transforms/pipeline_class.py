@@ -122,6 +122,7 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
+from dali_migrate.project import SUBCLASSED
 from dali_migrate.rules import FileState, Rule
 
 from ._backend.arguments import (
@@ -166,8 +167,9 @@ from ._backend.edits import check_disjoint, removed_stmt
 from ._backend.emit import emit_generator_body
 from ._backend.fed_loaders import carried_note, fed_iterators
 from ._backend.handed import Handed
-from ._backend.handles import name_handles, wrap_body
+from ._backend.handles import abandon_handles, name_handles, wrap_body
 from ._backend.instances import find_instances, own_uses
+from ._backend.iterator_checks import abandon_iterators
 from ._backend.iterator_consumers import dropin_note
 from ._backend.loader_sites import loader_site_edits
 from ._backend.loaders import loader_definition, loader_instance
@@ -283,6 +285,8 @@ class PipelineClass(Rule):
             for cls in done:
                 refuse_pipeline(state, self.id, cls, why)
             return
+        if ctx.project is not None:  # the other modules' call sites follow (DM204)
+            ctx.project.migrated.update(c.name.value for c in done)
         message = f"migrate pipeline class {names} and its use sites to dynamic mode"
         advice = (
             f"{names}(...) returns a generator of batches now, not a Pipeline: take each batch "
@@ -368,6 +372,13 @@ class PipelineClass(Rule):
         followups[:] = [f for f in followups if id(f.node) not in bases]
         for member in self.members:  # the classes of a family are rewritten or refused together
             reasons += own_uses(ctx, member, instances, followups)
+        derived = _derived_elsewhere(ctx, cls)
+        if derived:
+            reasons.append(f"other modules derive classes from it ({'; '.join(derived)})")
+        if used_elsewhere(ctx, cls):  # its other modules' call sites take a generator of batches
+            for inst in instances:
+                abandon_handles(inst, {0: ELSEWHERE}, followups)
+                abandon_iterators(inst, ELSEWHERE, followups)
         batch_size = kwargs.get("batch_size") or kwargs.get("max_batch_size")
         if batch_size is None or is_unset(batch_size.value):
             reasons.append("the Pipeline constructor gets no batch_size")
@@ -437,6 +448,14 @@ class PipelineClass(Rule):
         body = wrap_body(mini, body, graph, needs)  # the reader for the call sites
         name_handles(ctx, instances, needs)
         new_fn = _generator_def(cls, init, params, body, leading)
+        if (
+            used_elsewhere(ctx, cls)
+            and _param_names(new_fn.params) != _param_names(init.params)[1:]
+        ):
+            raise Refused(
+                "other modules make it with its __init__'s arguments, which the function it "
+                "would become does not take"
+            )
         edits: list[Edit] = [Edit(*ctx.stmt_span(cls), mini.render(new_fn, ctx.indents(cls)))]
         for inst in instances:
             edits += self._instance_edits(ctx, inst, params, kwargs, notes, todo is not None)
@@ -502,6 +521,7 @@ class PipelineClass(Rule):
             and len(chain) == 1
             and len(self.members) == 1
             and pipeline_count(ctx) == 1
+            and not used_elsewhere(ctx, chain[0])
         )
 
     def _instance_edits(
@@ -594,6 +614,28 @@ class PipelineClass(Rule):
                 ctx, inst, name, self.id, threads_arg, set(), notes, threads_set, args=args
             )
         return edits
+
+
+#: why a class made in other modules stays a plain generator of batches
+ELSEWHERE = "the pipeline is also used in other modules, so it stays a plain generator of batches"
+
+
+def used_elsewhere(ctx: FileContext, cls: cst.ClassDef) -> bool:
+    """Other modules of the run make objects of ``cls`` (see ``dali_migrate.project``)."""
+    return ctx.project is not None and cls.name.value in ctx.project.external_uses
+
+
+def _derived_elsewhere(ctx: FileContext, cls: cst.ClassDef) -> list[str]:
+    """Where other modules of the run derive a class from ``cls`` (it must stay a class)."""
+    if not used_elsewhere(ctx, cls):
+        return []
+    assert ctx.project is not None
+    return [r for r in ctx.project.external_uses[cls.name.value] if SUBCLASSED in r]
+
+
+def _param_names(params: cst.Parameters) -> list[str]:
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return [p.name.value for p in every]
 
 
 def _check_unpacked(inst: Instance) -> None:

@@ -1,5 +1,6 @@
-"""DM204 pipeline-uses: a ``@pipeline_def`` pipeline imported from another module of the
-project is built and run here; its use sites follow the migration of its definition.
+"""DM204 pipeline-uses: a ``@pipeline_def`` pipeline (or a ``Pipeline`` subclass) imported from
+another module of the project is built and run here; its use sites follow the migration of its
+definition.
 
 The example is the loop module of a project whose ``pipelines.py`` defines ``train_pipe`` and
 ``val_pipe`` with ``@pipeline_def``; DM200 migrates that module in the same run.
@@ -54,7 +55,12 @@ The definition and its uses are found by a discovery pass over all the paths giv
 (``dali-migrate --write src/``): the uses here change when the definition migrates, and those
 the tool cannot follow get a TODO where they stand. A definition used in other modules stays a
 plain generator of batches (no reader handles or iterator epochs), so every module calls it the
-same way. Run on one file alone, this rule sees nothing to do (DM205 marks the uses then).
+same way. A ``Pipeline`` subclass becomes a generator function with its ``__init__``'s
+parameters: the call that made the object stays, with ``ndd.set_num_threads`` before it given
+what ``__init__`` handed the Pipeline as ``num_threads``, and the TODOs at the uses the tool
+cannot rewrite say what became of the class. A class derived from it here keeps it a class
+(its module refuses it with that reason). Run on one file alone, this rule sees nothing to do
+(DM205 marks the uses then).
 
 Safety: safe.
 """
@@ -65,14 +71,15 @@ import libcst as cst
 
 from dali_migrate.context import FileContext
 from dali_migrate.fixes import Diagnostic, Edit
-from dali_migrate.project import ForeignPipeline
+from dali_migrate.project import SUBCLASSED, ForeignPipeline
 from dali_migrate.rules import FileState, Rule
 
-from ._backend.arguments import dropped_comments
+from ._backend.arguments import dropped_comments, is_unset
+from ._backend.class_sites import call_site_value, site_view
 from ._backend.handles import abandon_handles
-from ._backend.instances import instances_of
+from ._backend.instances import PIPELINE_METHOD_HINTS, instances_of
 from ._backend.iterator_checks import abandon_iterators
-from ._backend.model import FollowUp
+from ._backend.model import FollowUp, Instance
 from ._backend.recognise import pipeline_count
 from ._backend.site_args import lower_site_args
 from ._backend.sites import (
@@ -145,8 +152,16 @@ class PipelineUses(Rule):
         followups: list[FollowUp] = []
         notes: list[Diagnostic] = []
         params = set(fp.params)
-        instances = instances_of(ctx, refs, local, params, followups, pipeline_args=True)
+        is_class = fp.kind == "class"
+        instances = instances_of(ctx, refs, local, params, followups, pipeline_args=not is_class)
+        across = _class_why(fp) if is_class else "not across modules"
+        if is_class:
+            followups[:] = [_for_class(ctx, f, fp) for f in followups]
         for inst in instances:
+            abandon_handles(inst, {0: across}, followups)
+            abandon_iterators(inst, across, followups)
+            if is_class:
+                continue  # its batch size and seed are the class's
             if not fp.batch_size_given and not (
                 {"batch_size", "max_batch_size"} & set(inst.kwargs)
             ):
@@ -165,21 +180,24 @@ class PipelineUses(Rule):
                         "give the seed at the decorator, or to the migrated function by hand",
                     )
                 )
-            abandon_handles(inst, {0: "not across modules"}, followups)
-            abandon_iterators(inst, "not across modules", followups)
         ctx.project.use_reasons[local] = [f.what for f in followups]
         for inst in instances:
             followed = not followups and inst.local and inst.copies == 1
-            self.made.append((ctx.positions[inst.stmt].start.line, local, followed))
+            if not is_class:  # (a class used in other modules never runs captured)
+                self.made.append((ctx.positions[inst.stmt].start.line, local, followed))
         if not fp.migrated:
             return  # the definition's TODO (in its own module) tells why
         threads = cst.Arg(cst.parse_expression(fp.num_threads)) if fp.num_threads else None
         advice = generator_advice(fp.name, "(its outputs)")
+        if is_class:
+            advice = f"{_class_why(fp)}: take each batch with next(...), and drop build()"
         site_fired, site_todos = lower_site_args(ctx, instances, state.lowering)
         written = creation_todos(ctx, self.id, instances, followups, advice) + site_todos
         edits: list[Edit] = []
         for inst in instances:
             dropped = dropped_comments(ctx, [inst.kwargs])
+            if is_class:
+                threads = _class_threads(ctx, self.id, fp, inst, notes)
             edits += pipeline_def_instance_edits(
                 ctx, inst, self.id, threads, params, notes, dropped, threads_set=self.threads_set
             )
@@ -202,3 +220,55 @@ class PipelineUses(Rule):
             key=key,
             written=written,
         )
+
+
+def _class_why(fp: ForeignPipeline) -> str:
+    """What became of the ``Pipeline`` subclass ``fp`` (for the TODOs at uses not rewritten)."""
+    return (
+        f"class {fp.name} of {fp.module} was migrated into a generator function "
+        f"{fp.name}({fp.signature}) that yields batches, not a Pipeline"
+    )
+
+
+def _for_class(ctx: FileContext, followup: FollowUp, fp: ForeignPipeline) -> FollowUp:
+    """A use of the class ``fp`` not followed, as the TODO tells it: a class derived from it
+    here (its definition then stays a class), ``pipe.epoch_size(...)`` (its reader is inside
+    the function now)."""
+    arg = ctx.parents.get(followup.node)
+    cls = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(cls, cst.ClassDef) and any(a is arg for a in cls.bases):
+        return FollowUp(
+            followup.node,
+            f"`{fp.name}` {SUBCLASSED} {cls.name.value}",
+            f"{fp.name} stays a class of pipeline mode while it is",
+        )
+    if followup.advice != PIPELINE_METHOD_HINTS["epoch_size"]:
+        return followup
+    return FollowUp(
+        followup.node,
+        f"{followup.what} ({_class_why(fp)}, its reader inside it)",
+        "make the ndd reader of that function here, with the same arguments and "
+        "max_batch_size=, and read its get_metadata()['epoch_size_padded']",
+    )
+
+
+def _class_threads(
+    ctx: FileContext, rule_id: str, fp: ForeignPipeline, inst: Instance, notes: list[Diagnostic]
+) -> cst.Arg | None:
+    """``ndd.set_num_threads``'s argument where ``inst`` makes the class ``fp``: what its call
+    gives the parameter that ``__init__`` hands the Pipeline as ``num_threads`` (or the literal
+    it hands); None, with a note, where that cannot be read."""
+    params = cst.ensure_type(cst.parse_statement(f"def f({fp.signature}): pass"), cst.FunctionDef)
+    value = (
+        call_site_value(
+            params.params, site_view(params.params, inst), cst.parse_expression(fp.num_threads)
+        )
+        if fp.num_threads is not None
+        else None
+    )
+    if value is not None and not is_unset(value):
+        return cst.Arg(value)
+    if value is None:
+        text = "num_threads could not be followed to this call: ndd uses its default thread count"
+        notes.append(ctx.info(rule_id, inst.stmt, text))
+    return None

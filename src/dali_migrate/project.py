@@ -27,6 +27,11 @@ from .sourcefile import SourceError, read_bytes
 
 PIPELINE_DEF_NAMES = {"pipeline_def"}
 
+#: the words of the reason an importing module gives where it derives a class from an imported
+#: ``Pipeline`` subclass: that class stays a class (a function cannot be a base)
+SUBCLASSED = "is a base class of"
+_DEFINING_NAMES = (*PIPELINE_DEF_NAMES, "Pipeline")
+
 
 @dataclass(frozen=True)
 class ForeignPipeline:
@@ -40,6 +45,13 @@ class ForeignPipeline:
     batch_size_given: bool  # the decorator gives batch_size (or max_batch_size)
     seed_given: bool  # the decorator gives seed
     migrated: bool = True
+    #: "def" (a ``@pipeline_def`` function) or "class" (a ``Pipeline`` subclass: ``params`` are
+    #: its ``__init__``'s less ``self``, ``num_threads`` what its ``super().__init__`` gets, a
+    #: parameter's name or a literal, when the tool reads it; the device is the migrated
+    #: function's parameter, as the class's migration handles it)
+    kind: str = "def"
+    #: the class's ``__init__`` parameters as written (less ``self``), for the call sites
+    signature: str = ""
 
 
 @dataclass
@@ -127,6 +139,139 @@ def _definitions(
     return out
 
 
+#: the positional parameters of ``Pipeline.__init__`` that a subclass's call sites follow
+_PIPELINE_POSITIONAL = ("batch_size", "num_threads", "device_id")
+
+
+def _pipeline_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    """The module-level classes deriving from ``Pipeline`` (through classes of the module too)
+    whose hierarchy has ``define_graph``."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    found: dict[str, ast.ClassDef] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in classes.items():
+            if name in found:
+                continue
+            for base in cls.bases:
+                bname = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if bname == "Pipeline" or bname in found:
+                    found[name] = cls
+                    changed = True
+                    break
+    return {n: c for n, c in found.items() if _method(c, classes, "define_graph") is not None}
+
+
+def _method(
+    cls: ast.ClassDef, classes: dict[str, ast.ClassDef], name: str
+) -> tuple[ast.ClassDef, ast.FunctionDef] | None:
+    """The class of ``cls``'s hierarchy (in the module) that defines method ``name``, and it."""
+    seen: set[str] = set()
+    todo = [cls]
+    while todo:
+        c = todo.pop(0)
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        for node in c.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return c, node
+        todo += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+    return None
+
+
+def _pipeline_call_args(owner: ast.ClassDef, init: ast.FunctionDef) -> dict[str, ast.expr]:
+    """What ``init`` (of ``owner``, a direct subclass of ``Pipeline``) hands the Pipeline
+    constructor (``super().__init__(...)``, ``Pipeline.__init__(self, ...)``), by name."""
+    if not any(
+        (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "Pipeline"
+        for b in owner.bases
+    ):
+        return {}
+    for node in ast.walk(init):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+        ):
+            continue
+        target = node.func.value
+        args = list(node.args)
+        if isinstance(target, ast.Call) and getattr(target.func, "id", None) == "super":
+            pass
+        elif (target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")) == (
+            "Pipeline"
+        ):
+            args = args[1:]  # self
+        else:
+            continue
+        out = dict(zip(_PIPELINE_POSITIONAL, args))
+        out.update((k.arg, k.value) for k in node.keywords if k.arg)
+        return out
+    return {}
+
+
+def _class_definitions(
+    path: str, tree: ast.Module, names: tuple[str, ...], source: str
+) -> list[_Definition]:
+    """The ``Pipeline`` subclasses of the module, as their call sites in other modules see them."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    out = []
+    for name, cls in _pipeline_classes(tree).items():
+        found = _method(cls, classes, "__init__")
+        params: tuple[str, ...] = ()
+        signature = ""
+        given: dict[str, ast.expr] = {}
+        if found is not None:
+            owner, init = found
+            a = init.args
+            every = [*a.posonlyargs, *a.args]
+            params = tuple(p.arg for p in [*every[1:], *a.kwonlyargs])
+            signature = _signature(init)
+            given = _pipeline_call_args(owner, init)
+
+        pipeline = ForeignPipeline(
+            module=names[0],
+            name=name,
+            defined_in=path,
+            params=params,
+            num_threads=_given_text(given, params, source, "num_threads"),
+            batch_size_given=True,
+            seed_given=True,
+            kind="class",
+            signature=signature,
+        )
+        out.append(_Definition(path, names, pipeline))
+    return out
+
+
+def _given_text(
+    given: dict[str, ast.expr], params: tuple[str, ...], source: str, key: str
+) -> str | None:
+    """What the Pipeline constructor gets as ``key``: a parameter's name or a literal."""
+    node = given.get(key)
+    if isinstance(node, ast.Name) and node.id in params:
+        return node.id
+    return _segment(source, node) if isinstance(node, ast.Constant) else None
+
+
+def _signature(init: ast.FunctionDef) -> str:
+    """``init``'s parameters as source, less the first (``self``)."""
+    a = init.args
+    every = [*a.posonlyargs, *a.args]
+    copy = ast.arguments(
+        posonlyargs=a.posonlyargs[1:],
+        args=a.args[1:] if not a.posonlyargs else a.args,
+        vararg=a.vararg,
+        kwonlyargs=a.kwonlyargs,
+        kw_defaults=a.kw_defaults,
+        kwarg=a.kwarg,
+        defaults=a.defaults[max(0, len(a.defaults) - (len(every) - 1)) :],
+    )
+    return ast.unparse(copy)
+
+
 def _segment(source: str, node: ast.expr) -> str | None:
     """The source text of a one-line expression (``ast.get_source_segment`` splits the whole
     source on each call)."""
@@ -210,11 +355,12 @@ def discover(
     for p in files:
         if str(p) in dali_files:
             text = read(p)
-            if text is None or not any(name in text for name in PIPELINE_DEF_NAMES):
+            if text is None or not any(name in text for name in _DEFINING_NAMES):
                 continue  # defines no pipeline: not parsed
             parsed = parse(p, text)
             if parsed is not None:
                 definitions += _definitions(str(p), parsed[0], names_of(p), parsed[1])
+                definitions += _class_definitions(str(p), parsed[0], names_of(p), parsed[1])
     if not definitions:
         return {}
     by_module: dict[tuple[str, str], _Definition | None] = {}
@@ -240,7 +386,9 @@ def discover(
             found = by_module.get((module, name))
             if found is None or found.path == str(p):
                 continue
-            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = found.pipeline
+            seen = found.pipeline  # a class's TODOs name its module as this one imports it
+            seen = replace(seen, module=module) if seen.kind == "class" else seen
+            infos.setdefault(str(p), ModuleInfo()).foreign[alias] = seen
             infos.setdefault(found.path, ModuleInfo()).external_uses.setdefault(name, ())
     return infos
 
