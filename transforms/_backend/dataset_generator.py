@@ -127,7 +127,11 @@ def _check_batch_parameter(params: cst.Parameters, prologue: list[cst.BaseStatem
     the generator's batch size, not a parameter of another meaning nor one it does not take."""
     names = {p.name.value for p in [*params.params, *params.kwonly_params]}
     renamed = any(n.startswith("pipeline_batch_size") for n in names)
-    if "batch_size" not in names or renamed or "batch_size" in {n for s in prologue for n in assigned_names(s)}:
+    if (
+        "batch_size" not in names
+        or renamed
+        or "batch_size" in {n for s in prologue for n in assigned_names(s)}
+    ):
         raise Refused(
             "DALIDataset over a name bound to a different pipeline in each branch calls each "
             "generator with batch_size=<the dataset's batch size>, and this one takes its batch "
