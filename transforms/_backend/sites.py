@@ -15,15 +15,13 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
 from .._cst import (
-    assigned_names,
-    called_defs,
     comment_line,
     leading_lines,
     remove_args,
     scope_label,
     walk,
 )
-from . import batch_params, handles
+from . import batch_params, handles, kept
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance, Refused
@@ -239,75 +237,27 @@ def refuse_pipeline(
     if isinstance(keep, cst.Module):
         state.refused_pipeline = True
         return
-    state.claimed.append(keep)
-    helpers = _called_helpers(state.ctx, keep)
-    kept = [keep, *helpers, *_read_assignments(state.ctx, [keep, *helpers])]
-    state.claimed += kept[1:]
-    state.kept += kept
-    if helpers:
-        state.deferred.append(functools.partial(_shared_helpers, rule_id, helpers))
+    extra, defs = kept.reached_code(state.ctx, keep, state.claimed)
+    state.claimed += [keep, *extra, *defs]
+    state.kept += [keep, *extra, *defs]
+    if defs:
+        state.deferred.append(functools.partial(_shared_helpers, rule_id, defs))
 
 
-def _shared_helpers(rule_id: str, helpers: list[cst.FunctionDef], state: FileState) -> None:
-    """A TODO on each helper kept in pipeline mode that code outside the pipelines left so
-    calls too (a migrated generator, plain code): that code runs in dynamic mode now."""
-    for helper, call in _called_elsewhere(state.ctx, helpers, state.kept):
+def _shared_helpers(rule_id: str, helpers: list[kept.Def], state: FileState) -> None:
+    """A TODO on each function or class kept in pipeline mode that code outside the pipelines
+    left so uses too (a migrated generator, plain code): that code runs in dynamic mode now."""
+    for helper, use in kept.shared_uses(state.ctx, helpers, state.kept):
+        name = helper.name.value
+        call = isinstance(parent := state.ctx.parents.get(use), cst.Call) and parent.func is use
         text = (
-            f"`{helper.name.value}` keeps its pipeline-mode API for the pipeline that is not "
-            f"migrated; it is also called {scope_label(state.ctx, call)}: where that code runs "
-            "in dynamic mode, call a copy of it written with ndd"
+            f"`{name}` keeps its pipeline-mode API for the pipeline that is not migrated; it is "
+            f"also {'called' if call else 'used'} {scope_label(state.ctx, use)}: where that code "
+            f"runs in dynamic mode, {'call' if call else 'use'} a copy of it written with ndd"
         )
         todo = state.ctx.todo(rule_id, helper, text)
         if not any(d.line == todo.line and d.message == todo.message for d in state.diagnostics):
             state.diagnostics.append(todo)
-
-
-def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
-    """The functions defined outside ``root`` (at module level, or in a function around it)
-    that it calls, directly or through each other."""
-    found: dict[int, cst.FunctionDef] = {}
-    todo = [root]
-    while todo:
-        for defs, _ in called_defs(ctx, todo.pop()).values():
-            for fn in defs:
-                if id(fn) not in found and fn is not root:
-                    found[id(fn)] = fn
-                    todo.append(fn)
-    return list(found.values())
-
-
-def _called_elsewhere(
-    ctx: FileContext, helpers: list[cst.FunctionDef], kept: Sequence[cst.CSTNode]
-) -> list[tuple[cst.FunctionDef, cst.Call]]:
-    """The first call of each of ``helpers`` outside the ``kept`` code."""
-    names = {h.name.value: h for h in helpers}
-    inside = {id(n) for root in kept for n in walk(root)}
-    found: dict[str, tuple[cst.FunctionDef, cst.Call]] = {}
-    for n in walk(ctx.module):
-        if (
-            isinstance(n, cst.Call)
-            and isinstance(n.func, cst.Name)
-            and n.func.value in names
-            and n.func.value not in found
-            and id(n) not in inside
-        ):
-            found[n.func.value] = (names[n.func.value], n)
-    return list(found.values())
-
-
-def _read_assignments(ctx: FileContext, roots: list[cst.CSTNode]) -> list[cst.CSTNode]:
-    """The module-level assignments of the names ``roots`` read (``AUGMENTATIONS = [fn.flip,
-    ...]`` that a kept pipeline loops over): they keep their operators too."""
-    read = {n.value for root in roots for n in walk(root) if isinstance(n, cst.Name)}
-    return [
-        stmt
-        for stmt in ctx.module.body
-        if isinstance(stmt, cst.SimpleStatementLine)
-        and any(
-            isinstance(small, (cst.Assign, cst.AnnAssign)) and assigned_names(small) & read
-            for small in stmt.body
-        )
-    ]
 
 
 def propose_pipeline_fix(
