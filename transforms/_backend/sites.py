@@ -240,24 +240,51 @@ def refuse_pipeline(
     extra, defs = kept.reached_code(state.ctx, keep, state.claimed)
     state.claimed += [keep, *extra, *defs]
     state.kept += [keep, *extra, *defs]
-    if defs:
-        state.deferred.append(functools.partial(_shared_helpers, rule_id, defs))
+    label = (
+        f"`{keep.name.value}`"
+        if isinstance(keep, (cst.FunctionDef, cst.ClassDef))
+        else f"the pipeline {scope_label(state.ctx, node)}"
+    )
+    if defs or extra:
+        state.deferred.append(functools.partial(_kept_todos, rule_id, label, defs, extra))
 
 
-def _shared_helpers(rule_id: str, helpers: list[kept.Def], state: FileState) -> None:
-    """A TODO on each function or class kept in pipeline mode that code outside the pipelines
-    left so uses too (a migrated generator, plain code): that code runs in dynamic mode now."""
-    for helper, use in kept.shared_uses(state.ctx, helpers, state.kept):
+def _kept_todos(
+    rule_id: str,
+    label: str,
+    defs: list[kept.Def],
+    extra: list[cst.CSTNode],
+    state: FileState,
+) -> None:
+    """A TODO on the code kept in pipeline mode for the pipeline ``label`` names (outside its
+    graph code): on each function or class that code running in dynamic mode uses too (a
+    migrated generator, plain code), since it cannot be both; on the others, and on the values
+    it reads, that still hold pipeline-mode API, saying whose graph they build."""
+    ctx = state.ctx
+    shared = kept.shared_uses(ctx, defs, state.kept)
+    for helper, use in shared:
         name = helper.name.value
-        call = isinstance(parent := state.ctx.parents.get(use), cst.Call) and parent.func is use
+        call = isinstance(parent := ctx.parents.get(use), cst.Call) and parent.func is use
         text = (
             f"`{name}` keeps its pipeline-mode API for the pipeline that is not migrated; it is "
-            f"also {'called' if call else 'used'} {scope_label(state.ctx, use)}: where that code "
+            f"also {'called' if call else 'used'} {scope_label(ctx, use)}: where that code "
             f"runs in dynamic mode, {'call' if call else 'use'} a copy of it written with ndd"
         )
-        todo = state.ctx.todo(rule_id, helper, text)
-        if not any(d.line == todo.line and d.message == todo.message for d in state.diagnostics):
-            state.diagnostics.append(todo)
+        _add_todo(state, ctx.todo(rule_id, helper, text))
+    done = {id(h) for h, _ in shared}
+    for item in kept.building(ctx, [*defs, *extra], through=False):
+        if id(item) not in done:
+            text = (
+                f"pipeline-mode API kept for {label}, which is not migrated (see its TODO): "
+                "this code builds its graph; write it with ndd when that pipeline is migrated"
+            )
+            _add_todo(state, ctx.todo(rule_id, item, text))
+
+
+def _add_todo(state: FileState, todo: Diagnostic) -> None:
+    """``todo``, unless a TODO of its rule stands on its line already."""
+    if not any(d.line == todo.line and d.rule == todo.rule for d in state.diagnostics):
+        state.diagnostics.append(todo)
 
 
 def propose_pipeline_fix(
