@@ -226,9 +226,11 @@ def refuse_pipeline(
     keep: cst.CSTNode | None = None,
 ) -> None:
     """The pipeline stays as it was, with one TODO listing every reason. The code that builds
-    its graph (``keep``, by default ``node``) and the functions of the module it calls keep
-    their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
-    code is not one definition (module-level graph code), no local rewrite of the file applies."""
+    its graph (``keep``, by default ``node``) and the code of the module it reaches (functions
+    and classes it names or is handed, the values of the names it reads: ``kept.reached_code``)
+    keep their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When
+    that code is not one definition (module-level graph code), no local rewrite of the file
+    applies."""
     text = " ".join(
         f"pipeline not migrated{which}: {why}".split()
     )  # one line, whatever the code quoted
