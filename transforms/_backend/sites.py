@@ -263,17 +263,18 @@ def _kept_todos(
     migrated generator, plain code), since it cannot be both; on the others, and on the values
     it reads, that still hold pipeline-mode API, saying whose graph they build."""
     ctx = state.ctx
-    shared = kept.shared_uses(ctx, defs, state.kept)
-    for helper, use in shared:
+    done: set[int] = set()
+    for helper, use in kept.shared_uses(ctx, defs, state.kept):
+        # on the helper: the use may stand in code a fix rewrites (a migrated generator)
         name = helper.name.value
         call = isinstance(parent := ctx.parents.get(use), cst.Call) and parent.func is use
         text = (
-            f"`{name}` keeps its pipeline-mode API for the pipeline that is not migrated; it is "
+            f"`{name}` keeps its pipeline-mode API for {label}, which is not migrated; it is "
             f"also {'called' if call else 'used'} {scope_label(ctx, use)}: where that code "
             f"runs in dynamic mode, {'call' if call else 'use'} a copy of it written with ndd"
         )
         _add_todo(state, ctx.todo(rule_id, helper, text))
-    done = {id(h) for h, _ in shared}
+        done.add(id(helper))
     for item in kept.building(ctx, [*defs, *extra], through=False):
         if id(item) not in done:
             text = (
