@@ -114,6 +114,12 @@ _KINDS = (
         "a pipeline-mode constant: use ndd.as_tensor(...) or a numpy array",
     ),
     (
+        "nvidia.dali.auto_aug.",
+        "automatic augmentation, pipeline-mode graph code (its policies need "
+        "enable_conditionals=True): dynamic mode has no counterpart; keep the pipeline that "
+        "runs it in pipeline mode, or write the augmentations with ndd operators per sample",
+    ),
+    (
         "nvidia.dali.pipeline_def",
         "a pipeline definition the tool could not see: migrate its module in the same run",
     ),

@@ -20,6 +20,7 @@ from dali_migrate.dali_api import PIPELINE_CLASSES, PIPELINE_DEFS
 from .._cst import fresh_name, is_docstring, names_in, nested, walk, within
 from .._local import collect_nodes
 from ..fn_to_ndd import HANDED_OFF
+from .auto_aug import auto_aug_reasons
 from .current import Current, is_current_call, record_current
 from .external_source import SourceUse, analyse_source, source_kwargs
 from .guards import Guard, guards_of
@@ -102,6 +103,7 @@ def analyse_graph(
     defined = isinstance(container, cst.With) or pipeline_decorator(ctx, container) is not None
     if defined and not readers and not sources:  # (subclasses are fed through iter_setup)
         reasons += _outside_data(ctx, container)
+    reasons += auto_aug_reasons(ctx, container)
     if reasons:
         return None
     assert isinstance(outputs_stmt, (cst.SimpleStatementLine, cst.If))

@@ -15,15 +15,13 @@ from dali_migrate.fixes import TODO_PREFIX, Diagnostic, Edit
 from dali_migrate.rules import FileState
 
 from .._cst import (
-    assigned_names,
-    called_defs,
     comment_line,
     leading_lines,
     remove_args,
     scope_label,
     walk,
 )
-from . import batch_params, handles
+from . import batch_params, handles, kept
 from .arguments import PIPELINE_ARGS, set_threads_stmt
 from .edits import removed_stmt
 from .model import FollowUp, Instance, Refused
@@ -228,9 +226,11 @@ def refuse_pipeline(
     keep: cst.CSTNode | None = None,
 ) -> None:
     """The pipeline stays as it was, with one TODO listing every reason. The code that builds
-    its graph (``keep``, by default ``node``) and the functions of the module it calls keep
-    their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When that
-    code is not one definition (module-level graph code), no local rewrite of the file applies."""
+    its graph (``keep``, by default ``node``) and the code of the module it reaches (functions
+    and classes it names or is handed, the values of the names it reads: ``kept.reached_code``)
+    keep their pipeline-mode API: local rules leave them alone, so the pipeline still runs. When
+    that code is not one definition (module-level graph code), no local rewrite of the file
+    applies."""
     text = " ".join(
         f"pipeline not migrated{which}: {why}".split()
     )  # one line, whatever the code quoted
@@ -239,75 +239,55 @@ def refuse_pipeline(
     if isinstance(keep, cst.Module):
         state.refused_pipeline = True
         return
-    state.claimed.append(keep)
-    helpers = _called_helpers(state.ctx, keep)
-    kept = [keep, *helpers, *_read_assignments(state.ctx, [keep, *helpers])]
-    state.claimed += kept[1:]
-    state.kept += kept
-    if helpers:
-        state.deferred.append(functools.partial(_shared_helpers, rule_id, helpers))
+    extra, defs = kept.reached_code(state.ctx, keep, state.claimed)
+    state.claimed += [keep, *extra, *defs]
+    state.kept += [keep, *extra, *defs]
+    label = (
+        f"`{keep.name.value}`"
+        if isinstance(keep, (cst.FunctionDef, cst.ClassDef))
+        else f"the pipeline {scope_label(state.ctx, node)}"
+    )
+    if defs or extra:
+        state.deferred.append(functools.partial(_kept_todos, rule_id, label, defs, extra))
 
 
-def _shared_helpers(rule_id: str, helpers: list[cst.FunctionDef], state: FileState) -> None:
-    """A TODO on each helper kept in pipeline mode that code outside the pipelines left so
-    calls too (a migrated generator, plain code): that code runs in dynamic mode now."""
-    for helper, call in _called_elsewhere(state.ctx, helpers, state.kept):
+def _kept_todos(
+    rule_id: str,
+    label: str,
+    defs: list[kept.Def],
+    extra: list[cst.CSTNode],
+    state: FileState,
+) -> None:
+    """A TODO on the code kept in pipeline mode for the pipeline ``label`` names (outside its
+    graph code): on each function or class that code running in dynamic mode uses too (a
+    migrated generator, plain code), since it cannot be both; on the others, and on the values
+    it reads, that still hold pipeline-mode API, saying whose graph they build."""
+    ctx = state.ctx
+    done: set[int] = set()
+    for helper, use in kept.shared_uses(ctx, defs, state.kept):
+        # on the helper: the use may stand in code a fix rewrites (a migrated generator)
+        name = helper.name.value
+        call = isinstance(parent := ctx.parents.get(use), cst.Call) and parent.func is use
         text = (
-            f"`{helper.name.value}` keeps its pipeline-mode API for the pipeline that is not "
-            f"migrated; it is also called {scope_label(state.ctx, call)}: where that code runs "
-            "in dynamic mode, call a copy of it written with ndd"
+            f"`{name}` keeps its pipeline-mode API for {label}, which is not migrated; it is "
+            f"also {'called' if call else 'used'} {scope_label(ctx, use)}: where that code "
+            f"runs in dynamic mode, {'call' if call else 'use'} a copy of it written with ndd"
         )
-        todo = state.ctx.todo(rule_id, helper, text)
-        if not any(d.line == todo.line and d.message == todo.message for d in state.diagnostics):
-            state.diagnostics.append(todo)
+        _add_todo(state, ctx.todo(rule_id, helper, text))
+        done.add(id(helper))
+    for item in kept.building(ctx, [*defs, *extra], through=False):
+        if id(item) not in done:
+            text = (
+                f"pipeline-mode API kept for {label}, which is not migrated (see its TODO): "
+                "this code builds its graph; write it with ndd when that pipeline is migrated"
+            )
+            _add_todo(state, ctx.todo(rule_id, item, text))
 
 
-def _called_helpers(ctx: FileContext, root: cst.CSTNode) -> list[cst.FunctionDef]:
-    """The functions defined outside ``root`` (at module level, or in a function around it)
-    that it calls, directly or through each other."""
-    found: dict[int, cst.FunctionDef] = {}
-    todo = [root]
-    while todo:
-        for defs, _ in called_defs(ctx, todo.pop()).values():
-            for fn in defs:
-                if id(fn) not in found and fn is not root:
-                    found[id(fn)] = fn
-                    todo.append(fn)
-    return list(found.values())
-
-
-def _called_elsewhere(
-    ctx: FileContext, helpers: list[cst.FunctionDef], kept: Sequence[cst.CSTNode]
-) -> list[tuple[cst.FunctionDef, cst.Call]]:
-    """The first call of each of ``helpers`` outside the ``kept`` code."""
-    names = {h.name.value: h for h in helpers}
-    inside = {id(n) for root in kept for n in walk(root)}
-    found: dict[str, tuple[cst.FunctionDef, cst.Call]] = {}
-    for n in walk(ctx.module):
-        if (
-            isinstance(n, cst.Call)
-            and isinstance(n.func, cst.Name)
-            and n.func.value in names
-            and n.func.value not in found
-            and id(n) not in inside
-        ):
-            found[n.func.value] = (names[n.func.value], n)
-    return list(found.values())
-
-
-def _read_assignments(ctx: FileContext, roots: list[cst.CSTNode]) -> list[cst.CSTNode]:
-    """The module-level assignments of the names ``roots`` read (``AUGMENTATIONS = [fn.flip,
-    ...]`` that a kept pipeline loops over): they keep their operators too."""
-    read = {n.value for root in roots for n in walk(root) if isinstance(n, cst.Name)}
-    return [
-        stmt
-        for stmt in ctx.module.body
-        if isinstance(stmt, cst.SimpleStatementLine)
-        and any(
-            isinstance(small, (cst.Assign, cst.AnnAssign)) and assigned_names(small) & read
-            for small in stmt.body
-        )
-    ]
+def _add_todo(state: FileState, todo: Diagnostic) -> None:
+    """``todo``, unless a TODO of its rule stands on its line already."""
+    if not any(d.line == todo.line and d.rule == todo.rule for d in state.diagnostics):
+        state.diagnostics.append(todo)
 
 
 def propose_pipeline_fix(
