@@ -180,6 +180,19 @@ def _graph_api(ctx: FileContext, node: cst.CSTNode) -> bool:
     return q is not None and q.startswith(_GRAPH_API)
 
 
+def first_building(ctx: FileContext, item: cst.CSTNode) -> cst.CSTNode:
+    """The statement of the function or class ``item`` that first uses pipeline-mode API, where
+    a TODO about it stands next to that use (``item`` itself where none does, or for other code)."""
+    if not isinstance(item, (cst.FunctionDef, cst.ClassDef)):
+        return item
+    uses = [n for n in walk(item.body) if _graph_api(ctx, n)]
+    if not uses:
+        return item
+    first = min(uses, key=lambda n: (ctx.positions[n].start.line, ctx.positions[n].start.column))
+    stmt = ctx.enclosing_statement(first)
+    return stmt if stmt is not None else item
+
+
 def reached_defs(ctx: FileContext, root: cst.CSTNode) -> list[Def]:
     """The functions and classes outside ``root`` that its code reaches, transitively."""
     found: dict[int, Def] = {}

@@ -281,7 +281,7 @@ def _kept_todos(
                 f"pipeline-mode API kept for {label}, which is not migrated (see its TODO): "
                 "this code builds its graph; write it with ndd when that pipeline is migrated"
             )
-            _add_todo(state, ctx.todo(rule_id, item, text))
+            _add_todo(state, ctx.todo(rule_id, kept.first_building(ctx, item), text))
 
 
 def _add_todo(state: FileState, todo: Diagnostic) -> None:
