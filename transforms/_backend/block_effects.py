@@ -50,6 +50,7 @@ from dali_migrate.context import FileContext
 from .._cst import assigned_names, free_names, within
 from .._local import collect_nodes
 from .emit_state import runs_dali, walk_outside_defs
+from .iterator_follow import loops_around
 from .model import Refused
 
 
@@ -309,7 +310,7 @@ def late_bound(ctx: FileContext, block: cst.With, gen: cst.FunctionDef) -> list[
         if n.value not in local and n.value in scope and scope.assignments[n.value]
     ]
     end = _start(ctx, block, end=True)
-    loops = _loops_around(ctx, block)
+    loops = loops_around(ctx, block)
     names: list[str] = []
     for name in dict.fromkeys(reads):
         for a in scope.assignments[name]:
@@ -350,14 +351,3 @@ def walk_reads(node: cst.CSTNode) -> Iterator[cst.Name]:
         if isinstance(n, cst.Name) and id(n) not in skip:
             yield n
         stack.extend(reversed(n.children))
-
-
-def _loops_around(ctx: FileContext, block: cst.With) -> list[cst.CSTNode]:
-    """The ``for`` and ``while`` statements around ``block`` in its own function (or module)."""
-    loops: list[cst.CSTNode] = []
-    cur = ctx.parents.get(block)
-    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.ClassDef, cst.Module)):
-        if isinstance(cur, (cst.For, cst.While)):
-            loops.append(cur)
-        cur = ctx.parents.get(cur)
-    return loops

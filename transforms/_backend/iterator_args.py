@@ -230,12 +230,11 @@ def _flag(value: cst.BaseExpression | None, name: str, reasons: list[str]) -> bo
     return False
 
 
-def policy_binding(
+def _read_once(
     ctx: FileContext, name: cst.BaseExpression | None
-) -> cst.SimpleStatementLine | None:
-    """``name = LastBatchPolicy.<X>`` (or ``... if <test> else ...``, which the policy's reason
-    names), alone on its line, the one binding of ``name`` (the policy given to the iterator as
-    ``name``), which nothing else reads: the statement."""
+) -> tuple[cst.Assign, cst.SimpleStatementLine] | None:
+    """``name = value`` alone on its line in the scope of ``name``, the one binding of ``name``,
+    which is read only at ``name``: the assignment and its statement."""
     if not isinstance(name, cst.Name):
         return None
     binding = binding_of(ctx, name)
@@ -245,13 +244,27 @@ def policy_binding(
         return None
     assign = ctx.parents.get(ctx.parents.get(target))
     stmt = ctx.parents.get(assign)
-    if not (
+    if (
         isinstance(assign, cst.Assign)
         and sole_assignment(ctx, assign.value) is assign
-        and isinstance(assign.value, (cst.Attribute, cst.IfExp))
         and isinstance(stmt, cst.SimpleStatementLine)
         and ctx.scopes.get(stmt) is scope
     ):
+        return assign, stmt
+    return None
+
+
+def policy_binding(
+    ctx: FileContext, name: cst.BaseExpression | None
+) -> cst.SimpleStatementLine | None:
+    """``name = LastBatchPolicy.<X>`` (or ``... if <test> else ...``, which the policy's reason
+    names), alone on its line, the one binding of ``name`` (the policy given to the iterator as
+    ``name``), which nothing else reads: the statement."""
+    found = _read_once(ctx, name)
+    if found is None:
+        return None
+    assign, stmt = found
+    if not isinstance(assign.value, (cst.Attribute, cst.IfExp)):
         return None
     if isinstance(assign.value, cst.IfExp):  # chosen at run time: the reason names it
         return stmt
@@ -266,21 +279,11 @@ def size_statement(
     binding of ``name`` (the ``size=`` given), read only there, in the block of the iterator's
     statement, with nothing between the two binding a name it reads: the statement (its value
     is the size, as if written in the call; the statement goes with the iterator)."""
-    if not isinstance(name, cst.Name):
+    found = _read_once(ctx, name)
+    if found is None:
         return None
-    binding = binding_of(ctx, name)
-    scope = ctx.scopes.get(name)
-    target = getattr(binding, "node", None)
-    if scope is None or target is None or len(scope.accesses[name]) != 1:
-        return None
-    assign = ctx.parents.get(ctx.parents.get(target))
-    stmt = ctx.parents.get(assign)
-    if not (
-        isinstance(assign, cst.Assign)
-        and sole_assignment(ctx, assign.value) is assign
-        and isinstance(stmt, cst.SimpleStatementLine)
-        and any(isinstance(n, cst.Call) and _is_epoch_size(n, pipe) for n in walk(assign.value))
-    ):
+    assign, stmt = found
+    if not any(isinstance(n, cst.Call) and _is_epoch_size(n, pipe) for n in walk(assign.value)):
         return None
     block = ctx.parents.get(stmt)
     site = ctx.enclosing_statement(call)
