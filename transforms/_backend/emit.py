@@ -240,6 +240,14 @@ class _Emitter(InputPhases, LoopPhase):
         self.notes.append(Diagnostic(rule, text, self.ctx.line_of(use.call), 0, "todo"))
         todo = comment_line(f"{TODO_PREFIX} {rule}: {text}")
         first = stmts[0]
+        inner = first.body.body[0] if isinstance(first, cst.Try) and first.body.body else None
+        if isinstance(first, cst.Try) and isinstance(
+            inner, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        ):  # above the call, not the `try:`
+            inner = inner.with_changes(leading_lines=[*inner.leading_lines, todo])
+            body = first.body.with_changes(body=[inner, *first.body.body[1:]])
+            stmts[0] = first.with_changes(body=body)
+            return stmts
         stmts[0] = first.with_changes(leading_lines=[*leading_lines(first), todo])
         return stmts
 

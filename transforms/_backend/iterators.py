@@ -138,7 +138,9 @@ def iterator_use(ctx: FileContext, inst: Instance, ref: cst.CSTNode) -> FollowUp
     )
     if isinstance(wrapped, str):
         assert call is not None  # (a wrapper's reason: ``ref`` is an argument of its call)
-        return FollowUp(call, f"the iterator made in {_call_name(call)} is not migrated: {wrapped}")
+        return FollowUp(
+            call, f"the iterator made in `{_call_name(call)}` is not migrated: {wrapped}"
+        )
     if wrapped is not None:  # made in a wrapper class's __init__ from the pipeline passed in
         call, q = wrapped[2], wrapped[4]
     built = (
