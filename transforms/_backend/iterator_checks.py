@@ -173,6 +173,7 @@ def _peered_reasons(graph: Graph, use: IteratorUse) -> list[str]:
         "pulled with next() and made again": bool(use.pulls),
         "with size=": use.size is not None or use.size_param is not None,
         "with epoch_size() read from its pipeline": bool(use.meta_calls),
+        "named in a type annotation": bool(use.annotations),
     }
     found = [k for k, v in odd.items() if v]
     return [f"{what}, {found[0]}, is not migrated"] if found else []

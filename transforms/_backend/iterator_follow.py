@@ -147,6 +147,8 @@ class Follower:
                 if scope
                 else []
             )
+        if fn is not None:
+            self._annotated_return(fn, index)
         if fn is None or refs is None:  # (refs is None where fn is)
             self._opaque(ret)  # to code the tool cannot follow
             return
@@ -166,6 +168,19 @@ class Follower:
                     f"`{fn.name.value}` (which returns the iterator) is used other than by "
                     f"calling it, {scope_label(ctx, ref)}"
                 )
+
+    def _annotated_return(self, fn: cst.FunctionDef, index: int | None) -> None:
+        """``def make(...) -> DALIGenericIterator:`` returning the iterator (or ``->
+        Tuple[DALIGenericIterator, ...]`` returning it at ``index`` of a tuple): the annotation
+        names the loader where the iterator becomes one."""
+        ann = fn.returns.annotation if fn.returns is not None else None
+        if index is not None:  # Tuple[A, B]: its entry at index
+            entries = ann.slice if isinstance(ann, cst.Subscript) else ()
+            entry = entries[index].slice if index < len(entries) else None
+            ann = entry.value if isinstance(entry, cst.Index) else None
+        q = self.ctx.qualname(self.use.call.func) if self.use.subclass is None else None
+        if isinstance(ann, (cst.Name, cst.Attribute)) and q and self.ctx.qualname(ann) == q:
+            self.use.annotations.append(ann)
 
     def _called(self, call: cst.Call, depth: int, index: int | None) -> None:
         """A call of a function that returns the iterator (at ``index`` of a tuple)."""

@@ -112,7 +112,7 @@ def loader_site_edits(
         edits += [_dropped(ctx, r) for r in use.resets]
     if use.subclass is not None:  # its conversion moved into the loader
         edits.append(removed_stmt(ctx, use.subclass))
-        edits += [ctx.expr_edit(a, cst.Name(name)) for a in use.annotations]
+    edits += [ctx.expr_edit(a, cst.Name(name)) for a in use.annotations]  # -> the loader
     if together and pre:
         new = [*pre, new[0].with_changes(leading_lines=[]), *new[1:]]
     device = inst.kwargs.get("device_id")
