@@ -47,7 +47,7 @@ from libcst.metadata import Scope
 
 from dali_migrate.context import FileContext
 
-from .._cst import assigned_names, free_names, within
+from .._cst import assigned_names, free_names, walk, within
 from .._local import collect_nodes
 from .emit_state import runs_dali, walk_outside_defs
 from .iterator_follow import loops_around
@@ -247,19 +247,10 @@ def _not_plain(ctx: FileContext, stmt: cst.BaseStatement, nodes: set[str], var: 
     if data:
         return f"it reads `{data[0]}`, which the pipeline's graph code makes"
     if runs_dali(ctx, stmt, nodes) or any(
-        isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in cst_walk(stmt)
+        isinstance(n, (cst.Name, cst.Attribute)) and ctx.is_fn_ref(n) for n in walk(stmt)
     ):
         return "it runs DALI operators"
     return ""
-
-
-def cst_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of ``node``, the functions it defines included."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n.children)
 
 
 def _refusal(
@@ -295,13 +286,13 @@ def late_bound(ctx: FileContext, block: cst.With, gen: cst.FunctionDef) -> list[
     if scope is None:
         return []
     local = _bound(gen.body) | {
-        p.name.value for n in cst_walk(gen.body) if isinstance(n, cst.Parameters) for p in n.params
+        p.name.value for n in walk(gen.body) if isinstance(n, cst.Parameters) for p in n.params
     }
     local |= {
         t.value
-        for n in cst_walk(gen.body)
+        for n in walk(gen.body)
         if isinstance(n, cst.CompFor)
-        for t in cst_walk(n.target)
+        for t in walk(n.target)
         if isinstance(t, cst.Name)
     }
     reads = [
@@ -335,7 +326,7 @@ def _read_in_functions(block: cst.With) -> set[str]:
     """The names the functions and lambdas defined in ``block`` read."""
     return {
         n.value
-        for f in cst_walk(block.body)
+        for f in walk(block.body)
         if isinstance(f, (cst.FunctionDef, cst.Lambda))
         for n in walk_reads(f.body)
     }
@@ -343,11 +334,6 @@ def _read_in_functions(block: cst.With) -> set[str]:
 
 def walk_reads(node: cst.CSTNode) -> Iterator[cst.Name]:
     """The plain names ``node`` reads, in order (attribute names and keywords are not)."""
-    skip = {id(n.attr) for n in cst_walk(node) if isinstance(n, cst.Attribute)}
-    skip |= {id(n.keyword) for n in cst_walk(node) if isinstance(n, cst.Arg) and n.keyword}
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, cst.Name) and id(n) not in skip:
-            yield n
-        stack.extend(reversed(n.children))
+    skip = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+    skip |= {id(n.keyword) for n in walk(node) if isinstance(n, cst.Arg) and n.keyword}
+    return (n for n in walk(node) if isinstance(n, cst.Name) and id(n) not in skip)

@@ -37,10 +37,7 @@ import libcst as cst
 from dali_migrate.context import FileContext
 
 from .datasets import DATASET
-
-#: the DALI framework iterators whose pipeline may be a name bound in each branch
-PLUGINS = ("nvidia.dali.plugin.pytorch.", "nvidia.dali.plugin.paddle.", "nvidia.dali.plugin.jax.")
-ITERATOR_NAMES = ("DALIGenericIterator", "DALIClassificationIterator", "DALIRaggedIterator")
+from .iterator_args import ITERATORS
 
 #: the pipeline definition (its ``FunctionDef`` or ``ClassDef``) that made the object an
 #: expression evaluates to, where it is another definition of the module migrated by the same
@@ -86,7 +83,7 @@ def consumer_site(ctx: FileContext, ref: cst.CSTNode) -> bool:
     if not isinstance(call, cst.Call) or not isinstance(node, cst.Arg) or node.star:
         return False
     q = ctx.qualname(call.func) or ""
-    if q != DATASET and not (q.startswith(PLUGINS) and q.endswith(ITERATOR_NAMES)):
+    if q != DATASET and q not in ITERATORS:
         return False
     if node.keyword is not None:
         return node.keyword.value in ("pipeline", "pipelines")

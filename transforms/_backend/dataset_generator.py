@@ -193,25 +193,14 @@ def dataset_edit(
 ) -> Edit:
     """``DALIDataset(...)`` -> ``tf.data.Dataset.from_generator(lambda: <pipeline>(...),
     output_signature=...)``."""
-    tf = imported_as(ctx, "tensorflow") or "tensorflow"
-    gen = cst.Lambda(cst.Parameters(), call)
-    func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
-    dataset = cst.Call(
-        func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
-    )
     text = FROM_GENERATOR.format(name=name) if use.op is None else OP_COMMENT
-    comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n")]
-    value = dataset if use.op is None else next_element(tf, dataset)
-    new = made.deep_replace(use.call, value)
-    new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
-    return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])
+    return _generator_edit(ctx, use, made, cst.Lambda(cst.Parameters(), call), text)
 
 
 def peered_dataset_edit(ctx: FileContext, use: IteratorUse) -> Edit:
     """``DALIDataset(pipe, batch_size=n, ...)`` where each branch bound ``pipe`` to a partial of
     its definition -> ``tf.data.Dataset.from_generator(functools.partial(pipe, batch_size=n),
     output_signature=...)``: alike for every definition the name may hold."""
-    tf = imported_as(ctx, "tensorflow") or "tensorflow"
     pipe = use.peered
     assert isinstance(pipe, cst.BaseExpression)  # (the name the dataset took)
     size = next(
@@ -225,14 +214,28 @@ def peered_dataset_edit(ctx: FileContext, use: IteratorUse) -> Edit:
     gen = cst.parse_expression("functools.partial(__P__, batch_size=__N__)")
     gen = _expression(gen.visit(_Replace("__P__", pipe.deep_clone())))
     gen = _expression(gen.visit(_Replace("__N__", size.deep_clone())))
+    made = ctx.enclosing_statement(use.call)
+    assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    return _generator_edit(ctx, use, made, gen, PEERED.format(name=f"`{source_of(pipe)}`"))
+
+
+def _generator_edit(
+    ctx: FileContext,
+    use: IteratorUse,
+    made: cst.SimpleStatementLine | cst.BaseCompoundStatement,
+    gen: cst.BaseExpression,
+    text: str,
+) -> Edit:
+    """The statement ``made`` with the dataset (or the op's call) replaced by
+    ``tf.data.Dataset.from_generator(gen, output_signature=...)`` (its next element, for the
+    op), the comment ``text`` above it."""
+    tf = imported_as(ctx, "tensorflow") or "tensorflow"
     func = cst.parse_expression(f"{tf}.data.Dataset.from_generator")
     dataset = cst.Call(
         func, [cst.Arg(gen), kwarg("output_signature", output_signature(ctx, use, tf))]
     )
-    made = ctx.enclosing_statement(use.call)
-    assert isinstance(made, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-    text = PEERED.format(name=f"`{source_of(pipe)}`")
     comments = [cst.EmptyLine(comment=cst.Comment(t)) for t in text.split("\n")]
-    new = made.deep_replace(use.call, dataset)
+    value = dataset if use.op is None else next_element(tf, dataset)
+    new = made.deep_replace(use.call, value)
     new = new.with_changes(leading_lines=[*made.leading_lines, *comments])
     return ctx.stmt_edit(made, [fit(new, ctx.module.default_indent, len(ctx.indents(made)))])

@@ -20,7 +20,9 @@ from __future__ import annotations
 import libcst as cst
 
 from dali_migrate.context import FileContext
-from dali_migrate.cst_walk import children
+from dali_migrate.cst_walk import children, walk
+
+from .flow_sites import enclosing_class, self_attribute
 
 
 def is_generator_function(ctx: FileContext, name: cst.Name) -> bool:
@@ -73,44 +75,22 @@ def source_kind(ctx: FileContext, expr: cst.BaseExpression) -> tuple[str | None,
 def _stored_in_self(ctx: FileContext, expr: cst.BaseExpression) -> cst.BaseExpression | None:
     """``self.<attr>`` where the methods of the class around it set ``self.<attr> = value``
     once, and nothing else binds it: the value."""
-    if not (
-        isinstance(expr, cst.Attribute)
-        and isinstance(expr.value, cst.Name)
-        and expr.value.value == "self"
-    ):
-        return None
-    cls: cst.CSTNode | None = ctx.parents.get(expr)
-    while cls is not None and not isinstance(cls, cst.ClassDef):
-        cls = ctx.parents.get(cls)
+    attr = self_attribute(ctx, expr)
+    cls = enclosing_class(ctx, expr) if attr is not None else None
     if cls is None:
         return None
-    attr = expr.attr.value
     values = []
-    for node in _walk_all(cls):
+    for node in walk(cls):
         targets: list[cst.BaseExpression] = []
         if isinstance(node, cst.Assign):
             targets = [t.target for t in node.targets]
         elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
             targets = [node.target]
         for t in targets:
-            for n in _walk_all(t):
-                if (
-                    isinstance(n, cst.Attribute)
-                    and isinstance(n.value, cst.Name)
-                    and n.value.value == "self"
-                    and n.attr.value == attr
-                ):
+            for n in walk(t):
+                if isinstance(n, cst.Attribute) and self_attribute(ctx, n) == attr:
                     values.append(node.value if isinstance(node, cst.Assign) and t is n else None)
     return values[0] if len(values) == 1 else None
-
-
-def _walk_all(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out, stack = [], [node]
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(children(n))
-    return out
 
 
 def _made_function(ctx: FileContext, factory: cst.FunctionDef) -> tuple[str | None, bool]:
